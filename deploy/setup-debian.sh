@@ -1,0 +1,19 @@
+#!/bin/sh
+# Install every Debian 12 package that lmpipe needs to build and test.
+# The CUDA toolkit is not a Debian package: when nvcc is present the CUDA
+# backend is built too (-Dcuda=auto).
+set -eu
+pkgs="build-essential meson ninja-build pkg-config
+      libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev
+      clang libclang-rt-14-dev python3"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi

@@ -1,0 +1,52 @@
+/* lmpipe.c - the lmpipe command line: dispatches to one subcommand. */
+#include "lmpipe.h"
+
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    lp_cmd_fn fn;
+    const char *help;
+} commands[] = {
+    {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
+};
+
+int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "lmpipe %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: lmpipe COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    lp_log_init("lmpipe");
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "lmpipe: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

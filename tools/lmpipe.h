@@ -1,0 +1,14 @@
+/* lmpipe.h - the subcommands of the lmpipe command line.  Each lives in its
+ * own cmd-*.c file and returns the process exit status. */
+#ifndef LP_TOOLS_LMPIPE_H
+#define LP_TOOLS_LMPIPE_H
+
+typedef int (*lp_cmd_fn)(int argc, char **argv);
+
+int lp_cmd_info(int argc, char **argv);
+
+/* Print "lmpipe CMD: message" to stderr and return 2 (usage errors). */
+int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif
