@@ -1,0 +1,90 @@
+/* engine.h - the compute engine: a loaded model, its KV caches, and one
+ * batched forward step.  engine-svc serves this library; `lmpipe score` and
+ * `lmpipe bench` call it in-process.
+ *
+ * Tensor layout (docs/ARCHITECTURE.md): activations are row-major
+ * [token, n_embd]; Q/K/V rows are [token, head, head_dim]; the KV cache of a
+ * sequence is [layer][pos][kv_head][head_dim] in float32. */
+#ifndef LP_ENGINE_H
+#define LP_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+
+/* ---- model ------------------------------------------------------------ */
+
+enum lp_arch { LP_ARCH_LLAMA, LP_ARCH_QWEN2 };
+
+typedef struct lp_hparams {
+    enum lp_arch arch;
+    int32_t n_vocab;       /* logit row length: rows of token_embd / output */
+    int32_t n_tokens_real; /* tokenizer tokens up to the last one not unused/padding */
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;     /* GQA: n_head % n_head_kv == 0 */
+    int32_t head_dim;      /* n_embd / n_head */
+    int32_t n_ff;
+    int32_t n_rot;         /* rotated dims per head (rope.dimension_count) */
+    int32_t n_ctx_train;   /* context_length */
+    float rope_base;       /* rope.freq_base; 10000 when absent */
+    bool rope_neox;        /* NEOX (qwen2): rotate pairs (i, i+n_rot/2) */
+    float rms_eps;
+    int32_t bos_id, eos_id; /* -1 when absent */
+} lp_hparams_t;
+
+typedef struct lp_model lp_model_t;
+
+/* Map a GGUF file and resolve every weight.  Fails with a message naming
+ * the key or tensor at fault. */
+int lp_model_load(const char *path, lp_model_t **out);
+void lp_model_destroy(lp_model_t **self_p);
+const lp_hparams_t *lp_model_hparams(const lp_model_t *m);
+/* Borrowed, valid for the model's life. */
+const lp_gguf_t *lp_model_gguf(const lp_model_t *m);
+/* n_vocab bytes: 1 where a token must never be sampled (unused, padding,
+ * or at/after n_tokens_real).  Borrowed. */
+const uint8_t *lp_model_token_mask(const lp_model_t *m);
+
+/* ---- engine ----------------------------------------------------------- */
+
+typedef struct lp_engine_params {
+    int32_t n_ctx;            /* per-sequence KV capacity; 0 = min(n_ctx_train, 4096) */
+    int32_t max_seqs;         /* sequence slots; 0 = 16 */
+    int32_t max_batch_tokens; /* tokens per step; 0 = 512 */
+    int32_t n_threads;        /* 0 = all cores */
+    bool exact;               /* reference arithmetic: dequantize, dot in float */
+    const char *backend;      /* "cpu", "cuda" or NULL for the best available */
+} lp_engine_params_t;
+
+typedef struct lp_engine lp_engine_t;
+
+/* `model` is borrowed and must outlive the engine. */
+int lp_engine_new(lp_model_t *model, const lp_engine_params_t *params, lp_engine_t **out);
+void lp_engine_destroy(lp_engine_t **self_p);
+const char *lp_engine_backend_name(const lp_engine_t *e);
+
+/* Forget a sequence's KV cache (a new request can then use the slot). */
+void lp_engine_seq_reset(lp_engine_t *e, int32_t seq_id);
+int32_t lp_engine_seq_len(const lp_engine_t *e, int32_t seq_id);
+
+/* One entry of a batch: a prefill chunk or a single decode token. */
+typedef struct lp_batch_seq {
+    int32_t seq_id;        /* 0 .. max_seqs-1; each at most once per batch */
+    int32_t pos;           /* position of tokens[0]; <= the sequence's length
+                              (a smaller value drops the cache after it) */
+    int32_t n_tokens;
+    const int32_t *tokens; /* borrowed for the call */
+    int32_t n_logits;      /* logits for the last n_logits tokens (0..n_tokens) */
+} lp_batch_seq_t;
+
+/* Run one forward step over every entry.  `logits` holds one row pointer
+ * (n_vocab floats each) per requested row, in batch order: entry 0's rows
+ * first, oldest token first.  Rows may point into shared memory. */
+int lp_engine_step(lp_engine_t *e, const lp_batch_seq_t *seqs, int32_t n_seqs,
+                   float *const *logits);
+
+#endif
