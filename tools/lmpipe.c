@@ -13,6 +13,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
+    {"sample", lp_cmd_sample, "--logits F --params J --draws N   draw tokens from one logit row"},
 };
 
 int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)
