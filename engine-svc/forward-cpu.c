@@ -3,7 +3,7 @@
  *
  * Layout: activations are row-major [token][n_embd]; q is [token][head][dim],
  * k and v are [token][kv_head][dim].  The KV cache of a sequence is
- * [layer][pos][kv_head][dim] in float32, grown by doubling.  Tokens of one
+ * [layer][pos][kv_head][dim] in float32, n_ctx positions.  Tokens of one
  * batch are laid out entry after entry, oldest first; token t of the batch
  * belongs to sequence tok_seq[t] at position tok_pos[t]. */
 #include "backend.h"
@@ -21,7 +21,7 @@
 
 typedef struct kv_seq {
     float *k, *v;   /* (n_layer, cap, kv_dim) */
-    int32_t cap;    /* positions allocated */
+    int32_t cap;    /* positions allocated: n_ctx once used */
 } kv_seq_t;
 
 typedef struct cpu_ctx {
@@ -109,35 +109,24 @@ static void cpu_seq_truncate(void *vctx, int32_t seq_id, int32_t len)
     (void)vctx; (void)seq_id; (void)len;
 }
 
-/* Make room for positions [0, need) in a sequence's cache. */
-static int kv_reserve(cpu_ctx_t *c, int32_t seq_id, int32_t need)
+/* A sequence's cache is allocated at full context on first use: the pages
+ * become resident only as positions are written, and no step after the
+ * first allocates. */
+static int kv_reserve(cpu_ctx_t *c, int32_t seq_id)
 {
     kv_seq_t *s = &c->kv[seq_id];
-    if (need <= s->cap) return 0;
-    int32_t cap = s->cap ? s->cap : 64;
-    while (cap < need) cap *= 2;
-    if (cap > c->p.n_ctx) cap = c->p.n_ctx;
-    const int32_t n_layer = c->m->hp.n_layer;
-    size_t row = (size_t)c->kv_dim;
-    float *k = malloc(sizeof(float) * (size_t)n_layer * (size_t)cap * row);
-    float *v = malloc(sizeof(float) * (size_t)n_layer * (size_t)cap * row);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return lp_error_set(LP_ERR(ENOMEM), "out of memory growing the KV cache of sequence "
-                            "%d to %d positions", seq_id, cap);
+    if (s->k) return 0;
+    size_t n = (size_t)c->m->hp.n_layer * (size_t)c->p.n_ctx * (size_t)c->kv_dim;
+    s->k = malloc(sizeof(float) * n);
+    s->v = malloc(sizeof(float) * n);
+    if (!s->k || !s->v) {
+        free(s->k);
+        free(s->v);
+        s->k = s->v = NULL;
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory for the KV cache of sequence %d "
+                            "(%zu MB)", seq_id, 2 * n * sizeof(float) >> 20);
     }
-    for (int32_t l = 0; l < n_layer && s->cap; l++) {
-        memcpy(k + (size_t)l * cap * row, s->k + (size_t)l * s->cap * row,
-               sizeof(float) * (size_t)s->cap * row);
-        memcpy(v + (size_t)l * cap * row, s->v + (size_t)l * s->cap * row,
-               sizeof(float) * (size_t)s->cap * row);
-    }
-    free(s->k);
-    free(s->v);
-    s->k = k;
-    s->v = v;
-    s->cap = cap;
+    s->cap = c->p.n_ctx;
     return 0;
 }
 
@@ -239,7 +228,7 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
     int32_t t = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
         const lp_batch_seq_t *s = &seqs[i];
-        if ((rc = kv_reserve(c, s->seq_id, s->pos + s->n_tokens))) return rc;
+        if ((rc = kv_reserve(c, s->seq_id))) return rc;
         for (int32_t k = 0; k < s->n_tokens; k++, t++) {
             c->tok_seq[t] = s->seq_id;
             c->tok_pos[t] = s->pos + k;
