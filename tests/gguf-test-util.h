@@ -65,4 +65,52 @@ static inline uint64_t test_get_u64(const uint8_t *p)
     return v;
 }
 
+/* Touch everything a parsed file offers through the public getters, the
+ * way a consumer would; returns a value that depends on all of it so that
+ * nothing is optimized away.  Sanitizers watch for bad reads. */
+#ifdef LP_GGUF_H
+static inline uint64_t test_gguf_touch(const lp_gguf_t *g)
+{
+    uint64_t h = lp_gguf_version(g) + lp_gguf_alignment(g) + lp_gguf_file_size(g);
+    for (int64_t i = 0; i < lp_gguf_n_kv(g); i++) {
+        const lp_gguf_kv_t *kv = lp_gguf_kv_at(g, i);
+        h = h * 31 + strlen(kv->key);
+        if (lp_gguf_find(g, kv->key) != kv) h ^= 0xdead; /* keys are unique */
+        uint32_t u32;
+        int64_t i64;
+        float f;
+        bool b;
+        lp_gguf_str_t s;
+        const void *d;
+        const lp_gguf_str_t *strs;
+        uint64_t n;
+        if (!lp_gguf_get_u32(g, kv->key, &u32)) h += u32;
+        if (!lp_gguf_get_i64(g, kv->key, &i64)) h += (uint64_t)i64;
+        if (!lp_gguf_get_f32(g, kv->key, &f)) h += f == f;
+        if (!lp_gguf_get_bool(g, kv->key, &b)) h += b;
+        if (!lp_gguf_get_str(g, kv->key, &s) && s.len) h += (uint8_t)s.ptr[s.len - 1];
+        if (kv->type == LP_GGUF_ARRAY) {
+            if (kv->arr_type == LP_GGUF_STRING) {
+                if (!lp_gguf_get_str_arr(g, kv->key, &strs, &n) && n)
+                    h += strs[n - 1].len + (strs[n - 1].len ? (uint8_t)strs[n - 1].ptr[0] : 0);
+            } else if (!lp_gguf_get_arr(g, kv->key, kv->arr_type, &d, &n) && n) {
+                double v = lp_gguf_num_at(kv->arr_type, d, n - 1);
+                h += v == v;
+            }
+        } else if (kv->type != LP_GGUF_STRING) {
+            double v = lp_gguf_num_at(kv->type, kv->data, 0);
+            h += v == v;
+        }
+    }
+    for (int64_t i = 0; i < lp_gguf_n_tensors(g); i++) {
+        const lp_gguf_tensor_t *t = lp_gguf_tensor_at(g, i);
+        if (lp_gguf_find_tensor(g, t->name) != t) h ^= 0xbeef;
+        h = h * 31 + t->nbytes + t->offset + t->type + t->n_dims;
+        if (t->nbytes) /* first and last byte of the data */
+            h += ((const uint8_t *)t->data)[0] + ((const uint8_t *)t->data)[t->nbytes - 1];
+    }
+    return h;
+}
+#endif
+
 #endif
