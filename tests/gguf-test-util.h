@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int test_failures;
+static int test_failures __attribute__((unused));
 
 #define CHECK(cond, ...)                                                      \
     do {                                                                      \
