@@ -14,6 +14,7 @@ static const struct {
 } commands[] = {
     {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
     {"score", lp_cmd_score, "--model M --ids I,.. top log-probabilities per position"},
+    {"synth", lp_cmd_synth, "--arch A --shape S --type T --vocab V -o OUT  random-weight model"},
 };
 
 int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)
