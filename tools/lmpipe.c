@@ -13,6 +13,8 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
+    {"tokenize", lp_cmd_tokenize, "--model M [--raw]    text on stdin -> token IDs"},
+    {"detokenize", lp_cmd_detokenize, "--model M [--special] token IDs on stdin -> text"},
 };
 
 int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)
