@@ -1,0 +1,49 @@
+/* matmul.h - y = W x for quantized weight matrices, on the CPU.
+ *
+ * Two paths:
+ *  - exact: dequantize each weight row (quant.h) and dot it with the float
+ *    activations, accumulating in double.  The reference the `exact/`
+ *    goldens check.
+ *  - fast: quantize the activations once per call (Q8_0-style blocks for the
+ *    legacy types, Q8_K-style super-blocks for the K-quants, as llama.cpp
+ *    does) and take integer dot products with SIMD kernels chosen at run
+ *    time (docs/KERNELS.md).  F32/F16/BF16 weights dot with float
+ *    activations.
+ *
+ * Scratch memory: lp_matmul() keeps its temporaries in the pool's scratch
+ * buffer (lp_threadpool_scratch), which grows to the largest call seen and
+ * is then reused, so steady-state calls do not allocate. */
+#ifndef LP_MATMUL_H
+#define LP_MATMUL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ggml-type.h"
+#include "threadpool.h"
+
+typedef struct lp_matmul {
+    uint32_t type;        /* weight type (enum lp_type) */
+    const void *w;        /* n_out rows of n_in elements, row-major (GGUF ne0 = n_in) */
+    int64_t n_in, n_out;
+    const float *x;       /* n_tok rows of n_in floats, row stride x_stride floats */
+    int64_t x_stride, n_tok;
+    float *y;             /* n_tok rows of n_out floats, row stride y_stride floats */
+    int64_t y_stride;
+} lp_matmul_t;
+
+/* True when lp_matmul handles weights of `type` (the types of quant.h). */
+bool lp_matmul_supported(uint32_t type);
+
+/* Check a call's shapes: supported type, n_in a whole number of blocks,
+ * strides >= n_in / n_out, non-NULL pointers.  Returns 0 or LP_ERR(EINVAL)
+ * with a message naming the field.  lp_matmul itself only asserts these,
+ * so a loader checks each weight once with this. */
+int lp_matmul_check(const lp_matmul_t *mm);
+
+/* y[t][o] = sum_i w[o][i] * x[t][i].  exact: dequantize each weight row
+ * and dot in float with no rounding of activations (the reference path).
+ * `pool` may be NULL (runs on the caller, allocating its scratch). */
+void lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact);
+
+#endif

@@ -1,0 +1,145 @@
+/* matmul_test.c - lp_matmul against a naive double loop over the
+ * dequantized weights, for every type, several shapes and thread counts,
+ * both paths. */
+#include "matmul.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "quant.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fprintf(stderr, "\n");                                         \
+            failures++;                                                    \
+        }                                                                  \
+    } while (0)
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
+}
+
+static const uint32_t types[] = {
+    LP_TYPE_F32, LP_TYPE_F16, LP_TYPE_BF16, LP_TYPE_Q8_0, LP_TYPE_Q4_0, LP_TYPE_Q4_1,
+    LP_TYPE_Q5_0, LP_TYPE_Q5_1, LP_TYPE_Q4_K, LP_TYPE_Q5_K, LP_TYPE_Q6_K,
+};
+
+/* n_in, n_out, n_tok: single tokens and batches, odd n_out, one row. */
+static const int64_t shapes[][3] = {
+    {256, 7, 1}, {512, 33, 3}, {256, 1, 5}, {768, 17, 8}, {1024, 64, 13}, {2048, 5, 1},
+};
+
+/* Largest error allowed, relative to sum_i |w_i x_i|.  exact: the dot is
+ * accumulated in double and rounded once to float, so only float rounding
+ * of the result (2^-24) matters; 1e-6 leaves room.  fast: the activations
+ * are rounded to 8 bits per block (relative error up to 1/254 of the block
+ * maximum), so the error of a dot stays under ~1% of sum |w x|, and F16 /
+ * BF16 / F32 weights use float activations and float accumulation. */
+#define EXACT_REL 1e-6
+#define FAST_REL 0.02
+
+static void run_case(lp_threadpool_t *pool, uint32_t type, const int64_t *shape, bool exact)
+{
+    int64_t n_in = shape[0], n_out = shape[1], n_tok = shape[2];
+    int64_t xs = n_in + 3, ys = n_out + 2; /* strides wider than the rows */
+    size_t rb = lp_type_row_bytes(type, n_in);
+    uint8_t *w = malloc(rb * (size_t)n_out);
+    float *wf = malloc(sizeof(float) * (size_t)(n_in * n_out));
+    float *x = malloc(sizeof(float) * (size_t)(xs * n_tok));
+    float *y = malloc(sizeof(float) * (size_t)(ys * n_tok));
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int64_t i = 0; i < n_in; i++) wf[o * n_in + i] = frand() * (1.0f + (float)(o % 3));
+        CHECK(lp_quant_row(type, wf + o * n_in, w + (size_t)o * rb, n_in) == 0, "quantize");
+        lp_dequant_row(type, w + (size_t)o * rb, wf + o * n_in, n_in); /* the reference weights */
+    }
+    for (int64_t i = 0; i < xs * n_tok; i++) x[i] = frand() * 2.0f;
+    for (int64_t i = 0; i < ys * n_tok; i++) y[i] = NAN; /* padding must stay untouched */
+
+    lp_matmul_t mm = {
+        .type = type, .w = w, .n_in = n_in, .n_out = n_out,
+        .x = x, .x_stride = xs, .n_tok = n_tok, .y = y, .y_stride = ys,
+    };
+    CHECK(lp_matmul_check(&mm) == 0, "check: %s", lp_error_msg());
+    lp_matmul(pool, &mm, exact);
+
+    double worst = 0;
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t o = 0; o < n_out; o++) {
+            double ref = 0, mag = 0;
+            for (int64_t i = 0; i < n_in; i++) {
+                double p = (double)wf[o * n_in + i] * x[t * xs + i];
+                ref += p;
+                mag += fabs(p);
+            }
+            double err = fabs(y[t * ys + o] - ref) / mag;
+            if (!(err <= worst)) worst = err; /* catches NaN */
+        }
+        for (int64_t o = n_out; o < ys; o++)
+            CHECK(isnan(y[t * ys + o]), "%s: padding of row %lld written", lp_type_name(type),
+                  (long long)t);
+    }
+    double tol = exact ? EXACT_REL : FAST_REL;
+    CHECK(worst <= tol, "%s %s n_in %lld n_out %lld n_tok %lld threads %d: error %g > %g",
+          lp_type_name(type), exact ? "exact" : "fast", (long long)n_in, (long long)n_out,
+          (long long)n_tok, pool ? lp_threadpool_n_threads(pool) : 0, worst, tol);
+    free(w);
+    free(wf);
+    free(x);
+    free(y);
+}
+
+static void test_check(void)
+{
+    float x[256], y[4];
+    uint8_t w[1024] = {0};
+    lp_matmul_t mm = {.type = LP_TYPE_Q4_K, .w = w, .n_in = 256, .n_out = 4,
+                      .x = x, .x_stride = 256, .n_tok = 1, .y = y, .y_stride = 4};
+    CHECK(lp_matmul_check(&mm) == 0, "valid call");
+    mm.n_in = 100;
+    CHECK(lp_matmul_check(&mm) == LP_ERR(EINVAL) && strstr(lp_error_msg(), "n_in"),
+          "n_in not whole blocks: %s", lp_error_msg());
+    mm.n_in = 256;
+    mm.type = LP_TYPE_Q2_K;
+    CHECK(lp_matmul_check(&mm) == LP_ERR(EINVAL) && strstr(lp_error_msg(), "Q2_K"),
+          "unsupported type: %s", lp_error_msg());
+    mm.type = LP_TYPE_Q4_K;
+    mm.n_tok = 2;
+    mm.x_stride = 10;
+    CHECK(lp_matmul_check(&mm) == LP_ERR(EINVAL) && strstr(lp_error_msg(), "x_stride"),
+          "short stride: %s", lp_error_msg());
+}
+
+int main(void)
+{
+    test_check();
+    lp_threadpool_t *pools[3] = {NULL, lp_threadpool_new(1), lp_threadpool_new(3)};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (int p = 0; p < 3; p++) {
+                run_case(pools[p], types[k], shapes[s], true);
+                run_case(pools[p], types[k], shapes[s], false);
+            }
+        }
+    }
+    lp_threadpool_destroy(&pools[1]);
+    lp_threadpool_destroy(&pools[2]);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    return 0;
+}
