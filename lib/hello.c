@@ -1,0 +1,93 @@
+/* hello.c - the connection hello and the vocabulary facts (see hello.h). */
+#include "hello.h"
+
+#include "error.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *lp_host_id(void)
+{
+    static char id[320];
+    if (id[0]) return id;
+    char host[256] = "unknown", boot[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    snprintf(id, sizeof(id), "%s/%s", host, boot);
+    return id;
+}
+
+const char *lp_role_name(Lmpipe__Role r)
+{
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&lmpipe__role__descriptor, r);
+    return v ? v->name : "unknown role";
+}
+
+void lp_hello_init(Lmpipe__Hello *h, Lmpipe__Role role)
+{
+    lmpipe__hello__init(h);
+    h->protocol = (char *)LP_PROTOCOL_NAME;
+    h->version = LP_PROTOCOL_VERSION;
+    h->role = role;
+    h->host_id = (char *)lp_host_id();
+    h->pid = (uint32_t)getpid();
+    h->bos_id = -1;
+    h->eos_id = -1;
+}
+
+int lp_hello_check(const Lmpipe__Hello *h, Lmpipe__Role expect)
+{
+    if (!h->protocol || strcmp(h->protocol, LP_PROTOCOL_NAME) != 0)
+        return lp_error_set(LP_ERR(EPROTO), "hello: protocol '%s' is not '%s'",
+                            h->protocol ? h->protocol : "", LP_PROTOCOL_NAME);
+    if (h->version != LP_PROTOCOL_VERSION)
+        return lp_error_set(LP_ERR(EPROTO), "hello: protocol version %u is not supported (this "
+                            "side speaks version %u)", h->version, LP_PROTOCOL_VERSION);
+    if (expect != LMPIPE__ROLE__ROLE_UNKNOWN && h->role != expect)
+        return lp_error_set(LP_ERR(EPROTO), "hello: peer role is %s, expected %s",
+                            lp_role_name(h->role), lp_role_name(expect));
+    return 0;
+}
+
+int lp_hello_check_vocab(const Lmpipe__Hello *a, const Lmpipe__Hello *b)
+{
+    const char *an = lp_role_name(a->role), *bn = lp_role_name(b->role);
+    if (a->n_vocab && b->n_vocab && a->n_vocab != b->n_vocab)
+        return lp_error_set(LP_ERR(EPROTO), "model mismatch: %s has logit rows of %u, %s of %u "
+                            "(%s vs %s)", an, a->n_vocab, bn, b->n_vocab, a->model_name,
+                            b->model_name);
+    if (a->n_tokens && b->n_tokens && a->n_tokens != b->n_tokens)
+        return lp_error_set(LP_ERR(EPROTO), "model mismatch: %s has %u tokens, %s has %u (%s vs "
+                            "%s)", an, a->n_tokens, bn, b->n_tokens, a->model_name, b->model_name);
+    if (a->vocab_hash && b->vocab_hash && a->vocab_hash != b->vocab_hash)
+        return lp_error_set(LP_ERR(EPROTO), "model mismatch: %s and %s have different vocabularies "
+                            "(hash %016llx vs %016llx; %s vs %s)", an, bn,
+                            (unsigned long long)a->vocab_hash, (unsigned long long)b->vocab_hash,
+                            a->model_name, b->model_name);
+    return 0;
+}
+
+void lp_vocab_facts(const lp_gguf_t *g, uint32_t *n_tokens, uint64_t *hash)
+{
+    const lp_gguf_str_t *strs;
+    uint64_t n;
+    *n_tokens = 0;
+    *hash = 0;
+    if (lp_gguf_get_str_arr(g, "tokenizer.ggml.tokens", &strs, &n) != 0) return;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (uint64_t i = 0; i < n; i++) {
+        for (uint64_t k = 0; k < strs[i].len; k++) {
+            h ^= (uint8_t)strs[i].ptr[k];
+            h *= 0x100000001b3ULL;
+        }
+        h *= 0x100000001b3ULL; /* the 0 separator: xor of 0 is a no-op */
+    }
+    *n_tokens = (uint32_t)n;
+    *hash = h;
+}

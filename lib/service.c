@@ -1,0 +1,228 @@
+/* service.c - the shared service skeleton (see service.h). */
+#include "service.h"
+
+#include "error.h"
+#include "hello.h"
+#include "log.h"
+#include "zloop.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define MAX_PEERS 4096
+
+typedef struct peer {
+    uint8_t id[LP_FRAME_MAX_PEER];
+    size_t len;
+} peer_t;
+
+struct lp_service {
+    const lp_service_ops_t *ops;
+    void *ctx;
+    uv_loop_t loop;
+    uv_signal_t sigint, sigterm;
+    void *zctx, *sock;
+    lp_zsock_t *zs;
+    peer_t *peers; /* peers that said hello; oldest evicted past MAX_PEERS */
+    size_t n_peers, next_evict;
+    uint64_t n_msgs, n_malformed, n_errors;
+    bool stopping;
+};
+
+void lp_service_sockopts(void *sock)
+{
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof(zero));
+    zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+}
+
+void lp_service_watch_parent(void)
+{
+    const char *s = getenv("LMPIPE_PARENT_PID");
+    if (!s) return;
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != (pid_t)atoi(s)) raise(SIGTERM); /* the parent died before prctl */
+}
+
+uv_loop_t *lp_service_loop(lp_service_t *svc) { return &svc->loop; }
+void *lp_service_zmq_ctx(lp_service_t *svc) { return svc->zctx; }
+void lp_service_count_malformed(lp_service_t *svc) { svc->n_malformed++; }
+
+static bool peer_known(const lp_service_t *svc, const uint8_t *id, size_t len)
+{
+    for (size_t i = 0; i < svc->n_peers; i++)
+        if (svc->peers[i].len == len && !memcmp(svc->peers[i].id, id, len)) return true;
+    return false;
+}
+
+static void peer_add(lp_service_t *svc, const uint8_t *id, size_t len)
+{
+    if (peer_known(svc, id, len)) return;
+    peer_t *p;
+    if (svc->n_peers < MAX_PEERS) p = &svc->peers[svc->n_peers++];
+    else p = &svc->peers[svc->next_evict++ % MAX_PEERS];
+    memcpy(p->id, id, len);
+    p->len = len;
+}
+
+int lp_service_send(lp_service_t *svc, const uint8_t *peer, size_t peer_len, Lmpipe__Msg *msg,
+                    const void *raw, size_t raw_len)
+{
+    int rc = lp_frame_send(svc->sock, peer, peer_len, msg, raw, raw_len);
+    lp_zsock_kick(svc->zs);
+    return rc;
+}
+
+int lp_service_reply(lp_service_t *svc, const lp_frame_t *req, Lmpipe__Msg *msg, const void *raw,
+                     size_t raw_len)
+{
+    msg->id = req->msg->id;
+    return lp_service_send(svc, req->peer, req->peer_len, msg, raw, raw_len);
+}
+
+static void reply_error(lp_service_t *svc, const lp_frame_t *f, uint64_t id, int code, const char *text)
+{
+    svc->n_errors++;
+    lp_frame_send_error(svc->sock, f->peer, f->peer_len, id, code, "%s: %s", svc->ops->name, text);
+    lp_zsock_kick(svc->zs);
+}
+
+static void on_hello(lp_service_t *svc, const lp_frame_t *f)
+{
+    const Lmpipe__Hello *peer = f->msg->hello;
+    int rc = lp_hello_check(peer, LMPIPE__ROLE__ROLE_UNKNOWN);
+    Lmpipe__Hello mine;
+    lp_hello_init(&mine, svc->ops->role);
+    if (!rc && svc->ops->hello) rc = svc->ops->hello(svc->ctx, peer, &mine);
+    if (rc) {
+        LP_WARN("%s: refused hello from %s (pid %u): %s", svc->ops->name, lp_role_name(peer->role),
+                peer->pid, lp_error_msg());
+        reply_error(svc, f, f->msg->id, rc, lp_error_msg());
+        return;
+    }
+    peer_add(svc, f->peer, f->peer_len);
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_HELLO;
+    m.hello = &mine;
+    lp_service_reply(svc, f, &m, NULL, 0);
+}
+
+static void on_stats(lp_service_t *svc, const lp_frame_t *f)
+{
+    Lmpipe__StatsReply s = LMPIPE__STATS_REPLY__INIT;
+    s.n_msgs = svc->n_msgs;
+    s.n_malformed = svc->n_malformed;
+    s.n_errors = svc->n_errors;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STATS_REPLY;
+    m.stats_reply = &s;
+    lp_service_reply(svc, f, &m, NULL, 0);
+}
+
+static void on_msg(lp_zsock_t *zs, void *sock, void *arg)
+{
+    lp_service_t *svc = arg;
+    lp_frame_t f;
+    int rc = lp_frame_recv(sock, true, &f);
+    if (rc == LP_ERR(EAGAIN)) return;
+    svc->n_msgs++;
+    if (rc) {
+        if (svc->n_malformed++ == 0)
+            LP_WARN("%s: %s (logged once; see StatsReply.n_malformed)", svc->ops->name, lp_error_msg());
+        if (f.peer_len) reply_error(svc, &f, 0, rc, lp_error_msg());
+        lp_frame_clear(&f);
+        return;
+    }
+    if (f.msg->body_case == LMPIPE__MSG__BODY_HELLO) {
+        on_hello(svc, &f);
+    } else if (!peer_known(svc, f.peer, f.peer_len)) {
+        reply_error(svc, &f, f.msg->id, LP_ERR(EPROTO), "no hello yet: every connection opens with "
+                    "a hello");
+    } else if (f.msg->body_case == LMPIPE__MSG__BODY_STATS) {
+        on_stats(svc, &f);
+    } else {
+        lp_error_clear();
+        rc = svc->ops->handle(svc->ctx, svc, &f);
+        if (rc) reply_error(svc, &f, f.msg->id, rc, lp_error_msg());
+    }
+    lp_frame_clear(&f);
+    (void)zs;
+}
+
+void lp_service_stop(lp_service_t *svc)
+{
+    if (svc->stopping) return;
+    svc->stopping = true;
+    uv_stop(&svc->loop);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    lp_service_t *svc = h->data;
+    LP_INFO("%s: signal %d, stopping", svc->ops->name, signum);
+    lp_service_stop(svc);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+int lp_service_run(const lp_service_ops_t *ops, void *ctx, const char *endpoint)
+{
+    signal(SIGPIPE, SIG_IGN);
+    lp_service_watch_parent();
+    lp_service_t *svc = calloc(1, sizeof(*svc));
+    if (!svc) return LP_ERR(ENOMEM);
+    svc->peers = calloc(MAX_PEERS, sizeof(peer_t));
+    if (!svc->peers) {
+        free(svc);
+        return LP_ERR(ENOMEM);
+    }
+    svc->ops = ops;
+    svc->ctx = ctx;
+    int rc = 0;
+    bool bound = false;
+    uv_loop_init(&svc->loop);
+    svc->zctx = zmq_ctx_new();
+    svc->sock = zmq_socket(svc->zctx, ZMQ_ROUTER);
+    lp_service_sockopts(svc->sock);
+    int one = 1;
+    zmq_setsockopt(svc->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+    if (zmq_bind(svc->sock, endpoint) != 0) {
+        rc = lp_error_set(LP_ERR(zmq_errno()), "%s: bind %s: %s", ops->name, endpoint,
+                          zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    bound = true;
+    rc = lp_zsock_new(&svc->loop, svc->sock, on_msg, svc, &svc->zs);
+    if (rc) goto out;
+    uv_signal_init(&svc->loop, &svc->sigint);
+    uv_signal_init(&svc->loop, &svc->sigterm);
+    svc->sigint.data = svc->sigterm.data = svc;
+    uv_signal_start(&svc->sigint, on_signal, SIGINT);
+    uv_signal_start(&svc->sigterm, on_signal, SIGTERM);
+    if (ops->start && (rc = ops->start(ctx, svc)) != 0) goto out;
+    LP_INFO("%s: serving on %s", ops->name, endpoint);
+    uv_run(&svc->loop, UV_RUN_DEFAULT);
+    if (ops->stop) ops->stop(ctx, svc);
+out:
+    lp_zsock_destroy(&svc->zs);
+    uv_walk(&svc->loop, close_walk, NULL);
+    uv_run(&svc->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&svc->loop);
+    zmq_close(svc->sock);
+    /* An ipc:// endpoint leaves its socket file behind after close. */
+    if (bound && !strncmp(endpoint, "ipc://", 6)) unlink(endpoint + 6);
+    zmq_ctx_term(svc->zctx);
+    free(svc->peers);
+    free(svc);
+    return rc;
+}

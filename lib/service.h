@@ -1,0 +1,64 @@
+/* service.h - the skeleton every lmpipe service runs in: a ROUTER socket
+ * bound to the service's endpoint, a libuv loop with SIGINT/SIGTERM, the
+ * hello handshake, counters, and one handler per request.
+ *
+ * main.c parses its flags, builds its library object, and hands both to
+ * lp_service_run(), which returns when a signal stops the loop.  Malformed
+ * messages are counted, logged once, answered with an Error where the peer
+ * is known, and the service goes on. */
+#ifndef LP_SERVICE_H
+#define LP_SERVICE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "frame.h"
+#include "lmpipe.pb-c.h"
+
+typedef struct lp_service lp_service_t;
+
+typedef struct lp_service_ops {
+    const char *name;  /* for logs: "engine-svc" */
+    Lmpipe__Role role;
+    /* Fill this side's facts into `mine` (already lp_hello_init'ed) and check
+     * the peer's.  Return 0, or a negative code with lp_error_set() to
+     * refuse the peer.  Strings put in `mine` must live until the next call.
+     * May be NULL. */
+    int (*hello)(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine);
+    /* One request from a peer that has said hello.  Reply with
+     * lp_service_reply() at most once, or return a negative code with
+     * lp_error_set() and the skeleton replies with an Error. */
+    int (*handle)(void *ctx, lp_service_t *svc, const lp_frame_t *req);
+    /* After the socket is bound and before the loop runs; may be NULL.  A
+     * negative return stops the service. */
+    int (*start)(void *ctx, lp_service_t *svc);
+    /* After the loop stops, before the socket closes; may be NULL. */
+    void (*stop)(void *ctx, lp_service_t *svc);
+} lp_service_ops_t;
+
+/* Bind a ROUTER to `endpoint` and serve until SIGINT or SIGTERM.  Returns 0
+ * after a clean stop, or a negative code with lp_error_msg() set. */
+int lp_service_run(const lp_service_ops_t *ops, void *ctx, const char *endpoint);
+
+/* Reply to `req` with `msg` (its id is set to the request's) and an
+ * optional raw frame. */
+int lp_service_reply(lp_service_t *svc, const lp_frame_t *req, Lmpipe__Msg *msg, const void *raw,
+                     size_t raw_len);
+/* Send to any peer that has said hello (events that follow a request). */
+int lp_service_send(lp_service_t *svc, const uint8_t *peer, size_t peer_len, Lmpipe__Msg *msg,
+                    const void *raw, size_t raw_len);
+
+uv_loop_t *lp_service_loop(lp_service_t *svc);
+void *lp_service_zmq_ctx(lp_service_t *svc);
+/* Stop the loop as a signal does. */
+void lp_service_stop(lp_service_t *svc);
+void lp_service_count_malformed(lp_service_t *svc);
+
+/* Socket options every lmpipe socket gets: linger 0, no HWM limits. */
+void lp_service_sockopts(void *sock);
+
+/* When LMPIPE_PARENT_PID names this process's parent (lmpipe up), ask the
+ * kernel for SIGTERM when that parent dies. */
+void lp_service_watch_parent(void);
+
+#endif

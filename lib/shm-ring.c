@@ -1,0 +1,288 @@
+/* shm-ring.c - the shared-memory ring of logit rows (layout in shm-ring.h). */
+#include "shm-ring.h"
+
+#include "error.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct lp_shm_ring {
+    char name[256];
+    bool owner;
+    uint8_t *base;
+    size_t size;
+    lp_shm_ring_header_t *hdr;
+    lp_shm_slot_header_t *slots;
+    uint32_t next;     /* writer: where the search for a free slot starts */
+    uint64_t next_seq; /* writer: last sequence number handed out */
+};
+
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+void lp_shm_ring_random_name(char *buf, size_t size)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) r = (uint64_t)rand() ^ (uint64_t)getpid() << 32;
+    snprintf(buf, size, "/lmpipe-%d-%016llx", (int)getpid(), (unsigned long long)r);
+}
+
+static int check_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 2 || n >= 255 || name[0] != '/' || strchr(name + 1, '/'))
+        return lp_error_set(LP_ERR(EINVAL), "shm name '%s': must be '/' then 1-253 characters "
+                            "without '/'", name);
+    return 0;
+}
+
+static void layout(uint32_t n_slots, uint32_t row_len, uint64_t *stride, uint64_t *data_off,
+                   uint64_t *total)
+{
+    *stride = round_up((size_t)row_len * sizeof(float), 64);
+    *data_off = round_up(sizeof(lp_shm_ring_header_t) + (size_t)n_slots * sizeof(lp_shm_slot_header_t),
+                         LP_SHM_RING_DATA_ALIGN);
+    *total = *data_off + *stride * n_slots;
+}
+
+static void set_pointers(lp_shm_ring_t *r)
+{
+    r->hdr = (lp_shm_ring_header_t *)r->base;
+    r->slots = (lp_shm_slot_header_t *)(r->base + sizeof(lp_shm_ring_header_t));
+}
+
+int lp_shm_ring_create(const char *name, uint32_t n_slots, uint32_t row_len, lp_shm_ring_t **out)
+{
+    *out = NULL;
+    if (n_slots < 1 || n_slots > LP_SHM_RING_MAX_SLOTS)
+        return lp_error_set(LP_ERR(EINVAL), "shm ring: n_slots %u is not in 1..%u", n_slots,
+                            LP_SHM_RING_MAX_SLOTS);
+    if (row_len < 1 || row_len > (1u << 26))
+        return lp_error_set(LP_ERR(EINVAL), "shm ring: row_len %u is not in 1..2^26", row_len);
+    lp_shm_ring_t *r = calloc(1, sizeof(*r));
+    if (!r) return LP_ERR(ENOMEM);
+    if (name) snprintf(r->name, sizeof(r->name), "%s", name);
+    else lp_shm_ring_random_name(r->name, sizeof(r->name));
+    int rc = check_name(r->name);
+    if (rc) { free(r); return rc; }
+    uint64_t stride, data_off, total;
+    layout(n_slots, row_len, &stride, &data_off, &total);
+    int fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        rc = LP_ERR(errno);
+        free(r);
+        return lp_error_set(rc, "shm_open %s: %s", name ? name : "(random)", strerror(-rc));
+    }
+    /* The name exists from here on: unlink it on every failure path. */
+    if (ftruncate(fd, (off_t)total) != 0) {
+        rc = LP_ERR(errno);
+        lp_error_set(rc, "shm %s: ftruncate %llu bytes: %s", r->name, (unsigned long long)total,
+                     strerror(errno));
+        goto fail;
+    }
+    r->base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (r->base == MAP_FAILED) {
+        r->base = NULL;
+        rc = LP_ERR(errno);
+        lp_error_set(rc, "shm %s: mmap: %s", r->name, strerror(errno));
+        goto fail;
+    }
+    close(fd);
+    fd = -1;
+    r->size = total;
+    r->owner = true;
+    set_pointers(r);
+    memset(r->base, 0, data_off);
+    r->hdr->version = LP_SHM_RING_VERSION;
+    r->hdr->n_slots = n_slots;
+    r->hdr->row_len = row_len;
+    r->hdr->owner_pid = (uint32_t)getpid();
+    r->hdr->slot_stride = stride;
+    r->hdr->data_offset = data_off;
+    r->hdr->total_bytes = total;
+    for (uint32_t i = 0; i < n_slots; i++) {
+        atomic_store_explicit(&r->slots[i].state, LP_SHM_SLOT_FREE, memory_order_relaxed);
+        atomic_store_explicit(&r->slots[i].seq, 0, memory_order_relaxed);
+    }
+    /* The magic goes last: a reader that sees it sees a complete header. */
+    atomic_thread_fence(memory_order_release);
+    r->hdr->magic = LP_SHM_RING_MAGIC;
+    *out = r;
+    return 0;
+fail:
+    if (fd >= 0) close(fd);
+    shm_unlink(r->name);
+    free(r);
+    return rc;
+}
+
+int lp_shm_ring_open(const char *name, lp_shm_ring_t **out)
+{
+    *out = NULL;
+    int rc = check_name(name);
+    if (rc) return rc;
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0) {
+        rc = LP_ERR(errno);
+        return lp_error_set(rc, "shm_open %s: %s", name, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        rc = LP_ERR(errno);
+        close(fd);
+        return lp_error_set(rc, "shm %s: fstat: %s", name, strerror(-rc));
+    }
+    size_t size = (size_t)st.st_size;
+    if (size < LP_SHM_RING_DATA_ALIGN) {
+        close(fd);
+        return lp_error_set(LP_ERR(EPROTO), "shm %s: %zu bytes is too small for a ring", name, size);
+    }
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        rc = LP_ERR(errno);
+        return lp_error_set(rc, "shm %s: mmap: %s", name, strerror(-rc));
+    }
+    lp_shm_ring_header_t h;
+    memcpy(&h, base, sizeof(h));
+    atomic_thread_fence(memory_order_acquire);
+    const char *bad = NULL;
+    uint64_t stride = 0, data_off = 0, total = 0;
+    if (h.magic != LP_SHM_RING_MAGIC) bad = "magic";
+    else if (h.version != LP_SHM_RING_VERSION) bad = "version";
+    else if (h.n_slots < 1 || h.n_slots > LP_SHM_RING_MAX_SLOTS) bad = "n_slots";
+    else if (h.row_len < 1 || h.row_len > (1u << 26)) bad = "row_len";
+    else {
+        layout(h.n_slots, h.row_len, &stride, &data_off, &total);
+        if (h.slot_stride != stride) bad = "slot_stride";
+        else if (h.data_offset != data_off) bad = "data_offset";
+        else if (h.total_bytes != total || total > size) bad = "total_bytes";
+    }
+    if (bad) {
+        munmap(base, size);
+        return lp_error_set(LP_ERR(EPROTO), "shm %s: bad ring header field %s (version %u, "
+                            "%u slots, row_len %u, %zu bytes)", name, bad, h.version, h.n_slots,
+                            h.row_len, size);
+    }
+    lp_shm_ring_t *r = calloc(1, sizeof(*r));
+    if (!r) {
+        munmap(base, size);
+        return LP_ERR(ENOMEM);
+    }
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    r->base = base;
+    r->size = size;
+    set_pointers(r);
+    *out = r;
+    return 0;
+}
+
+void lp_shm_ring_destroy(lp_shm_ring_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_shm_ring_t *r = *self_p;
+    if (r->base) munmap(r->base, r->size);
+    if (r->owner) shm_unlink(r->name);
+    free(r);
+    *self_p = NULL;
+}
+
+const char *lp_shm_ring_name(const lp_shm_ring_t *r) { return r->name; }
+uint32_t lp_shm_ring_n_slots(const lp_shm_ring_t *r) { return r->hdr->n_slots; }
+uint32_t lp_shm_ring_row_len(const lp_shm_ring_t *r) { return r->hdr->row_len; }
+
+uint32_t lp_shm_ring_n_free(const lp_shm_ring_t *r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->hdr->n_slots; i++)
+        n += atomic_load_explicit(&r->slots[i].state, memory_order_acquire) == LP_SHM_SLOT_FREE;
+    return n;
+}
+
+static float *row_at(const lp_shm_ring_t *r, uint32_t slot)
+{
+    return (float *)(r->base + r->hdr->data_offset + (size_t)slot * r->hdr->slot_stride);
+}
+
+int lp_shm_ring_acquire(lp_shm_ring_t *r, uint32_t *slot, uint64_t *seq, float **row)
+{
+    if (!r->owner) return lp_error_set(LP_ERR(EPERM), "shm %s: only the creator writes", r->name);
+    uint32_t n = r->hdr->n_slots;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (r->next + k) % n;
+        lp_shm_slot_header_t *s = &r->slots[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != LP_SHM_SLOT_FREE) continue;
+        /* Only the writer moves FREE -> WRITING, so no compare-exchange is needed. */
+        uint64_t q = ++r->next_seq;
+        atomic_store_explicit(&s->seq, q, memory_order_relaxed);
+        atomic_store_explicit(&s->state, LP_SHM_SLOT_WRITING, memory_order_release);
+        s->n_floats = r->hdr->row_len;
+        r->next = (i + 1) % n;
+        *slot = i;
+        *seq = q;
+        *row = row_at(r, i);
+        return 0;
+    }
+    return LP_ERR(EAGAIN);
+}
+
+static int check_ref(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint32_t want_state)
+{
+    if (slot >= r->hdr->n_slots)
+        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
+                            r->hdr->n_slots);
+    const lp_shm_slot_header_t *s = &r->slots[slot];
+    uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+    uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    if (st != want_state || q != seq)
+        return lp_error_set(LP_ERR(ESTALE), "shm %s: slot %u holds seq %llu in state %u, not seq "
+                            "%llu in state %u", r->name, slot, (unsigned long long)q, st,
+                            (unsigned long long)seq, want_state);
+    return 0;
+}
+
+int lp_shm_ring_publish(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
+{
+    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_WRITING);
+    if (rc) return rc;
+    atomic_store_explicit(&r->slots[slot].state, LP_SHM_SLOT_READY, memory_order_release);
+    return 0;
+}
+
+int lp_shm_ring_abandon(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
+{
+    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_WRITING);
+    if (rc) return rc;
+    atomic_store_explicit(&r->slots[slot].state, LP_SHM_SLOT_FREE, memory_order_release);
+    return 0;
+}
+
+int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const float **row)
+{
+    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_READY);
+    if (rc) return rc;
+    *row = row_at(r, slot);
+    return 0;
+}
+
+int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
+{
+    if (slot >= r->hdr->n_slots)
+        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
+                            r->hdr->n_slots);
+    /* Compare-exchange on the state so that two releases of one reference
+     * cannot free a slot that the writer has since reused. */
+    lp_shm_slot_header_t *s = &r->slots[slot];
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != seq)
+        return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
+    uint32_t expect = LP_SHM_SLOT_READY;
+    if (!atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_FREE,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
+    return 0;
+}

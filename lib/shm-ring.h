@@ -1,0 +1,105 @@
+/* shm-ring.h - the shared-memory ring of logit rows between engine-svc and
+ * sampler-svc.  This header is the one description of the layout.
+ *
+ * The engine creates the segment (shm_open with a random name, mode 0600),
+ * writes each logit row it computes into a free slot and publishes it; the
+ * sampler opens the segment by name, reads a published slot in place and
+ * releases it.  A slot is named on the wire by (index, sequence number): the
+ * sequence number is stamped into the slot when it is acquired, so a stale or
+ * reused reference is detected.  A full ring is never overwritten: acquire
+ * fails with LP_ERR(EAGAIN) and the engine waits.
+ *
+ * Segment layout (all offsets from the start, little-endian host order):
+ *
+ *   0                          lp_shm_ring_header_t     (64 bytes)
+ *   64                         lp_shm_slot_header_t [n_slots] (64 bytes each)
+ *   data_offset (4096-aligned) n_slots rows, slot_stride bytes apart
+ *
+ * Slot states move FREE -> WRITING (engine) -> READY (engine) -> FREE
+ * (sampler).  Each transition is an atomic store with release order; the
+ * reader loads with acquire order, so row data written before READY is
+ * visible to the sampler. */
+#ifndef LP_SHM_RING_H
+#define LP_SHM_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LP_SHM_RING_MAGIC 0x314752524d48534cULL /* "LSHMRRG1" */
+#define LP_SHM_RING_VERSION 1u
+#define LP_SHM_RING_MAX_SLOTS 4096u
+#define LP_SHM_RING_DATA_ALIGN 4096u
+
+enum lp_shm_slot_state {
+    LP_SHM_SLOT_FREE = 0,
+    LP_SHM_SLOT_WRITING = 1,
+    LP_SHM_SLOT_READY = 2,
+};
+
+typedef struct lp_shm_ring_header {
+    uint64_t magic;       /* LP_SHM_RING_MAGIC */
+    uint32_t version;     /* LP_SHM_RING_VERSION */
+    uint32_t n_slots;     /* 1 .. LP_SHM_RING_MAX_SLOTS */
+    uint32_t row_len;     /* floats per row (n_vocab) */
+    uint32_t owner_pid;   /* the engine that created the segment */
+    uint64_t slot_stride; /* bytes between rows: row_len*4 rounded up to 64 */
+    uint64_t data_offset; /* first row; multiple of LP_SHM_RING_DATA_ALIGN */
+    uint64_t total_bytes; /* size of the segment */
+    uint64_t reserved[2];
+} lp_shm_ring_header_t;
+
+typedef struct lp_shm_slot_header {
+    _Atomic uint32_t state; /* enum lp_shm_slot_state */
+    uint32_t n_floats;      /* floats written (row_len) */
+    _Atomic uint64_t seq;   /* sequence number of the current contents */
+    uint64_t reserved[6];
+} lp_shm_slot_header_t;
+
+_Static_assert(sizeof(lp_shm_ring_header_t) == 64, "ring header is 64 bytes");
+_Static_assert(sizeof(lp_shm_slot_header_t) == 64, "slot header is 64 bytes");
+_Static_assert(sizeof(_Atomic uint32_t) == 4 && sizeof(_Atomic uint64_t) == 8,
+               "atomics have their plain size");
+_Static_assert(offsetof(lp_shm_slot_header_t, seq) == 8, "slot seq at offset 8");
+_Static_assert(offsetof(lp_shm_ring_header_t, slot_stride) == 24, "stride at offset 24");
+
+typedef struct lp_shm_ring lp_shm_ring_t;
+
+/* Engine side.  Create a segment named `name` ("/lmpipe-..."; NULL picks a
+ * random name) with n_slots rows of row_len floats.  The creator unlinks the
+ * name in lp_shm_ring_destroy(). */
+int lp_shm_ring_create(const char *name, uint32_t n_slots, uint32_t row_len,
+                       lp_shm_ring_t **out);
+/* Sampler side.  Open and validate an existing segment: magic, version and
+ * every size against the segment's real size. */
+int lp_shm_ring_open(const char *name, lp_shm_ring_t **out);
+/* Unmap; the creator also unlinks the name. */
+void lp_shm_ring_destroy(lp_shm_ring_t **self_p);
+
+/* Borrowed, valid for the ring's life. */
+const char *lp_shm_ring_name(const lp_shm_ring_t *r);
+uint32_t lp_shm_ring_n_slots(const lp_shm_ring_t *r);
+uint32_t lp_shm_ring_row_len(const lp_shm_ring_t *r);
+uint32_t lp_shm_ring_n_free(const lp_shm_ring_t *r);
+
+/* Writer: take a free slot and stamp it with a new sequence number.  *row
+ * points at row_len floats in the segment, valid until publish.  Returns
+ * LP_ERR(EAGAIN) when every slot is taken. */
+int lp_shm_ring_acquire(lp_shm_ring_t *r, uint32_t *slot, uint64_t *seq, float **row);
+/* Writer: make an acquired slot readable. */
+int lp_shm_ring_publish(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
+/* Writer: give back an acquired slot that was never published. */
+int lp_shm_ring_abandon(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
+
+/* Reader: the row of a published slot, in place, valid until release.
+ * LP_ERR(ERANGE) for a bad index, LP_ERR(ESTALE) when the slot does not
+ * hold `seq` or is not published. */
+int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const float **row);
+/* Reader: hand the slot back to the writer (same checks as read). */
+int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
+
+/* A random segment name "/lmpipe-PID-HEX" in buf (at least 40 bytes). */
+void lp_shm_ring_random_name(char *buf, size_t size);
+
+#endif

@@ -1,0 +1,180 @@
+/* shm-ring_test.c - the logit ring: layout, sequence numbers, stale and
+ * reused slots, a full ring, corrupt headers, and a writer and a reader in
+ * two processes. */
+#include "shm-ring.h"
+
+#include "../tests/check.h"
+#include "error.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void test_basic(void)
+{
+    lp_shm_ring_t *w, *r;
+    CHECK_RC(lp_shm_ring_create(NULL, 3, 1000, &w), 0);
+    if (!w) return;
+    CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r), 0);
+    if (!r) return;
+    CHECK(lp_shm_ring_n_slots(r) == 3 && lp_shm_ring_row_len(r) == 1000);
+    CHECK(lp_shm_ring_n_free(w) == 3);
+
+    uint32_t s[4];
+    uint64_t q[4];
+    float *row[4];
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC(lp_shm_ring_acquire(w, &s[i], &q[i], &row[i]), 0);
+        for (int k = 0; k < 1000; k++) row[i][k] = (float)(i * 1000 + k);
+        /* Not readable before publish. */
+        const float *p;
+        CHECK_RC(lp_shm_ring_read(r, s[i], q[i], &p), LP_ERR(ESTALE));
+        CHECK_RC(lp_shm_ring_publish(w, s[i], q[i]), 0);
+    }
+    CHECK(q[0] != q[1] && q[1] != q[2]);
+    /* Full: the writer never overwrites. */
+    CHECK_RC(lp_shm_ring_acquire(w, &s[3], &q[3], &row[3]), LP_ERR(EAGAIN));
+    CHECK(lp_shm_ring_n_free(w) == 0);
+
+    const float *p;
+    CHECK_RC(lp_shm_ring_read(r, s[1], q[1], &p), 0);
+    CHECK(p[0] == 1000.0f && p[999] == 1999.0f);
+    CHECK_RC(lp_shm_ring_read(r, s[1], q[1] + 1, &p), LP_ERR(ESTALE)); /* wrong seq */
+    CHECK_RC(lp_shm_ring_read(r, 3, q[1], &p), LP_ERR(ERANGE));
+    CHECK_RC(lp_shm_ring_release(r, s[1], q[1]), 0);
+    CHECK_RC(lp_shm_ring_release(r, s[1], q[1]), LP_ERR(ESTALE)); /* twice */
+    CHECK(lp_shm_ring_n_free(w) == 1);
+
+    /* The freed slot is reused with a new sequence number; the old
+     * reference is now stale. */
+    CHECK_RC(lp_shm_ring_acquire(w, &s[3], &q[3], &row[3]), 0);
+    CHECK(s[3] == s[1] && q[3] > q[2]);
+    CHECK_RC(lp_shm_ring_publish(w, s[3], q[3]), 0);
+    CHECK_RC(lp_shm_ring_read(r, s[1], q[1], &p), LP_ERR(ESTALE));
+    CHECK_RC(lp_shm_ring_release(r, s[1], q[1]), LP_ERR(ESTALE));
+    CHECK_RC(lp_shm_ring_read(r, s[3], q[3], &p), 0);
+
+    /* Only the creator writes. */
+    uint32_t ss;
+    uint64_t qq;
+    float *rr;
+    CHECK_RC(lp_shm_ring_acquire(r, &ss, &qq, &rr), LP_ERR(EPERM));
+
+    /* Abandon gives an unpublished slot back. */
+    CHECK_RC(lp_shm_ring_release(r, s[0], q[0]), 0);
+    CHECK_RC(lp_shm_ring_acquire(w, &ss, &qq, &rr), 0);
+    CHECK_RC(lp_shm_ring_abandon(w, ss, qq), 0);
+    CHECK(lp_shm_ring_n_free(w) == 1);
+
+    char name[256];
+    snprintf(name, sizeof(name), "%s", lp_shm_ring_name(w));
+    lp_shm_ring_destroy(&r);
+    lp_shm_ring_destroy(&w);
+    CHECK(w == NULL && r == NULL);
+    lp_shm_ring_destroy(&w); /* safe on NULL */
+    /* The creator unlinked the name. */
+    CHECK_RC(lp_shm_ring_open(name, &r), LP_ERR(ENOENT));
+}
+
+static void test_bad(void)
+{
+    lp_shm_ring_t *w = NULL, *r = NULL;
+    CHECK_RC(lp_shm_ring_create(NULL, 0, 10, &w), LP_ERR(EINVAL));
+    CHECK_RC(lp_shm_ring_create(NULL, 5000, 10, &w), LP_ERR(EINVAL));
+    CHECK_RC(lp_shm_ring_create(NULL, 2, 0, &w), LP_ERR(EINVAL));
+    CHECK_RC(lp_shm_ring_create("no-slash", 2, 10, &w), LP_ERR(EINVAL));
+    CHECK_RC(lp_shm_ring_open("/a/b", &r), LP_ERR(EINVAL));
+
+    /* The same name twice: O_EXCL refuses the second. */
+    CHECK_RC(lp_shm_ring_create(NULL, 2, 10, &w), 0);
+    if (!w) return;
+    lp_shm_ring_t *w2 = NULL;
+    CHECK_RC(lp_shm_ring_create(lp_shm_ring_name(w), 2, 10, &w2), LP_ERR(EEXIST));
+
+    /* Corrupt each header field through a raw mapping: open refuses. */
+    int fd = shm_open(lp_shm_ring_name(w), O_RDWR, 0);
+    CHECK(fd >= 0);
+    lp_shm_ring_header_t *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    CHECK(h != MAP_FAILED);
+    if (h == MAP_FAILED) return;
+    lp_shm_ring_header_t saved = *h;
+    h->magic ^= 1;
+    CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r), LP_ERR(EPROTO));
+    CHECK(strstr(lp_error_msg(), "magic") != NULL);
+    *h = saved;
+    h->version = 2;
+    CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r), LP_ERR(EPROTO));
+    *h = saved;
+    h->n_slots = 1000; /* the data would run past the segment */
+    CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r), LP_ERR(EPROTO));
+    *h = saved;
+    h->slot_stride = 4;
+    CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r), LP_ERR(EPROTO));
+    *h = saved;
+    CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r), 0);
+    munmap(h, 4096);
+    lp_shm_ring_destroy(&r);
+    lp_shm_ring_destroy(&w);
+    CHECK_RC(lp_shm_ring_open("/lmpipe-test-does-not-exist", &r), LP_ERR(ENOENT));
+}
+
+/* A writer and a reader in two processes pass 20000 rows through a 4-slot
+ * ring; the reader checks each row's contents against its sequence number. */
+static void test_two_processes(void)
+{
+    enum { N = 20000, LEN = 257 };
+    lp_shm_ring_t *w;
+    CHECK_RC(lp_shm_ring_create(NULL, 4, LEN, &w), 0);
+    if (!w) return;
+    int p2c[2], c2p[2];
+    CHECK(pipe(p2c) == 0 && pipe(c2p) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        lp_shm_ring_t *r;
+        if (lp_shm_ring_open(lp_shm_ring_name(w), &r)) _exit(2);
+        struct { uint32_t slot; uint64_t seq; } ref;
+        int bad = 0;
+        for (int i = 0; i < N; i++) {
+            if (read(p2c[0], &ref, sizeof(ref)) != sizeof(ref)) _exit(3);
+            const float *row;
+            if (lp_shm_ring_read(r, ref.slot, ref.seq, &row)) _exit(4);
+            for (int k = 0; k < LEN; k++)
+                if (row[k] != (float)((ref.seq * 7 + (uint64_t)k) % 1000003)) bad++;
+            if (lp_shm_ring_release(r, ref.slot, ref.seq)) _exit(5);
+        }
+        char ok = bad ? 'x' : 'k';
+        if (write(c2p[1], &ok, 1) != 1) _exit(6);
+        _exit(bad ? 1 : 0);
+    }
+    int waits = 0;
+    for (int i = 0; i < N; i++) {
+        struct { uint32_t slot; uint64_t seq; } ref;
+        float *row;
+        while (lp_shm_ring_acquire(w, &ref.slot, &ref.seq, &row) == LP_ERR(EAGAIN)) {
+            waits++;
+            usleep(10);
+        }
+        for (int k = 0; k < LEN; k++) row[k] = (float)((ref.seq * 7 + (uint64_t)k) % 1000003);
+        CHECK_RC(lp_shm_ring_publish(w, ref.slot, ref.seq), 0);
+        if (write(p2c[1], &ref, sizeof(ref)) != sizeof(ref)) break;
+    }
+    char ok = 0;
+    CHECK(read(c2p[0], &ok, 1) == 1 && ok == 'k');
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(lp_shm_ring_n_free(w) == 4);
+    lp_shm_ring_destroy(&w);
+}
+
+int main(void)
+{
+    test_basic();
+    test_bad();
+    test_two_processes();
+    return CHECK_DONE();
+}
