@@ -13,6 +13,8 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
+    {"tokenize", lp_cmd_tokenize, "--model M [--raw]    text on stdin -> token IDs"},
+    {"detokenize", lp_cmd_detokenize, "--model M [--special] token IDs on stdin -> text"},
     {"sample", lp_cmd_sample, "--logits F --params J --draws N   draw tokens from one logit row"},
     {"bench", lp_cmd_bench, "--model M            prefill and decode tokens/s"},
     {"score", lp_cmd_score, "--model M --ids I,.. top log-probabilities per position"},

@@ -6,6 +6,8 @@
 typedef int (*lp_cmd_fn)(int argc, char **argv);
 
 int lp_cmd_info(int argc, char **argv);
+int lp_cmd_tokenize(int argc, char **argv);
+int lp_cmd_detokenize(int argc, char **argv);
 int lp_cmd_sample(int argc, char **argv);
 int lp_cmd_score(int argc, char **argv);
 int lp_cmd_bench(int argc, char **argv);
