@@ -13,6 +13,8 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
+    {"bench", lp_cmd_bench, "--model M            prefill and decode tokens/s"},
+    {"score", lp_cmd_score, "--model M --ids I,.. top log-probabilities per position"},
 };
 
 int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)

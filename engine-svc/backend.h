@@ -1,0 +1,32 @@
+/* backend.h - the interface a compute backend implements.
+ *
+ * A backend owns its copy of what it needs of the weights (none for the CPU
+ * backend, which reads the mapping) and the KV caches.  engine.c validates
+ * every batch before it reaches a backend, so backends may trust seq ids,
+ * positions, token ids and counts.  The CPU backend is the reference; the
+ * CUDA backend registers only when compiled in and a device is found. */
+#ifndef LP_BACKEND_H
+#define LP_BACKEND_H
+
+#include "model.h"
+
+typedef struct lp_backend_ops {
+    const char *name;
+    /* 1 when the backend can run here (a device is present). */
+    int (*available)(void);
+    int (*create)(const lp_model_t *model, const lp_engine_params_t *params, void **ctx);
+    void (*destroy)(void *ctx);
+    /* Drop positions >= len of a sequence's cache. */
+    void (*seq_truncate)(void *ctx, int32_t seq_id, int32_t len);
+    /* Forward step; see lp_engine_step().  `n_tokens_total` is the sum of
+     * the entries' n_tokens. */
+    int (*step)(void *ctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int32_t n_tokens_total,
+                float *const *logits);
+} lp_backend_ops_t;
+
+extern const lp_backend_ops_t lp_backend_cpu;
+#ifdef LP_HAVE_CUDA
+extern const lp_backend_ops_t lp_backend_cuda;
+#endif
+
+#endif

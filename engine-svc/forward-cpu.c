@@ -1,0 +1,350 @@
+/* forward-cpu.c - the CPU backend: the reference forward pass of llama and
+ * qwen2 over a batch of sequences.
+ *
+ * Layout: activations are row-major [token][n_embd]; q is [token][head][dim],
+ * k and v are [token][kv_head][dim].  The KV cache of a sequence is
+ * [layer][pos][kv_head][dim] in float32, n_ctx positions.  Tokens of one
+ * batch are laid out entry after entry, oldest first; token t of the batch
+ * belongs to sequence tok_seq[t] at position tok_pos[t]. */
+#include "backend.h"
+
+#include "error.h"
+#include "log.h"
+#include "matmul.h"
+#include "ops.h"
+#include "quant.h"
+#include "threadpool.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct kv_seq {
+    float *k, *v;   /* (n_layer, cap, kv_dim) */
+    int32_t cap;    /* positions allocated: n_ctx once used */
+} kv_seq_t;
+
+typedef struct cpu_ctx {
+    const lp_model_t *m;
+    lp_engine_params_t p;
+    lp_threadpool_t *pool;
+    kv_seq_t *kv;         /* (max_seqs) */
+    int32_t kv_dim;       /* n_head_kv * head_dim */
+    int32_t q_dim;        /* n_head * head_dim */
+    /* scratch, sized for max_batch_tokens */
+    float *x;             /* (T, n_embd) residual stream */
+    float *xn;            /* (T, n_embd) normalised */
+    float *q;             /* (T, q_dim) */
+    float *k;             /* (T, kv_dim) */
+    float *v;             /* (T, kv_dim) */
+    float *att;           /* (T, q_dim) attention output */
+    float *proj;          /* (T, n_embd) output of wo and ffn_down */
+    float *gate;          /* (T, n_ff) */
+    float *up;            /* (T, n_ff) */
+    float *scores;        /* (n_threads, n_ctx) */
+    float *logit_tmp;     /* (LOGIT_CHUNK, n_vocab) when rows are scattered */
+    int32_t *tok_seq;     /* (T) */
+    int32_t *tok_pos;     /* (T) */
+} cpu_ctx_t;
+
+#define LOGIT_CHUNK 8
+
+static int cpu_available(void) { return 1; }
+
+static void cpu_destroy(void *vctx)
+{
+    cpu_ctx_t *c = vctx;
+    if (!c) return;
+    for (int32_t s = 0; c->kv && s < c->p.max_seqs; s++) {
+        free(c->kv[s].k);
+        free(c->kv[s].v);
+    }
+    free(c->kv);
+    lp_threadpool_destroy(&c->pool);
+    free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->proj);
+    free(c->gate); free(c->up); free(c->scores); free(c->logit_tmp);
+    free(c->tok_seq); free(c->tok_pos);
+    free(c);
+}
+
+static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **out)
+{
+    const lp_hparams_t *hp = &m->hp;
+    cpu_ctx_t *c = calloc(1, sizeof(*c));
+    if (!c) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    c->m = m;
+    c->p = *p;
+    c->kv_dim = hp->n_head_kv * hp->head_dim;
+    c->q_dim = hp->n_head * hp->head_dim;
+    size_t T = (size_t)p->max_batch_tokens;
+    c->kv = calloc((size_t)p->max_seqs, sizeof(*c->kv));
+    c->x = malloc(sizeof(float) * T * (size_t)hp->n_embd);
+    c->xn = malloc(sizeof(float) * T * (size_t)hp->n_embd);
+    c->q = malloc(sizeof(float) * T * (size_t)c->q_dim);
+    c->k = malloc(sizeof(float) * T * (size_t)c->kv_dim);
+    c->v = malloc(sizeof(float) * T * (size_t)c->kv_dim);
+    c->att = malloc(sizeof(float) * T * (size_t)c->q_dim);
+    c->proj = malloc(sizeof(float) * T * (size_t)hp->n_embd);
+    c->gate = malloc(sizeof(float) * T * (size_t)hp->n_ff);
+    c->up = malloc(sizeof(float) * T * (size_t)hp->n_ff);
+    c->scores = malloc(sizeof(float) * (size_t)p->n_threads * (size_t)p->n_ctx);
+    c->logit_tmp = malloc(sizeof(float) * LOGIT_CHUNK * (size_t)hp->n_vocab);
+    c->tok_seq = malloc(sizeof(int32_t) * T);
+    c->tok_pos = malloc(sizeof(int32_t) * T);
+    int rc = 0;
+    if (!c->kv || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
+        !c->scores || !c->logit_tmp || !c->tok_seq || !c->tok_pos)
+        rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
+    if (!rc && !(c->pool = lp_threadpool_new(p->n_threads)))
+        rc = lp_error_set(LP_ERR(ENOMEM), "cannot start %d worker threads", p->n_threads);
+    if (rc) {
+        cpu_destroy(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+static void cpu_seq_truncate(void *vctx, int32_t seq_id, int32_t len)
+{
+    /* Positions past len are simply overwritten by the next step. */
+    (void)vctx; (void)seq_id; (void)len;
+}
+
+/* A sequence's cache is allocated at full context on first use: the pages
+ * become resident only as positions are written, and no step after the
+ * first allocates. */
+static int kv_reserve(cpu_ctx_t *c, int32_t seq_id)
+{
+    kv_seq_t *s = &c->kv[seq_id];
+    if (s->k) return 0;
+    size_t n = (size_t)c->m->hp.n_layer * (size_t)c->p.n_ctx * (size_t)c->kv_dim;
+    s->k = malloc(sizeof(float) * n);
+    s->v = malloc(sizeof(float) * n);
+    if (!s->k || !s->v) {
+        free(s->k);
+        free(s->v);
+        s->k = s->v = NULL;
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory for the KV cache of sequence %d "
+                            "(%zu MB)", seq_id, 2 * n * sizeof(float) >> 20);
+    }
+    s->cap = c->p.n_ctx;
+    return 0;
+}
+
+static void matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
+                   int64_t y_stride)
+{
+    lp_matmul_t mm = {
+        .type = w->type, .w = w->data, .n_in = w->n_in, .n_out = w->n_out,
+        .x = x, .x_stride = w->n_in, .n_tok = n_tok, .y = y, .y_stride = y_stride,
+    };
+    lp_matmul(c->pool, &mm, c->p.exact);
+}
+
+/* ---- attention, split over (token, head) pairs across the pool ---------- */
+
+typedef struct attn_job {
+    cpu_ctx_t *c;
+    int32_t layer, n_tok;
+} attn_job_t;
+
+static void attn_worker(void *arg, int ith, int nth)
+{
+    attn_job_t *j = arg;
+    cpu_ctx_t *c = j->c;
+    const lp_hparams_t *hp = &c->m->hp;
+    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *scores = c->scores + (size_t)ith * (size_t)c->p.n_ctx;
+    const int64_t n_work = (int64_t)j->n_tok * hp->n_head;
+    for (int64_t w = ith; w < n_work; w += nth) {
+        const int32_t t = (int32_t)(w / hp->n_head), h = (int32_t)(w % hp->n_head);
+        const kv_seq_t *s = &c->kv[c->tok_seq[t]];
+        const size_t layer_off = (size_t)j->layer * (size_t)s->cap * (size_t)c->kv_dim;
+        const size_t head_off = (size_t)(h / group) * (size_t)hd;
+        lp_op_attn_head(c->att + (size_t)t * c->q_dim + (size_t)h * hd,
+                        c->q + (size_t)t * c->q_dim + (size_t)h * hd,
+                        s->k + layer_off + head_off, s->v + layer_off + head_off, c->kv_dim,
+                        c->tok_pos[t] + 1, hd, scale, NULL, scores);
+    }
+}
+
+/* ---- output: final norm and logits for the requested rows --------------- */
+
+static int same_stride(float *const *rows, int32_t n, int64_t *stride)
+{
+    if (n == 1) {
+        *stride = 0;
+        return 1;
+    }
+    ptrdiff_t d = rows[1] - rows[0];
+    if (d <= 0) return 0;
+    for (int32_t i = 2; i < n; i++)
+        if (rows[i] - rows[i - 1] != d) return 0;
+    *stride = d;
+    return 1;
+}
+
+static void compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows,
+                           float *const *logits)
+{
+    const lp_hparams_t *hp = &c->m->hp;
+    const int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
+    /* Gather the requested rows of the residual stream into xn, normalised. */
+    for (int32_t r = 0; r < n_rows; r++)
+        lp_op_rmsnorm(c->xn + r * n_embd, c->x + (int64_t)rows_tok[r] * n_embd,
+                      c->m->output_norm, n_embd, hp->rms_eps);
+    int64_t stride;
+    if (same_stride(logits, n_rows, &stride) && (stride == 0 || stride >= n_vocab)) {
+        matmul(c, &c->m->output, c->xn, n_rows, logits[0], stride ? stride : n_vocab);
+        return;
+    }
+    for (int32_t r0 = 0; r0 < n_rows; r0 += LOGIT_CHUNK) {
+        int32_t n = n_rows - r0 < LOGIT_CHUNK ? n_rows - r0 : LOGIT_CHUNK;
+        matmul(c, &c->m->output, c->xn + r0 * n_embd, n, c->logit_tmp, n_vocab);
+        for (int32_t r = 0; r < n; r++)
+            memcpy(logits[r0 + r], c->logit_tmp + r * n_vocab, sizeof(float) * (size_t)n_vocab);
+    }
+}
+
+/* ---- fused per-token work, split over the pool ------------------------ */
+
+enum tok_stage {
+    STAGE_ATTN_NORM,  /* xn = norm(x) * attn_norm of `layer` */
+    STAGE_QKV_ROPE,   /* biases, RoPE on q and k, k and v into the cache */
+    STAGE_FFN_NORM,   /* x += proj; xn = norm(x) * ffn_norm */
+    STAGE_SWIGLU,     /* gate = silu(gate) * up */
+    STAGE_FFN_OUT,    /* x += proj; then the next layer's attn norm, if any */
+};
+
+typedef struct tok_job {
+    cpu_ctx_t *c;
+    enum tok_stage stage;
+    int32_t layer, n_tok;
+} tok_job_t;
+
+static void tok_worker(void *arg, int ith, int nth)
+{
+    const tok_job_t *j = arg;
+    cpu_ctx_t *c = j->c;
+    const lp_hparams_t *hp = &c->m->hp;
+    const lp_layer_t *L = &c->m->layers[j->layer];
+    const int64_t n_embd = hp->n_embd, q_dim = c->q_dim, kv_dim = c->kv_dim;
+    if (j->stage == STAGE_SWIGLU) {
+        const int64_t n = (int64_t)j->n_tok * hp->n_ff, per = (n + nth - 1) / nth;
+        const int64_t lo = per * ith, hi = lo + per < n ? lo + per : n;
+        if (lo < hi) lp_op_swiglu(c->gate + lo, c->gate + lo, c->up + lo, hi - lo);
+        return;
+    }
+    for (int32_t t = ith; t < j->n_tok; t += nth) {
+        float *x = c->x + t * n_embd, *xn = c->xn + t * n_embd, *proj = c->proj + t * n_embd;
+        switch (j->stage) {
+        case STAGE_ATTN_NORM:
+            lp_op_rmsnorm(xn, x, L->attn_norm, n_embd, hp->rms_eps);
+            break;
+        case STAGE_QKV_ROPE: {
+            float *q = c->q + t * q_dim, *k = c->k + t * kv_dim, *v = c->v + t * kv_dim;
+            if (L->bq) for (int64_t i = 0; i < q_dim; i++) q[i] += L->bq[i];
+            if (L->bk) for (int64_t i = 0; i < kv_dim; i++) k[i] += L->bk[i];
+            if (L->bv) for (int64_t i = 0; i < kv_dim; i++) v[i] += L->bv[i];
+            lp_op_rope(q, hp->n_head, hp->head_dim, hp->n_rot, c->tok_pos[t], hp->rope_base,
+                       hp->rope_neox);
+            lp_op_rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->tok_pos[t], hp->rope_base,
+                       hp->rope_neox);
+            kv_seq_t *s = &c->kv[c->tok_seq[t]];
+            size_t off = ((size_t)j->layer * (size_t)s->cap + (size_t)c->tok_pos[t]) * (size_t)kv_dim;
+            memcpy(s->k + off, k, sizeof(float) * (size_t)kv_dim);
+            memcpy(s->v + off, v, sizeof(float) * (size_t)kv_dim);
+            break;
+        }
+        case STAGE_FFN_NORM:
+            for (int64_t i = 0; i < n_embd; i++) x[i] += proj[i];
+            lp_op_rmsnorm(xn, x, L->ffn_norm, n_embd, hp->rms_eps);
+            break;
+        case STAGE_FFN_OUT:
+            for (int64_t i = 0; i < n_embd; i++) x[i] += proj[i];
+            if (j->layer + 1 < hp->n_layer)
+                lp_op_rmsnorm(xn, x, c->m->layers[j->layer + 1].attn_norm, n_embd, hp->rms_eps);
+            break;
+        case STAGE_SWIGLU:
+            break;
+        }
+    }
+}
+
+/* Small batches run on the calling thread: waking the pool costs more. */
+static void run_tokens(cpu_ctx_t *c, enum tok_stage stage, int32_t layer, int32_t n_tok)
+{
+    tok_job_t job = {c, stage, layer, n_tok};
+    if (n_tok < 4) tok_worker(&job, 0, 1);
+    else lp_threadpool_run(c->pool, tok_worker, &job);
+}
+
+/* ---- the step --------------------------------------------------------- */
+
+static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int32_t T,
+                    float *const *logits)
+{
+    cpu_ctx_t *c = vctx;
+    const lp_model_t *m = c->m;
+    const lp_hparams_t *hp = &m->hp;
+    const int64_t n_embd = hp->n_embd, q_dim = c->q_dim, kv_dim = c->kv_dim, n_ff = hp->n_ff;
+    int rc;
+
+    /* load: token metadata, cache room, embeddings */
+    int32_t t = 0;
+    for (int32_t i = 0; i < n_seqs; i++) {
+        const lp_batch_seq_t *s = &seqs[i];
+        if ((rc = kv_reserve(c, s->seq_id))) return rc;
+        for (int32_t k = 0; k < s->n_tokens; k++, t++) {
+            c->tok_seq[t] = s->seq_id;
+            c->tok_pos[t] = s->pos + k;
+            const lp_weight_t *e = &m->tok_embd;
+            lp_dequant_row(e->type, (const uint8_t *)e->data + (size_t)s->tokens[k] * e->row_bytes,
+                           c->x + (int64_t)t * n_embd, n_embd);
+        }
+    }
+
+    run_tokens(c, STAGE_ATTN_NORM, 0, T);
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const lp_layer_t *L = &m->layers[l];
+        /* attention block: xn holds norm(x) * attn_norm */
+        matmul(c, &L->wq, c->xn, T, c->q, q_dim);
+        matmul(c, &L->wk, c->xn, T, c->k, kv_dim);
+        matmul(c, &L->wv, c->xn, T, c->v, kv_dim);
+        run_tokens(c, STAGE_QKV_ROPE, l, T);
+        attn_job_t job = {c, l, T};
+        lp_threadpool_run(c->pool, attn_worker, &job);
+        matmul(c, &L->wo, c->att, T, c->proj, n_embd);
+        run_tokens(c, STAGE_FFN_NORM, l, T);
+
+        /* feed-forward block */
+        matmul(c, &L->w_gate, c->xn, T, c->gate, n_ff);
+        matmul(c, &L->w_up, c->xn, T, c->up, n_ff);
+        run_tokens(c, STAGE_SWIGLU, l, T);
+        matmul(c, &L->w_down, c->gate, T, c->proj, n_embd);
+        run_tokens(c, STAGE_FFN_OUT, l, T);
+        LP_DEBUG("layer %d done (%d tokens)", l, T);
+    }
+
+    /* logits for the last n_logits tokens of each entry */
+    int32_t n_rows = 0, base = 0;
+    int32_t *rows_tok = c->tok_pos; /* positions are no longer needed: reuse */
+    for (int32_t i = 0; i < n_seqs; i++) {
+        for (int32_t k = seqs[i].n_tokens - seqs[i].n_logits; k < seqs[i].n_tokens; k++)
+            rows_tok[n_rows++] = base + k;
+        base += seqs[i].n_tokens;
+    }
+    if (n_rows) compute_logits(c, rows_tok, n_rows, logits);
+    return 0;
+}
+
+const lp_backend_ops_t lp_backend_cpu = {
+    .name = "cpu",
+    .available = cpu_available,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .seq_truncate = cpu_seq_truncate,
+    .step = cpu_step,
+};

@@ -1,0 +1,30 @@
+/* ops.h - the reference element-wise and attention operations of the CPU
+ * backend.  Other backends are tested against these. */
+#ifndef LP_OPS_H
+#define LP_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* y = x / sqrt(mean(x^2) + eps) * w; y may alias x. */
+void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* Rotate the first n_rot dims of each of n_heads heads (x is [head][head_dim])
+ * for position pos.  Normal mode (llama) rotates pairs (2i, 2i+1); NEOX mode
+ * (qwen2) rotates pairs (i, i + n_rot/2).  theta_i = pos * base^(-2i/n_rot). */
+void lp_op_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos,
+                float base, bool neox);
+
+/* One query head over n_pos cached positions:
+ *   out = softmax(scale * q.k_j, j masked out where mask[j]) . v
+ * k and v rows are head_dim floats, kv_stride floats apart.  mask may be
+ * NULL (nothing masked).  When every score is masked, out is all zeros, not
+ * NaN.  scores is scratch of n_pos floats. */
+void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
+                     int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
+                     const uint8_t *mask, float *scores);
+
+/* out = silu(g) * u, element-wise; out may alias g. */
+void lp_op_swiglu(float *out, const float *g, const float *u, int64_t n);
+
+#endif

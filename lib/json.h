@@ -1,0 +1,65 @@
+/* json.h - a small, strict JSON reader (RFC 8259) for control messages and
+ * request parameters.
+ *
+ * Strict means: one value and nothing after it but white space; no comments,
+ * no trailing commas, no NaN/Infinity, no leading zeros, no duplicate keys in
+ * an object, strings must be valid UTF-8 with no raw control characters,
+ * \u escapes must pair surrogates, nesting is at most LP_JSON_MAX_DEPTH.
+ * Every refusal returns LP_ERR(EINVAL) and sets lp_error_msg() to a message
+ * with the byte offset and what was expected there.
+ *
+ * The parsed document is a tree of lp_json_t nodes owned by one lp_json_doc_t;
+ * every pointer into it is borrowed and valid until lp_json_doc_destroy(). */
+#ifndef LP_JSON_H
+#define LP_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LP_JSON_MAX_DEPTH 64
+#define LP_JSON_MAX_INPUT (16u << 20) /* bytes; larger input is refused */
+
+enum lp_json_type {
+    LP_JSON_NULL,
+    LP_JSON_BOOL,
+    LP_JSON_NUMBER,
+    LP_JSON_STRING,
+    LP_JSON_ARRAY,
+    LP_JSON_OBJECT,
+};
+
+typedef struct lp_json lp_json_t;
+struct lp_json {
+    enum lp_json_type type;
+    const char *key;   /* member name when the parent is an object, else NULL */
+    size_t key_len;
+    size_t n;          /* STRING: byte length; ARRAY/OBJECT: number of items */
+    union {
+        bool b;              /* BOOL */
+        double num;          /* NUMBER */
+        const char *str;     /* STRING: NUL-terminated, may contain "\0" escapes */
+        lp_json_t *items;    /* ARRAY/OBJECT: n nodes in order */
+    } u;
+};
+
+typedef struct lp_json_doc lp_json_doc_t;
+
+/* Parse `len` bytes of `text` (NUL not needed).  On success *out owns the tree. */
+int lp_json_parse(const char *text, size_t len, lp_json_doc_t **out);
+void lp_json_doc_destroy(lp_json_doc_t **self_p);
+/* The root value; borrowed. */
+const lp_json_t *lp_json_root(const lp_json_doc_t *doc);
+
+/* Object member by name, NULL when absent or when `obj` is not an object. */
+const lp_json_t *lp_json_get(const lp_json_t *obj, const char *key);
+const char *lp_json_type_name(enum lp_json_type t);
+
+/* Number that is an exact integer within [lo, hi]: 0, else LP_ERR(EINVAL). */
+int lp_json_int(const lp_json_t *v, int64_t lo, int64_t hi, int64_t *out);
+
+/* Append `s` (len bytes) to `buf` as a quoted JSON string; returns the
+ * number of bytes that the full string needs, like snprintf. */
+size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len);
+
+#endif

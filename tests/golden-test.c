@@ -1,0 +1,226 @@
+/* golden-test.c - check the engine against a reference file from
+ * ../shared/goldens, with the comparison rule of its README:
+ *   1. every listed [id, logprob] of steps[i] within eps of ours;
+ *   2. where steps[i][0] beats steps[i][1] by >= tau, our argmax is its id;
+ *   3. a free-running greedy generation reproduces continuation_ids up to the
+ *      first step whose margin is below tau (or, in exact/ files, whose
+ *      reference top-1 is not the continuation token).
+ * Usage: golden-test MODELS_DIR GOLDEN.json [--exact] [--backend NAME]
+ * The tolerances come from the model's weight type (general.file_type), as
+ * in the table of the README; --exact uses the exact/ tolerances. */
+#include "engine.h"
+#include "error.h"
+#include "json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    fclose(f);
+    if (buf) { buf[n] = 0; *len = (size_t)n; }
+    return buf;
+}
+
+/* The README's tolerance table, keyed by weight type. */
+static void tolerances(const lp_model_t *m, int exact, double *eps, double *tau)
+{
+    uint32_t ftype = 0; /* ALL_F32 when absent */
+    lp_gguf_get_u32(lp_model_gguf(m), "general.file_type", &ftype);
+    bool qwen = lp_model_hparams(m)->arch == LP_ARCH_QWEN2;
+    if (exact) { *eps = 0.002; *tau = 0.01; }
+    else if (ftype == 0) { *eps = 0.001; *tau = 0.01; }           /* F32 */
+    else if (ftype == 1 || ftype == 32) { *eps = 0.05; *tau = 0.05; } /* F16, BF16 */
+    else if (qwen && ftype == 7) { *eps = 0.6; *tau = 0.6; }       /* qwen2 Q8_0 */
+    else if (qwen) { *eps = 0.8; *tau = 0.8; }                     /* qwen2 Q4_K_M mix */
+    else if (ftype == 15) { *eps = 2.0; *tau = 1.5; }              /* llama Q4_K_M */
+    else { *eps = 1.5; *tau = 1.2; }                               /* llama Q8_0 Q4_0 Q5_K_M Q6_K */
+}
+
+static double log_softmax_at(const float *row, int32_t n, int32_t id, double *lse_cache)
+{
+    if (isnan(*lse_cache)) {
+        float max = -INFINITY;
+        for (int32_t i = 0; i < n; i++) if (row[i] > max) max = row[i];
+        double s = 0;
+        for (int32_t i = 0; i < n; i++) s += exp((double)row[i] - max);
+        *lse_cache = max + log(s);
+    }
+    return (double)row[id] - *lse_cache;
+}
+
+static int32_t argmax(const float *row, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++) if (row[i] > row[best]) best = i;
+    return best;
+}
+
+static int ids_of(const lp_json_t *arr, int32_t **out)
+{
+    if (!arr || arr->type != LP_JSON_ARRAY) return -1;
+    *out = malloc(sizeof(int32_t) * (arr->n + 1));
+    for (size_t i = 0; i < arr->n; i++) {
+        int64_t v;
+        if (lp_json_int(&arr->u.items[i], 0, INT32_MAX, &v)) return -1;
+        (*out)[i] = (int32_t)v;
+    }
+    return (int)arr->n;
+}
+
+/* One case: teacher-forced comparison, then free-running greedy. */
+static int run_case(lp_engine_t *eng, const lp_hparams_t *hp, const lp_json_t *cs, int ci,
+                    double eps, double tau)
+{
+    int32_t *prompt = NULL, *cont = NULL;
+    int np = ids_of(lp_json_get(cs, "prompt_ids"), &prompt);
+    int nc = ids_of(lp_json_get(cs, "continuation_ids"), &cont);
+    const lp_json_t *steps = lp_json_get(cs, "steps");
+    if (np <= 0 || nc < 0 || !steps || steps->type != LP_JSON_ARRAY || (int)steps->n > nc) {
+        fprintf(stderr, "case %d: malformed golden case\n", ci);
+        return 1;
+    }
+    int n_steps = (int)steps->n, fails = 0;
+    int32_t n_all = np + n_steps - 1;
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)(n_all > 0 ? n_all : 1));
+    memcpy(all, prompt, sizeof(int32_t) * (size_t)np);
+    memcpy(all + np, cont, sizeof(int32_t) * (size_t)(n_steps - 1));
+    float *logits = malloc(sizeof(float) * (size_t)n_steps * (size_t)hp->n_vocab);
+    float **rows = malloc(sizeof(float *) * (size_t)n_steps);
+    for (int i = 0; i < n_steps; i++) rows[i] = logits + (size_t)i * hp->n_vocab;
+
+    /* teacher-forced: the whole sequence in one batch, logits for the rows
+     * at positions np-1 .. np-1+n_steps-1 */
+    lp_engine_seq_reset(eng, 0);
+    lp_batch_seq_t b = {.seq_id = 0, .pos = 0, .n_tokens = n_all, .tokens = all,
+                        .n_logits = n_steps};
+    if (lp_engine_step(eng, &b, 1, rows)) {
+        fprintf(stderr, "case %d: step failed: %s\n", ci, lp_error_msg());
+        return 1;
+    }
+    double worst = 0;
+    for (int i = 0; i < n_steps; i++) {
+        const lp_json_t *st = &steps->u.items[i];
+        double lse = NAN;
+        for (size_t k = 0; k < st->n; k++) {
+            const lp_json_t *pair = &st->u.items[k];
+            int64_t id;
+            lp_json_int(&pair->u.items[0], 0, hp->n_vocab - 1, &id);
+            double ref = pair->u.items[1].u.num;
+            double ours = log_softmax_at(rows[i], hp->n_vocab, (int32_t)id, &lse);
+            double d = fabs(ours - ref);
+            if (d > worst) worst = d;
+            if (!(d <= eps)) {
+                if (fails++ < 10)
+                    fprintf(stderr, "case %d step %d: logprob of %lld is %.6f, reference %.6f "
+                            "(|diff| %.6f > eps %.4f)\n", ci, i, (long long)id, ours, ref, d, eps);
+            }
+        }
+        double margin = st->u.items[0].u.items[1].u.num - st->u.items[1].u.items[1].u.num;
+        int64_t top;
+        lp_json_int(&st->u.items[0].u.items[0], 0, INT32_MAX, &top);
+        int32_t am = argmax(rows[i], hp->n_vocab);
+        if (margin >= tau && am != top && fails++ < 10)
+            fprintf(stderr, "case %d step %d: argmax %d, reference %lld (margin %.4f)\n", ci, i,
+                    am, (long long)top, margin);
+    }
+
+    /* free-running greedy: prompt as one prefill, then one token per step */
+    lp_engine_seq_reset(eng, 0);
+    b = (lp_batch_seq_t){.seq_id = 0, .pos = 0, .n_tokens = np, .tokens = prompt, .n_logits = 1};
+    int matched = 0, checked = 0;
+    for (int i = 0; i < n_steps; i++) {
+        if (lp_engine_step(eng, &b, 1, rows)) {
+            fprintf(stderr, "case %d: greedy step %d failed: %s\n", ci, i, lp_error_msg());
+            fails++;
+            break;
+        }
+        const lp_json_t *st = &steps->u.items[i];
+        double margin = st->u.items[0].u.items[1].u.num - st->u.items[1].u.items[1].u.num;
+        int64_t ref_top;
+        lp_json_int(&st->u.items[0].u.items[0], 0, INT32_MAX, &ref_top);
+        /* Stop where the reference has no clear winner, or where its own
+         * top-1 is not the continuation token: exact/ files are teacher-
+         * forced on llama.cpp's continuation, which their float64 argmax
+         * leaves at such steps, so no greedy run can follow it past them. */
+        if (margin < tau || ref_top != cont[i]) break;
+        int32_t tok = argmax(rows[0], hp->n_vocab);
+        checked++;
+        if (tok != cont[i]) {
+            fprintf(stderr, "case %d: greedy token %d is %d, reference %d\n", ci, i, tok, cont[i]);
+            fails++;
+            break;
+        }
+        matched++;
+        b = (lp_batch_seq_t){.seq_id = 0, .pos = np + i, .n_tokens = 1, .tokens = &cont[i],
+                             .n_logits = 1};
+    }
+    printf("case %d: %d steps, max |dlogprob| %.6f (eps %.4f), greedy %d/%d tokens%s\n", ci,
+           n_steps, worst, eps, matched, checked, fails ? " FAIL" : "");
+    free(all); free(logits); free(rows); free(prompt); free(cont);
+    return fails ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: golden-test MODELS_DIR GOLDEN.json [--exact] [--backend B]\n");
+        return 2;
+    }
+    int exact = 0;
+    const char *backend = NULL;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--exact")) exact = 1;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
+        else { fprintf(stderr, "golden-test: unknown argument '%s'\n", argv[i]); return 2; }
+    }
+    size_t len;
+    char *text = read_file(argv[2], &len);
+    lp_json_doc_t *doc;
+    if (!text || lp_json_parse(text, len, &doc)) {
+        fprintf(stderr, "%s: cannot read golden file: %s\n", argv[2], text ? lp_error_msg() : "");
+        return 1;
+    }
+    const lp_json_t *root = lp_json_root(doc), *mname = lp_json_get(root, "model");
+    const lp_json_t *cases = lp_json_get(root, "cases");
+    if (!mname || mname->type != LP_JSON_STRING || !cases || cases->type != LP_JSON_ARRAY) {
+        fprintf(stderr, "%s: no model or cases\n", argv[2]);
+        return 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", argv[1], mname->u.str);
+    lp_model_t *m;
+    lp_engine_t *eng;
+    if (lp_model_load(path, &m)) {
+        fprintf(stderr, "%s\n", lp_error_msg());
+        return 1;
+    }
+    lp_engine_params_t ep = {.max_seqs = 1, .n_ctx = 1024, .max_batch_tokens = 1024,
+                             .exact = exact, .backend = backend};
+    if (lp_engine_new(m, &ep, &eng)) {
+        fprintf(stderr, "%s\n", lp_error_msg());
+        return 1;
+    }
+    double eps, tau;
+    tolerances(m, exact, &eps, &tau);
+    printf("%s: model %s, backend %s%s, eps %.4f tau %.4f\n", argv[2], mname->u.str,
+           lp_engine_backend_name(eng), exact ? " (exact)" : "", eps, tau);
+    int fails = 0;
+    for (size_t i = 0; i < cases->n; i++)
+        fails += run_case(eng, lp_model_hparams(m), &cases->u.items[i], (int)i, eps, tau);
+    lp_engine_destroy(&eng);
+    lp_model_destroy(&m);
+    lp_json_doc_destroy(&doc);
+    free(text);
+    printf("%s\n", fails ? "FAIL" : "PASS");
+    return fails ? 1 : 0;
+}
