@@ -21,7 +21,7 @@ struct lp_engine_svc {
     lp_model_t *model;
     lp_engine_t *engine;
     const lp_hparams_t *hp;
-    int32_t max_seqs, max_batch_tokens;
+    int32_t max_seqs, max_batch_tokens, n_ctx;
     lp_shm_ring_t *ring; /* NULL with --no-shm */
     uint32_t n_tokens;
     uint64_t vocab_hash;
@@ -70,6 +70,9 @@ int lp_engine_svc_new(const lp_engine_svc_params_t *p, lp_engine_svc_t **out)
     s->hp = lp_model_hparams(s->model);
     s->max_seqs = p->engine.max_seqs > 0 ? p->engine.max_seqs : 16;
     s->max_batch_tokens = p->engine.max_batch_tokens > 0 ? p->engine.max_batch_tokens : 512;
+    /* engine.h: n_ctx 0 means min(n_ctx_train, 4096). */
+    s->n_ctx = p->engine.n_ctx > 0 ? p->engine.n_ctx
+             : s->hp->n_ctx_train > 0 && s->hp->n_ctx_train < 4096 ? s->hp->n_ctx_train : 4096;
     lp_vocab_facts(lp_model_gguf(s->model), &s->n_tokens, &s->vocab_hash);
     lp_gguf_str_t name;
     const char *base = strrchr(p->model_path, '/');
@@ -114,6 +117,9 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
     mine->bos_id = s->hp->bos_id;
     mine->eos_id = s->hp->eos_id;
     mine->no_shm = s->ring == NULL;
+    mine->max_seqs = (uint32_t)s->max_seqs;
+    mine->max_batch_tokens = (uint32_t)s->max_batch_tokens;
+    mine->n_ctx = (uint32_t)s->n_ctx;
     if (s->ring) mine->shm_name = (char *)lp_shm_ring_name(s->ring);
     return lp_hello_check_vocab(mine, peer);
 }
@@ -188,7 +194,7 @@ static int acquire_rows(lp_engine_svc_t *s, size_t n)
 static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
 {
     const Lmpipe__StepRequest *sr = req->msg->step;
-    size_t n_rows;
+    size_t n_rows = 0;
     int rc = check_step(s, sr, &n_rows);
     if (rc) return rc;
     bool use_ring = s->ring && !sr->inline_rows;

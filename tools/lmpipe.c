@@ -13,6 +13,9 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
+    {"up", lp_cmd_up, "[--config F]         start the pipeline and supervise it"},
+    {"run", lp_cmd_run, "--model M --prompt T start a pipeline, generate, stop"},
+    {"generate", lp_cmd_generate, "--endpoint EP ...    generate on a running pipeline"},
     {"bench", lp_cmd_bench, "--model M            prefill and decode tokens/s"},
     {"score", lp_cmd_score, "--model M --ids I,.. top log-probabilities per position"},
 };
