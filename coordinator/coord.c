@@ -100,7 +100,7 @@ struct lp_coord {
     lp_service_t *svc;
     backend_t b[B_COUNT];
     bool ready, failed;
-    char fail_msg[512];
+    char fail_msg[1024];
     bool use_shm;
     int32_t n_vocab, eos_id, bos_id, n_ctx, max_seqs, max_batch_tokens;
     req_t **reqs;

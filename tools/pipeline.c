@@ -39,7 +39,7 @@ struct lp_pipeline {
     child_t kids[P_COUNT];
     char run_dir[PATH_MAX];
     bool own_run_dir;
-    char ep[P_COUNT][PATH_MAX + 16];
+    char ep[P_COUNT][PATH_MAX + 64];
     char shm_name[64];
     bool failed;
     int failed_idx;
