@@ -9,6 +9,8 @@ int lp_cmd_info(int argc, char **argv);
 int lp_cmd_up(int argc, char **argv);
 int lp_cmd_run(int argc, char **argv);
 int lp_cmd_generate(int argc, char **argv);
+int lp_cmd_tokenize(int argc, char **argv);
+int lp_cmd_detokenize(int argc, char **argv);
 int lp_cmd_sample(int argc, char **argv);
 int lp_cmd_score(int argc, char **argv);
 int lp_cmd_bench(int argc, char **argv);
