@@ -24,6 +24,7 @@ struct lp_sampler_svc {
     lp_sampler_store_t *store;
     lp_sampler_registry_t *reg;
     lp_shm_ring_t *ring;     /* opened at hello when the coordinator names one */
+    float *aligned;          /* an inline row copied to float alignment */
 };
 
 void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
@@ -34,6 +35,7 @@ void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
     lp_sampler_store_destroy(&s->store);
     lp_shm_ring_destroy(&s->ring);
     lp_model_destroy(&s->model);
+    free(s->aligned);
     free(s);
     *self_p = NULL;
 }
@@ -54,6 +56,10 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
                                     hp->n_vocab);
     if (rc) goto fail;
     if ((rc = lp_sampler_registry_new(&s->reg)) != 0) goto fail;
+    if (!(s->aligned = malloc((size_t)s->n_vocab * sizeof(float)))) {
+        rc = LP_ERR(ENOMEM);
+        goto fail;
+    }
     *out = s;
     return 0;
 fail:
@@ -137,7 +143,7 @@ static int do_close(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *re
 
 /* ---- sampling -------------------------------------------------------------- */
 
-static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, const float *raw,
+static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, const void *raw,
                        size_t n_raw_rows, Lmpipe__SampleResult *res, lp_sampler_result_t *r,
                        Lmpipe__TokenProb *tp, Lmpipe__TokenProb **tpp, char *err, size_t errcap)
 {
@@ -158,7 +164,15 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, const 
             snprintf(err, errcap, "inline row %u is not in the raw frame (%zu rows)", it->row, n_raw_rows);
             goto out;
         }
-        row = raw + (size_t)it->row * (size_t)s->n_vocab;
+        /* ZeroMQ may hand a received frame at any byte offset inside its
+         * receive buffer: copy a misaligned row. */
+        const char *p = (const char *)raw + (size_t)it->row * (size_t)s->n_vocab * sizeof(float);
+        if ((uintptr_t)p % sizeof(float)) {
+            memcpy(s->aligned, p, (size_t)s->n_vocab * sizeof(float));
+            row = s->aligned;
+        } else {
+            row = (const float *)p;
+        }
     }
     if (it->session == 0) goto out; /* release only */
     lp_sampler_seq_t *seq = lp_sampler_registry_get(s->reg, it->session);
@@ -191,14 +205,11 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
     size_t n = sr->n_items;
     if (n > 65536) return lp_error_set(LP_ERR(EINVAL), "sample: %zu items", n);
     size_t raw_len;
-    const float *raw = lp_frame_raw(req, &raw_len);
+    const void *raw = lp_frame_raw(req, &raw_len);
     size_t row_bytes = (size_t)s->n_vocab * sizeof(float);
     if (raw && raw_len % row_bytes != 0)
         return lp_error_set(LP_ERR(EINVAL), "sample: raw frame of %zu bytes is not whole rows of %zu",
                             raw_len, row_bytes);
-    /* zmq frames are malloc-aligned; a row read as floats needs 4 bytes. */
-    if (raw && ((uintptr_t)raw % sizeof(float)) != 0)
-        return lp_error_set(LP_ERR(EINVAL), "sample: raw frame is not float-aligned");
     size_t n_raw_rows = raw ? raw_len / row_bytes : 0;
     Lmpipe__SampleResult *res = calloc(n ? n : 1, sizeof(*res));
     Lmpipe__SampleResult **resp = calloc(n ? n : 1, sizeof(*resp));
