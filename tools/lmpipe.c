@@ -21,6 +21,7 @@ static const struct {
     {"sample", lp_cmd_sample, "--logits F --params J --draws N   draw tokens from one logit row"},
     {"bench", lp_cmd_bench, "--model M            prefill and decode tokens/s"},
     {"score", lp_cmd_score, "--model M --ids I,.. top log-probabilities per position"},
+    {"synth", lp_cmd_synth, "--arch A --shape S --type T --vocab V -o OUT  random-weight model"},
 };
 
 int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)
