@@ -13,6 +13,9 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
+    {"up", lp_cmd_up, "[--config F]         start the pipeline and supervise it"},
+    {"run", lp_cmd_run, "--model M --prompt T start a pipeline, generate, stop"},
+    {"generate", lp_cmd_generate, "--endpoint EP ...    generate on a running pipeline"},
     {"tokenize", lp_cmd_tokenize, "--model M [--raw]    text on stdin -> token IDs"},
     {"detokenize", lp_cmd_detokenize, "--model M [--special] token IDs on stdin -> text"},
     {"sample", lp_cmd_sample, "--logits F --params J --draws N   draw tokens from one logit row"},
