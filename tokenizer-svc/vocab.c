@@ -87,6 +87,7 @@ static int get_id_opt(const lp_gguf_t *g, const char *key, int32_t n_tokens, int
     if (rc == LP_ERR(ENOENT)) return 0;
     if (rc) return rc;
     if (v >= (uint32_t)n_tokens) {
+        if (v == UINT32_MAX) return 0; /* written by some converters for "none" */
         LP_WARN("tokenizer: %s = %u is out of range (%d tokens); ignored", key, v, n_tokens);
         return 0;
     }
