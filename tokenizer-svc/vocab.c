@@ -50,7 +50,7 @@ static const char *const eog_texts[] = {
 };
 static const char *const eot_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<EOT>", "_<EOT>", "[EOT]", "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>",
     "<end_of_utterance>",
 };
 /* FIM tokens: promoted to CONTROL; pad, repo and file-separator are EOG. */
