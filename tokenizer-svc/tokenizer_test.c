@@ -256,6 +256,34 @@ static void test_special(void)
     lp_tokenizer_destroy(&s);
 }
 
+/* tokenize.c cuts long BPE text after a "\n" with visible ASCII on both
+ * sides; that must split the tokens exactly there, for every pre-tokenizer. */
+static void check_block_cut(const lp_tokenizer_t *t)
+{
+    static const char vis[] = "aZ9.,'!-_(#";
+    char a[600], b[600], ab[1200];
+    for (int i = 0; i < 200; i++) {
+        size_t na = random_utf8(a, 1 + rnd() % 500), nb = random_utf8(b, 1 + rnd() % 500);
+        a[na++] = vis[rnd() % 11];
+        a[na++] = '\n';
+        memmove(b + 1, b, nb++);
+        b[0] = vis[rnd() % 11];
+        memcpy(ab, a, na);
+        memcpy(ab + na, b, nb);
+        int32_t *ia, *ib, *iab;
+        size_t ka, kb, kab;
+        CHECK_RC(lp_tokenize_alloc(t, a, na, false, false, &ia, &ka), 0);
+        CHECK_RC(lp_tokenize_alloc(t, b, nb, false, false, &ib, &kb), 0);
+        CHECK_RC(lp_tokenize_alloc(t, ab, na + nb, false, false, &iab, &kab), 0);
+        bool same = kab == ka + kb && !memcmp(iab, ia, ka * 4) && !memcmp(iab + ka, ib, kb * 4);
+        if (!same) fprintf(stderr, "block cut (%s) changes the tokens\n", lp_tokenizer_pre(t));
+        CHECK(same);
+        free(ia);
+        free(ib);
+        free(iab);
+    }
+}
+
 /* A copy of a vocab file with one string key replaced. */
 static int open_modified(const char *rel, const char *key, const char *value, uint8_t **mem,
                          lp_gguf_t **out)
@@ -315,6 +343,7 @@ static void test_errors(void)
                 /* byte-level BPE round-trips whatever the pre-tokenizer */
                 const char *x = "Hello, y'all! 1314151 \u00e9t\u00e9  \n\n  \u6211\u60f3 \U0001F680 ok";
                 check_roundtrip(t, x, strlen(x), pres[i]);
+                check_block_cut(t);
             }
             lp_tokenizer_destroy(&t);
         }
