@@ -114,6 +114,7 @@ struct lp_coord {
     uint8_t *eog;    /* n_vocab flags: end-of-generation tokens */
     /* While sample results are handled, tokenizer messages wait here so that
      * the next engine step goes out first (detokenizing overlaps it). */
+    size_t rr;       /* round-robin start of the decode pass */
     bool hold_tok;
     struct held { uint8_t *buf; size_t len; } *held;
     size_t n_held, cap_held;
@@ -647,9 +648,12 @@ static void schedule(lp_coord_t *c)
     size_t n_seqs = 0, n_tok = 0;
     int32_t budget = c->max_batch_tokens;
     Lmpipe__StepSeq seqs[c->max_seqs], *sp[c->max_seqs];
+    /* Decode tokens first, starting one request further each step so that
+     * a budget smaller than the running requests starves none of them. */
+    size_t start = c->n_reqs ? c->rr++ % c->n_reqs : 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < c->n_reqs && budget > 0; i++) {
-            req_t *r = c->reqs[i];
+        for (size_t j = 0; j < c->n_reqs && budget > 0; j++) {
+            req_t *r = c->reqs[pass == 0 ? (start + j) % c->n_reqs : j];
             if (r->state != R_RUNNING || r->in_step) continue;
             bool decode = r->n_past >= (int32_t)r->n_prompt;
             if (decode != (pass == 0)) continue;

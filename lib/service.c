@@ -40,6 +40,10 @@ void lp_service_sockopts(void *sock)
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof(zero));
     zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+    /* A peer that sends more than any message can hold is disconnected
+     * before the bytes are buffered. */
+    int64_t max = (int64_t)LP_FRAME_MAX_BYTES + 4096;
+    zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof(max));
 }
 
 void lp_service_watch_parent(void)
