@@ -274,10 +274,11 @@ DEFINE_GEMM(gemm_q5_1, tile_q5_1)
 
 /* ---- K-quants: 256-element super-blocks, Q8_K activations --------------- */
 
-/* The 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K/Q5_K block. */
-INLINE void k_scales_mins(const uint8_t *q, uint8_t out[16])
+/* The 8 scales and 8 mins of a Q4_K/Q5_K block as 16 int16 in one vector:
+ * scales in the low 128 bits, mins in the high 128 bits. */
+INLINE __m256i k_scales_mins(const uint8_t *q)
 {
-    uint32_t u[4];
+    uint32_t u[3];
     memcpy(u, q, 12);
     const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
     /* scales 0-3: q[0..3] & 63; scales 4-7: q[8..11] low nibbles | q[0..3] top bits;
@@ -285,10 +286,29 @@ INLINE void k_scales_mins(const uint8_t *q, uint8_t out[16])
     uint32_t s03 = u[0] & m6, m03 = u[1] & m6;
     uint32_t s47 = (u[2] & m4) | ((u[0] >> 6) & m2) << 4;
     uint32_t m47 = ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4;
-    memcpy(out, &s03, 4);
-    memcpy(out + 4, &s47, 4);
-    memcpy(out + 8, &m03, 4);
-    memcpy(out + 12, &m47, 4);
+    return _mm256_cvtepu8_epi16(_mm_set_epi32((int)m47, (int)m03, (int)s47, (int)s03));
+}
+
+/* Shuffle controls: int16 element j of a 128-bit lane into every int16 of
+ * the lane (for the low lane) ... */
+static const uint8_t bcast16_ctrl[8][32] __attribute__((aligned(32))) = {
+#define B(j) {2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, \
+              2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, \
+              2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1}
+    B(0), B(1), B(2), B(3), B(4), B(5), B(6), B(7),
+#undef B
+};
+
+/* ... and int16 pairs (m0 m0 m1 m1 m2 m2 m3 m3 | m4 m4 .. m7 m7) from a
+ * lane pair that both hold m0..m7. */
+static const uint8_t dup16_ctrl[32] __attribute__((aligned(32))) = {
+    0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7,
+    8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15,
+};
+
+INLINE __m256i bcast16(__m256i v, int j)
+{
+    return _mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *)bcast16_ctrl[j]));
 }
 
 /* Q4_K / Q5_K (hbits = 1): per super-block
@@ -303,17 +323,15 @@ INLINE void tile_qk_affine(int64_t n, const uint8_t *w, size_t bb, int hbits,
         /* Q4_K and Q5_K share the d, dmin, scales prefix */
         const lp_block_q4_k_t *b = (const lp_block_q4_k_t *)w;
         const uint8_t *qs = hbits ? ((const lp_block_q5_k_t *)w)->qs : b->qs;
-        uint8_t sm[16];
-        k_scales_mins(b->scales, sm);
-        __m128i mins8 = _mm_loadl_epi64((const __m128i *)(sm + 8));
-        __m128i mins16 = _mm_cvtepu8_epi16(mins8);
+        __m256i sm = k_scales_mins(b->scales);
+        __m256i scb = _mm256_permute4x64_epi64(sm, 0x44); /* scales in both lanes */
+        __m256i mnb = _mm256_permute4x64_epi64(sm, 0xee); /* mins in both lanes */
         /* lane k of mdup = m_{k/2}, matching bsums[k] */
-        __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(mins16, mins16),
-                                        _mm_unpacklo_epi16(mins16, mins16));
+        __m256i mdup = _mm256_shuffle_epi8(mnb, _mm256_load_si256((const __m256i *)dup16_ctrl));
         __m256i hv = hbits ? _mm256_loadu_si256((const __m256i *)((const lp_block_q5_k_t *)w)->qh)
                            : _mm256_setzero_si256();
-        __m256i isum[NT];
-        for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+        __m256i isum[NT], isum2[NT]; /* two chains per token: shorter latency */
+        for (int t = 0; t < nt; t++) isum[t] = isum2[t] = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4);
@@ -324,18 +342,21 @@ INLINE void tile_qk_affine(int64_t n, const uint8_t *w, size_t bb, int hbits,
                                              _mm256_and_si256(_mm256_srli_epi16(hv, 1), one), 4));
                 hv = _mm256_srli_epi16(hv, 2);
             }
-            __m256i s_lo = _mm256_set1_epi16(sm[2 * c]), s_hi = _mm256_set1_epi16(sm[2 * c + 1]);
+            __m256i s_lo = bcast16(scb, 2 * c), s_hi = bcast16(scb, 2 * c + 1);
             for (int t = 0; t < nt; t++) {
                 const int8_t *xq = ((const lp__q8k_t *)xv[t])[i].qs + 64 * c;
                 isum[t] = dot_us_scaled(isum[t], lo, _mm256_load_si256((const __m256i *)xq), s_lo);
-                isum[t] = dot_us_scaled(isum[t], hi, _mm256_load_si256((const __m256i *)(xq + 32)),
-                                        s_hi);
+                /* a second chain only where registers are plentiful (nt is a
+                 * constant here, so the branch folds away) */
+                __m256i *h2 = nt <= 2 ? &isum2[t] : &isum[t];
+                *h2 = dot_us_scaled(*h2, hi, _mm256_load_si256((const __m256i *)(xq + 32)), s_hi);
             }
         }
         float d = f16(b->d), dmin = f16(b->dmin);
         for (int t = 0; t < nt; t++) {
             const lp__q8k_t *a = (const lp__q8k_t *)xv[t] + i;
             __m256i mm = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)a->bsums), mdup);
+            isum[t] = _mm256_add_epi32(isum[t], isum2[t]);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a->d), acc[t]);
             acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmin * a->d), acc[t]);
         }
@@ -354,33 +375,51 @@ INLINE void tile_q5_k(int64_t n, const void *w, const void *const *xv, const int
 }
 
 /* Q6_K: d_w * d_x * sum_j sc_j * (sum(q x) - 32 * bsum_j), q in 0..63. */
+
+/* int16 element 2k into the low lane, 2k+1 into the high lane. */
+static const uint8_t q6_scale_ctrl[4][32] __attribute__((aligned(32))) = {
+#define P(a, b) {2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, \
+                 2*a, 2*a+1, 2*a, 2*a+1, 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1, \
+                 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1}
+    P(0, 1), P(2, 3), P(4, 5), P(6, 7),
+#undef P
+};
 INLINE void tile_q6_k(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
 {
     const lp_block_q6_k_t *b = wv;
     __m256 acc[NT];
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     for (int64_t i = 0; i < n / LP_QK_K; i++, b++) {
         __m256i isum[NT];
         for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
         for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+            /* scales 8h..8h+7 in both lanes */
+            __m256i sch = h ? _mm256_permute4x64_epi64(sc16, 0xee)
+                            : _mm256_permute4x64_epi64(sc16, 0x44);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                   _mm256_and_si256(qh, m30));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
             for (int k = 0; k < 4; k++) {
-                __m256i lo4 = k & 2 ? _mm256_srli_epi16(k & 1 ? ql1 : ql0, 4) : (k & 1 ? ql1 : ql0);
-                __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2);
-                __m256i q = _mm256_or_si256(_mm256_and_si256(lo4, m4), _mm256_slli_epi16(h2, 4));
-                int j = 8 * h + 2 * k; /* sub-blocks j (elements 0-15) and j+1 (16-31) */
-                __m256i sc = _mm256_set_m128i(_mm_set1_epi16(b->scales[j + 1]),
-                                              _mm_set1_epi16(b->scales[j]));
+                /* sub-blocks 8h+2k (elements 0-15: low lane) and 8h+2k+1 (high lane) */
+                __m256i sc = _mm256_shuffle_epi8(
+                    sch, _mm256_load_si256((const __m256i *)q6_scale_ctrl[k]));
                 for (int t = 0; t < nt; t++) {
                     const int8_t *xq = ((const lp__q8k_t *)xv[t])[i].qs + 128 * h + 32 * k;
-                    isum[t] = dot_us_scaled(isum[t], q, _mm256_load_si256((const __m256i *)xq), sc);
+                    isum[t] = dot_us_scaled(isum[t], q[k], _mm256_load_si256((const __m256i *)xq), sc);
                 }
             }
         }
-        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
         float d = f16(b->d);
         for (int t = 0; t < nt; t++) {
             const lp__q8k_t *a = (const lp__q8k_t *)xv[t] + i;
