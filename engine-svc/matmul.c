@@ -208,7 +208,7 @@ static void fast_work(void *p, int ith, int nth)
     }
     size_t wrb = lp_type_row_bytes(mm->type, mm->n_in);
     int64_t per = (mm->n_out + nth - 1) / nth;
-    per = (per + 7) & ~(int64_t)7; /* keep the kernels' row groups whole */
+    per = (per + LP_PP_ROWS - 1) / LP_PP_ROWS * LP_PP_ROWS; /* whole row groups */
     int64_t o0 = per * ith, o1 = o0 + per < mm->n_out ? o0 + per : mm->n_out;
     if (o0 >= o1) return;
     if (c->gemm_pp) {

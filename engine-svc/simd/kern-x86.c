@@ -451,11 +451,11 @@ DEFINE_GEMM(gemm_q6_k, tile_q6_k)
  * SC[unit][row] and MN[unit][row] as floats. */
 #if defined(LP_KERN_VNNI)
 
-#define RG 8 /* rows per group */
+#define RG 16 /* rows per group: one 512-bit vector holds 4 weights of each */
 #define PT 8 /* tokens per tile */
 
 /* r[i] holds eight dwords of row i; store dword g of every row as vector g. */
-INLINE void transpose_store(__m256i r[8], uint8_t *dst)
+INLINE void transpose_store(__m256i r[8], uint8_t *dst, size_t stride)
 {
     __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
     __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
@@ -467,14 +467,21 @@ INLINE void transpose_store(__m256i r[8], uint8_t *dst)
     __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
     __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
     /* u0: rows 0-3 of g0 | rows 0-3 of g4; u4: rows 4-7 of g0 | g4 ... */
-    _mm256_store_si256((__m256i *)(dst + 0 * 32), _mm256_permute2x128_si256(u0, u4, 0x20));
-    _mm256_store_si256((__m256i *)(dst + 1 * 32), _mm256_permute2x128_si256(u1, u5, 0x20));
-    _mm256_store_si256((__m256i *)(dst + 2 * 32), _mm256_permute2x128_si256(u2, u6, 0x20));
-    _mm256_store_si256((__m256i *)(dst + 3 * 32), _mm256_permute2x128_si256(u3, u7, 0x20));
-    _mm256_store_si256((__m256i *)(dst + 4 * 32), _mm256_permute2x128_si256(u0, u4, 0x31));
-    _mm256_store_si256((__m256i *)(dst + 5 * 32), _mm256_permute2x128_si256(u1, u5, 0x31));
-    _mm256_store_si256((__m256i *)(dst + 6 * 32), _mm256_permute2x128_si256(u2, u6, 0x31));
-    _mm256_store_si256((__m256i *)(dst + 7 * 32), _mm256_permute2x128_si256(u3, u7, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 0 * stride), _mm256_permute2x128_si256(u0, u4, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 1 * stride), _mm256_permute2x128_si256(u1, u5, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 2 * stride), _mm256_permute2x128_si256(u2, u6, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 3 * stride), _mm256_permute2x128_si256(u3, u7, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 4 * stride), _mm256_permute2x128_si256(u0, u4, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 5 * stride), _mm256_permute2x128_si256(u1, u5, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 6 * stride), _mm256_permute2x128_si256(u2, u6, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 7 * stride), _mm256_permute2x128_si256(u3, u7, 0x31));
+}
+
+/* Rows 0-7 and 8-15: vector g of the group is [rows 0-7 | rows 8-15]. */
+INLINE void transpose16_store(__m256i r[RG], uint8_t *dst)
+{
+    transpose_store(r, dst, 64);
+    transpose_store(r + 8, dst + 32, 64);
 }
 
 /* Q4_K / Q5_K: units of 32, SC = d*sc_j, MN = dmin*m_j. */
@@ -512,8 +519,8 @@ static void repack_qk_affine(int64_t n, const uint8_t *w, size_t wrb, int hbits,
                                                        _mm256_and_si256(_mm256_srli_epi16(hv, 1), one), 4));
                 }
             }
-            transpose_store(lo, qv + (size_t)(sb * 8 + 2 * c) * 8 * 32);
-            transpose_store(hi, qv + (size_t)(sb * 8 + 2 * c + 1) * 8 * 32);
+            transpose16_store(lo, qv + (size_t)(sb * 8 + 2 * c) * 8 * 64);
+            transpose16_store(hi, qv + (size_t)(sb * 8 + 2 * c + 1) * 8 * 64);
         }
     }
 }
@@ -555,7 +562,7 @@ static void repack_q6_k(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
                     q[r] = _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_and_si256(h2, m30));
                 }
                 /* units 16sb + 8h + 2k and the next: groups 4u .. 4u+7 */
-                transpose_store(q, qv + (size_t)(sb * 16 + 8 * h + 2 * k) * 4 * 32);
+                transpose16_store(q, qv + (size_t)(sb * 16 + 8 * h + 2 * k) * 4 * 64);
             }
         }
     }
@@ -574,7 +581,7 @@ static void repack_q8_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
             mn[i * RG + r] = 128.0f * d;
             q[r] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip);
         }
-        transpose_store(q, qv + (size_t)i * 8 * 32);
+        transpose16_store(q, qv + (size_t)i * 8 * 64);
     }
 }
 
@@ -589,7 +596,7 @@ static void repack_q4_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
             mn[i * RG + r] = 8.0f * d;
             q[r] = unpack_nibbles16(b->qs);
         }
-        transpose_store(q, qv + (size_t)i * 8 * 32);
+        transpose16_store(q, qv + (size_t)i * 8 * 64);
     }
 }
 
@@ -604,61 +611,62 @@ static void repack_q5_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
             mn[i * RG + r] = 16.0f * d;
             q[r] = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
         }
-        transpose_store(q, qv + (size_t)i * 8 * 32);
+        transpose16_store(q, qv + (size_t)i * 8 * 64);
     }
 }
 
 /* Activation kinds of the batched tile. */
 enum { PP_K32, PP_K16, PP_A32 };
 
-/* y[t*ys + 0..7] = the eight rows of the group dotted with token t. */
+/* y[t*ys + 0..15] = the sixteen rows of the group dotted with token t. */
 INLINE void pp_tile(const int kind, int64_t n, const uint8_t *qv, const float *sc,
                     const float *mn, const uint8_t *const *x, const int nt, float *y, int64_t ys)
 {
     const int S = kind == PP_K16 ? 16 : 32, G = S / 4;
     const int U = kind == PP_K32 ? 8 : kind == PP_K16 ? 16 : 1; /* units per activation block */
     const size_t xbb = kind == PP_A32 ? sizeof(lp__q8a_t) : sizeof(lp__q8k_t);
-    __m256 tot[PT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) tot[t] = _mm256_setzero_ps();
+    __m512 tot[PT];
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) tot[t] = _mm512_setzero_ps();
     for (int64_t blk = 0; blk < n / (S * U); blk++) {
-        __m256 fs[PT];
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) fs[t] = _mm256_setzero_ps();
-        _Pragma("GCC unroll 16") for (int u = 0; u < U; u++) {
+        __m512 fs[PT];
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) fs[t] = _mm512_setzero_ps();
+        for (int u = 0; u < U; u++) {
             int64_t unit = blk * U + u;
-            const uint8_t *wq = qv + (size_t)unit * G * 32;
-            __m256i W[8];
-            _Pragma("GCC unroll 16") for (int g = 0; g < G; g++) W[g] = _mm256_load_si256((const __m256i *)(wq + 32 * g));
-            __m256 SC = _mm256_load_ps(sc + unit * RG), MN = _mm256_load_ps(mn + unit * RG);
+            const uint8_t *wq = qv + (size_t)unit * G * 64;
+            __m512i W[8];
+            _Pragma("GCC unroll 16") for (int g = 0; g < G; g++)
+                W[g] = _mm512_load_si512((const void *)(wq + 64 * g));
+            __m512 SC = _mm512_load_ps(sc + unit * RG), MN = _mm512_load_ps(mn + unit * RG);
             _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
                 const uint8_t *xb = x[t] + (size_t)blk * xbb;
                 const uint8_t *xs = xb + u * S; /* qs is at offset 0 of both block types */
-                __m256i acc = _mm256_setzero_si256();
+                __m512i acc = _mm512_setzero_si512();
                 _Pragma("GCC unroll 16") for (int g = 0; g < G; g++) {
                     int32_t v;
                     memcpy(&v, xs + 4 * g, 4);
-                    acc = _mm256_dpbusd_epi32(acc, W[g], _mm256_set1_epi32(v));
+                    acc = _mm512_dpbusd_epi32(acc, W[g], _mm512_set1_epi32(v));
                 }
-                fs[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), SC, fs[t]);
+                fs[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), SC, fs[t]);
                 if (kind == PP_K32) {
                     const lp__q8k_t *a = (const lp__q8k_t *)xb;
-                    fs[t] = _mm256_fnmadd_ps(MN, _mm256_set1_ps(a->fbsums[2 * u]), fs[t]);
-                    fs[t] = _mm256_fnmadd_ps(MN, _mm256_set1_ps(a->fbsums[2 * u + 1]), fs[t]);
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[2 * u]), fs[t]);
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[2 * u + 1]), fs[t]);
                 } else if (kind == PP_K16) {
                     const lp__q8k_t *a = (const lp__q8k_t *)xb;
-                    fs[t] = _mm256_fnmadd_ps(MN, _mm256_set1_ps(a->fbsums[u]), fs[t]);
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[u]), fs[t]);
                 } else {
                     const lp__q8a_t *a = (const lp__q8a_t *)xb;
-                    fs[t] = _mm256_fnmadd_ps(MN, _mm256_set1_ps(a->fsum), fs[t]);
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fsum), fs[t]);
                 }
             }
         }
         _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
             float dx = kind == PP_A32 ? ((const lp__q8a_t *)(x[t] + (size_t)blk * xbb))->d
                                       : ((const lp__q8k_t *)(x[t] + (size_t)blk * xbb))->d;
-            tot[t] = _mm256_fmadd_ps(fs[t], _mm256_set1_ps(dx), tot[t]);
+            tot[t] = _mm512_fmadd_ps(fs[t], _mm512_set1_ps(dx), tot[t]);
         }
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, tot[t]);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, tot[t]);
 }
 
 typedef void (*repack_fn)(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc,
@@ -670,7 +678,7 @@ INLINE void gemm_pp(const int kind, repack_fn repack, lp__gemm_fn rows, int64_t 
 {
     const int S = kind == PP_K16 ? 16 : 32;
     uint8_t *qv = scratch;
-    float *sc = (float *)(qv + (size_t)n * RG);
+    float *sc = (float *)(qv + (size_t)n * RG); /* n*RG is a multiple of 64 */
     float *mn = sc + (size_t)(n / S) * RG;
     int64_t r = 0;
     for (; r + RG <= nr; r += RG) {

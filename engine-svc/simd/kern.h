@@ -56,7 +56,8 @@ typedef void (*lp__gemm_fn)(int64_t n, const void *w, size_t wrb, int64_t nr,
 typedef void (*lp__gemm_pp_fn)(int64_t n, const void *w, size_t wrb, int64_t nr,
                                const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys,
                                void *scratch);
-#define LP_PP_SCRATCH(n) ((size_t)(n) * 12 + 256)
+#define LP_PP_SCRATCH(n) ((size_t)(n) * 24 + 256)
+#define LP_PP_ROWS 16 /* row-group size: callers give each thread a multiple */
 #define LP_PP_MIN_TOK 8 /* fewer tokens: the per-row kernels */
 
 /* Quantize n floats (a whole number of blocks) into activation blocks. */
