@@ -449,7 +449,20 @@ DEFINE_GEMM(gemm_q6_k, tile_q6_k)
  *
  * Scratch layout for a row group: qv[unit][group][row][4] bytes, then
  * SC[unit][row] and MN[unit][row] as floats. */
+#if defined(LP_KERN_AVX512)
+
+/* acc + four-byte dot products: vpdpbusd, or without VNNI vpmaddubsw +
+ * vpmaddwd (exact as long as a pair of products fits int16: every type
+ * but Q8_0, whose flipped bytes reach 255, so Q8_0 batches need VNNI). */
+INLINE __m512i dpbusd512(__m512i acc, __m512i u, __m512i s)
+{
 #if defined(LP_KERN_VNNI)
+    return _mm512_dpbusd_epi32(acc, u, s);
+#else
+    __m512i p = _mm512_maddubs_epi16(u, s);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+#endif
+}
 
 #define RG 16 /* rows per group: one 512-bit vector holds 4 weights of each */
 #define PT 8 /* tokens per tile */
@@ -569,6 +582,7 @@ static void repack_q6_k(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
 }
 
 /* Legacy blocks: units of 32 = one block; SC = d, MN = offset*d. */
+#if defined(LP_KERN_VNNI)
 static void repack_q8_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc, float *mn)
 {
     const __m256i flip = _mm256_set1_epi8((char)0x80); /* q + 128 as unsigned */
@@ -584,6 +598,7 @@ static void repack_q8_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
         transpose16_store(q, qv + (size_t)i * 8 * 64);
     }
 }
+#endif
 
 static void repack_q4_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc, float *mn)
 {
@@ -644,7 +659,7 @@ INLINE void pp_tile(const int kind, int64_t n, const uint8_t *qv, const float *s
                 _Pragma("GCC unroll 16") for (int g = 0; g < G; g++) {
                     int32_t v;
                     memcpy(&v, xs + 4 * g, 4);
-                    acc = _mm512_dpbusd_epi32(acc, W[g], _mm512_set1_epi32(v));
+                    acc = dpbusd512(acc, W[g], _mm512_set1_epi32(v));
                 }
                 fs[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), SC, fs[t]);
                 if (kind == PP_K32) {
@@ -714,11 +729,13 @@ INLINE void gemm_pp(const int kind, repack_fn repack, lp__gemm_fn rows, int64_t 
 DEFINE_GEMM_PP(gemm_pp_q4_k, PP_K32, repack_q4_k, gemm_q4_k)
 DEFINE_GEMM_PP(gemm_pp_q5_k, PP_K32, repack_q5_k, gemm_q5_k)
 DEFINE_GEMM_PP(gemm_pp_q6_k, PP_K16, repack_q6_k, gemm_q6_k)
+#if defined(LP_KERN_VNNI)
 DEFINE_GEMM_PP(gemm_pp_q8_0, PP_A32, repack_q8_0, gemm_q8_0)
+#endif
 DEFINE_GEMM_PP(gemm_pp_q4_0, PP_A32, repack_q4_0, gemm_q4_0)
 DEFINE_GEMM_PP(gemm_pp_q5_0, PP_A32, repack_q5_0, gemm_q5_0)
 
-#endif /* LP_KERN_VNNI */
+#endif /* LP_KERN_AVX512 */
 
 /* ---- activation quantization ------------------------------------------- */
 
@@ -825,11 +842,14 @@ const lp__kern_t KERN_SYM = {
         [LP_TYPE_Q5_1] = gemm_q5_1, [LP_TYPE_Q8_0] = gemm_q8_0, [LP_TYPE_Q4_K] = gemm_q4_k,
         [LP_TYPE_Q5_K] = gemm_q5_k, [LP_TYPE_Q6_K] = gemm_q6_k,
     },
-#if defined(LP_KERN_VNNI)
+#if defined(LP_KERN_AVX512)
     .gemm_pp = {
         [LP_TYPE_Q4_K] = gemm_pp_q4_k, [LP_TYPE_Q5_K] = gemm_pp_q5_k,
-        [LP_TYPE_Q6_K] = gemm_pp_q6_k, [LP_TYPE_Q8_0] = gemm_pp_q8_0,
-        [LP_TYPE_Q4_0] = gemm_pp_q4_0, [LP_TYPE_Q5_0] = gemm_pp_q5_0,
+        [LP_TYPE_Q6_K] = gemm_pp_q6_k, [LP_TYPE_Q4_0] = gemm_pp_q4_0,
+        [LP_TYPE_Q5_0] = gemm_pp_q5_0,
+#if defined(LP_KERN_VNNI)
+        [LP_TYPE_Q8_0] = gemm_pp_q8_0,
+#endif
     },
 #endif
     .quant_q8a = quant_q8a,
