@@ -275,8 +275,8 @@ int main(int argc, char **argv)
         {"vocab/ggml-vocab-llama-spm.gguf", 4096, 0, 40, 300, 20, 7},
         {"vocab/ggml-vocab-gpt-2.gguf", 2048, 0, 20, 100, 10, 13},
         {"models/synth-llama-Q4_K_M.gguf", 2048, 5, 40, 300, 200, 5},
-        {"vocab/ggml-vocab-qwen2.gguf", 1024, 0, 6, 30, 4, 29},
-        {"models/synth-qwen2-Q8_0.gguf", 1024, 13, 6, 30, 30, 29},
+        {"vocab/ggml-vocab-qwen2.gguf", 512, 0, 6, 20, 4, 59},
+        {"models/synth-qwen2-Q8_0.gguf", 512, 17, 6, 20, 30, 59},
     };
     for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++) run_plan(argv[1], &plans[i]);
     if (test_failures) fprintf(stderr, "%d checks failed\n", test_failures);
