@@ -6,26 +6,16 @@
 
 using namespace lp_cuda;
 
-/* One thread per (row, block, part); rows come from `rows` when given. */
+/* One thread per (row, block, part): dequant_item (dequant.cuh). */
 template <typename Q>
 __global__ void dequant_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_in,
                                int64_t n_rows, const int32_t *__restrict__ rows,
                                float *__restrict__ out)
 {
-    const int64_t per_row = n_in / Q::QK * Q::PARTS;
-    const int64_t n = n_rows * per_row;
+    const int64_t n = n_rows * (n_in / Q::QK * Q::PARTS);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / per_row, j = i % per_row;
-        const int64_t blk = j / Q::PARTS;
-        const int p = (int)(j % Q::PARTS);
-        const int64_t src_row = rows ? rows[r] : r;
-        float v[Q::NV];
-        Q::part(w + src_row * row_bytes + blk * Q::BYTES, p, v);
-        float *o = out + r * n_in + blk * Q::QK;
-#pragma unroll
-        for (int k = 0; k < Q::NV; k++) o[Q::elem(p, k)] = v[k];
-    }
+         i += (int64_t)gridDim.x * blockDim.x)
+        dequant_item<Q>(w, row_bytes, n_in, rows, out, i);
 }
 
 extern "C" bool lp_cuda_type_supported(uint32_t type)

@@ -408,7 +408,7 @@ static int matmul(cuda_ctx_t *c, const dweight_t *w, const float *x, int32_t n_t
                                   y_stride, accumulate);
         }
     }
-    if (!rc && bias) rc = lp_cuda_add_rows(c->stream, y, bias, n_tok, w->n_out);
+    if (!rc && bias) rc = lp_cuda_add_rows(c->stream, y, y_stride, bias, n_tok, w->n_out);
     return rc;
 }
 

@@ -97,10 +97,10 @@ int lp_cuda_attention(cudaStream_t stream, float *d_out, const float *d_q,
 int lp_cuda_swiglu(cudaStream_t stream, float *d_out, const float *d_g, const float *d_u,
                    int64_t n);
 
-/* y[r][i] += b[i] for r < n_rows, rows of n floats (biases); y += x
- * element-wise when n_rows is 1 and b has n elements (a residual add). */
-int lp_cuda_add_rows(cudaStream_t stream, float *d_y, const float *d_b, int64_t n_rows,
-                     int64_t n);
+/* y[r][i] += b[i] for i < n, r < n_rows, y rows y_stride floats apart (a
+ * bias); with n_rows 1 it is the element-wise y += b (a residual add). */
+int lp_cuda_add_rows(cudaStream_t stream, float *d_y, int64_t y_stride, const float *d_b,
+                     int64_t n_rows, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -1,15 +1,14 @@
 /* matvec.cu - y = W x for a few tokens, reading the quantized weights
  * directly: the decode path, which is bound by the bytes of W.
  *
- * One warp per output row, four rows per block.  The lanes of a warp walk
- * the row's blocks part by part (dequant.cuh), so that neighbouring lanes
- * read neighbouring bytes; each part is decoded once into registers and
- * dotted with the activations of every token of the launch (up to
- * LP_CUDA_MMV_MAX_TOKENS), so the weight row is read once per launch.  The
- * activations (a few rows of floats) stay in L1/L2. */
-#include "dequant.cuh"
+ * One warp per output row, four rows per block; each lane accumulates its
+ * share of the row (matvec_lane, matvec.cuh), reading the weight row once
+ * for every token of the launch (up to LP_CUDA_MMV_MAX_TOKENS); the lanes'
+ * sums are then added with shuffles.  The activations (a few rows of
+ * floats) stay in L1/L2. */
 #include "kernels.h"
 #include "launch.cuh"
+#include "matvec.cuh"
 
 using namespace lp_cuda;
 
@@ -24,28 +23,8 @@ matvec_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t n_in, int
     const int lane = threadIdx.x % 32;
     const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     if (row >= n_out) return;
-    const uint8_t *wr = w + row * row_bytes;
-    const int64_t n_items = n_in / Q::QK * Q::PARTS;
     float acc[LP_CUDA_MMV_MAX_TOKENS];
-#pragma unroll
-    for (int t = 0; t < LP_CUDA_MMV_MAX_TOKENS; t++) acc[t] = 0.0f;
-
-    for (int64_t i = lane; i < n_items; i += 32) {
-        const int64_t blk = i / Q::PARTS;
-        const int p = (int)(i % Q::PARTS);
-        float v[Q::NV];
-        Q::part(wr + blk * Q::BYTES, p, v);
-        const float *xb = x + blk * Q::QK;
-#pragma unroll
-        for (int t = 0; t < LP_CUDA_MMV_MAX_TOKENS; t++) {
-            if (t < n_tok) {
-                float s = 0.0f;
-#pragma unroll
-                for (int k = 0; k < Q::NV; k++) s += v[k] * xb[t * x_stride + Q::elem(p, k)];
-                acc[t] += s;
-            }
-        }
-    }
+    matvec_lane<Q>(w + row * row_bytes, n_in, x, x_stride, n_tok, lane, acc);
 #pragma unroll
     for (int t = 0; t < LP_CUDA_MMV_MAX_TOKENS; t++) {
         if (t < n_tok) {

@@ -116,18 +116,22 @@ extern "C" int lp_cuda_swiglu(cudaStream_t stream, float *d_out, const float *d_
     return lp_cuda_launched("swiglu");
 }
 
-__global__ void add_rows_kernel(float *y, const float *__restrict__ b, int64_t n_rows, int64_t n)
+__global__ void add_rows_kernel(float *y, int64_t y_stride, const float *__restrict__ b,
+                                int64_t n_rows, int64_t n)
 {
     const int64_t total = n_rows * n;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = __fadd_rn(y[i], b[i % n]);
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float *yi = y + i / n * y_stride + i % n;
+        *yi = __fadd_rn(*yi, b[i % n]);
+    }
 }
 
-extern "C" int lp_cuda_add_rows(cudaStream_t stream, float *d_y, const float *d_b,
-                                int64_t n_rows, int64_t n)
+extern "C" int lp_cuda_add_rows(cudaStream_t stream, float *d_y, int64_t y_stride,
+                                const float *d_b, int64_t n_rows, int64_t n)
 {
     if (n_rows <= 0 || n <= 0) return 0;
-    add_rows_kernel<<<lp_cuda_blocks(n_rows * n, 256), 256, 0, stream>>>(d_y, d_b, n_rows, n);
+    add_rows_kernel<<<lp_cuda_blocks(n_rows * n, 256), 256, 0, stream>>>(d_y, y_stride, d_b,
+                                                                          n_rows, n);
     return lp_cuda_launched("add_rows");
 }

@@ -543,13 +543,16 @@ static void test_swiglu_add(cudaStream_t st)
                     got[i], got2[i], ref[i]);
     CHECK(!bad, "swiglu: %d values out of tolerance", bad);
 
-    float *y = malloc(sizeof(float) * (size_t)(n * n_rows));
-    fill(y, (size_t)(n * n_rows), 5.0f);
-    float *dy = dev_from(y, sizeof(float) * (size_t)(n * n_rows));
-    OK(lp_cuda_add_rows(st, dy, du, n_rows, n));
-    float *gy = host_of(dy, (size_t)(n * n_rows));
+    /* rows with padding: the padding is left alone */
+    const int64_t ys = n + 5;
+    float *y = malloc(sizeof(float) * (size_t)(ys * n_rows));
+    fill(y, (size_t)(ys * n_rows), 5.0f);
+    float *dy = dev_from(y, sizeof(float) * (size_t)(ys * n_rows));
+    OK(lp_cuda_add_rows(st, dy, ys, du, n_rows, n));
+    float *gy = host_of(dy, (size_t)(ys * n_rows));
     bad = 0;
-    for (int64_t i = 0; i < n * n_rows; i++) bad += gy[i] != y[i] + u[i % n];
+    for (int64_t i = 0; i < ys * n_rows; i++)
+        bad += i % ys < n ? gy[i] != y[i] + u[i % ys] : gy[i] != y[i];
     CHECK(!bad, "add_rows: %d values differ from the float sum", bad);
     free(g); free(u); free(got); free(got2); free(ref); free(y); free(gy);
     cudaFree(dg); cudaFree(du); cudaFree(dout); cudaFree(dy);
