@@ -126,6 +126,10 @@ static int check_batch(lp_engine_t *e, const lp_batch_seq_t *seqs, int32_t n_seq
                               s->seq_id);
         else if (s->n_tokens <= 0 || !s->tokens)
             rc = lp_error_set(LP_ERR(EINVAL), "batch entry %d: no tokens", i);
+        else if (s->n_tokens > e->params.max_batch_tokens - total)
+            rc = lp_error_set(LP_ERR(E2BIG), "batch entry %d: %lld tokens in all exceed "
+                              "max_batch_tokens %d", i, (long long)total + s->n_tokens,
+                              e->params.max_batch_tokens);
         else if (s->pos < 0 || s->pos > e->seq_len[s->seq_id])
             rc = lp_error_set(LP_ERR(EINVAL), "batch entry %d: position %d is past the end "
                               "of sequence %d (length %d)", i, s->pos, s->seq_id,
@@ -143,9 +147,6 @@ static int check_batch(lp_engine_t *e, const lp_batch_seq_t *seqs, int32_t n_seq
                                   "vocabulary (0..%d)", i, s->tokens[t], hp->n_vocab - 1);
         total += s->n_tokens;
     }
-    if (!rc && total > e->params.max_batch_tokens)
-        rc = lp_error_set(LP_ERR(E2BIG), "batch of %lld tokens exceeds max_batch_tokens %d",
-                          (long long)total, e->params.max_batch_tokens);
     *n_tokens_total = (int32_t)total;
     return rc;
 }

@@ -3,7 +3,7 @@
  *
  * Layout: activations are row-major [token][n_embd]; q is [token][head][dim],
  * k and v are [token][kv_head][dim].  The KV cache of a sequence is
- * [layer][pos][kv_head][dim] in float32, grown by doubling.  Tokens of one
+ * [layer][pos][kv_head][dim] in float32, n_ctx positions.  Tokens of one
  * batch are laid out entry after entry, oldest first; token t of the batch
  * belongs to sequence tok_seq[t] at position tok_pos[t]. */
 #include "backend.h"
@@ -21,7 +21,7 @@
 
 typedef struct kv_seq {
     float *k, *v;   /* (n_layer, cap, kv_dim) */
-    int32_t cap;    /* positions allocated */
+    int32_t cap;    /* positions allocated: n_ctx once used */
 } kv_seq_t;
 
 typedef struct cpu_ctx {
@@ -38,6 +38,7 @@ typedef struct cpu_ctx {
     float *k;             /* (T, kv_dim) */
     float *v;             /* (T, kv_dim) */
     float *att;           /* (T, q_dim) attention output */
+    float *proj;          /* (T, n_embd) output of wo and ffn_down */
     float *gate;          /* (T, n_ff) */
     float *up;            /* (T, n_ff) */
     float *scores;        /* (n_threads, n_ctx) */
@@ -60,7 +61,7 @@ static void cpu_destroy(void *vctx)
     }
     free(c->kv);
     lp_threadpool_destroy(&c->pool);
-    free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att);
+    free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->proj);
     free(c->gate); free(c->up); free(c->scores); free(c->logit_tmp);
     free(c->tok_seq); free(c->tok_pos);
     free(c);
@@ -83,6 +84,7 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->k = malloc(sizeof(float) * T * (size_t)c->kv_dim);
     c->v = malloc(sizeof(float) * T * (size_t)c->kv_dim);
     c->att = malloc(sizeof(float) * T * (size_t)c->q_dim);
+    c->proj = malloc(sizeof(float) * T * (size_t)hp->n_embd);
     c->gate = malloc(sizeof(float) * T * (size_t)hp->n_ff);
     c->up = malloc(sizeof(float) * T * (size_t)hp->n_ff);
     c->scores = malloc(sizeof(float) * (size_t)p->n_threads * (size_t)p->n_ctx);
@@ -90,7 +92,7 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->tok_seq = malloc(sizeof(int32_t) * T);
     c->tok_pos = malloc(sizeof(int32_t) * T);
     int rc = 0;
-    if (!c->kv || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up ||
+    if (!c->kv || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
         !c->scores || !c->logit_tmp || !c->tok_seq || !c->tok_pos)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
     if (!rc && !(c->pool = lp_threadpool_new(p->n_threads)))
@@ -109,35 +111,24 @@ static void cpu_seq_truncate(void *vctx, int32_t seq_id, int32_t len)
     (void)vctx; (void)seq_id; (void)len;
 }
 
-/* Make room for positions [0, need) in a sequence's cache. */
-static int kv_reserve(cpu_ctx_t *c, int32_t seq_id, int32_t need)
+/* A sequence's cache is allocated at full context on first use: the pages
+ * become resident only as positions are written, and no step after the
+ * first allocates. */
+static int kv_reserve(cpu_ctx_t *c, int32_t seq_id)
 {
     kv_seq_t *s = &c->kv[seq_id];
-    if (need <= s->cap) return 0;
-    int32_t cap = s->cap ? s->cap : 64;
-    while (cap < need) cap *= 2;
-    if (cap > c->p.n_ctx) cap = c->p.n_ctx;
-    const int32_t n_layer = c->m->hp.n_layer;
-    size_t row = (size_t)c->kv_dim;
-    float *k = malloc(sizeof(float) * (size_t)n_layer * (size_t)cap * row);
-    float *v = malloc(sizeof(float) * (size_t)n_layer * (size_t)cap * row);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return lp_error_set(LP_ERR(ENOMEM), "out of memory growing the KV cache of sequence "
-                            "%d to %d positions", seq_id, cap);
+    if (s->k) return 0;
+    size_t n = (size_t)c->m->hp.n_layer * (size_t)c->p.n_ctx * (size_t)c->kv_dim;
+    s->k = malloc(sizeof(float) * n);
+    s->v = malloc(sizeof(float) * n);
+    if (!s->k || !s->v) {
+        free(s->k);
+        free(s->v);
+        s->k = s->v = NULL;
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory for the KV cache of sequence %d "
+                            "(%zu MB)", seq_id, 2 * n * sizeof(float) >> 20);
     }
-    for (int32_t l = 0; l < n_layer && s->cap; l++) {
-        memcpy(k + (size_t)l * cap * row, s->k + (size_t)l * s->cap * row,
-               sizeof(float) * (size_t)s->cap * row);
-        memcpy(v + (size_t)l * cap * row, s->v + (size_t)l * s->cap * row,
-               sizeof(float) * (size_t)s->cap * row);
-    }
-    free(s->k);
-    free(s->v);
-    s->k = k;
-    s->v = v;
-    s->cap = cap;
+    s->cap = c->p.n_ctx;
     return 0;
 }
 
@@ -149,13 +140,6 @@ static void matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n
         .x = x, .x_stride = w->n_in, .n_tok = n_tok, .y = y, .y_stride = y_stride,
     };
     lp_matmul(c->pool, &mm, c->p.exact);
-}
-
-static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n)
-{
-    if (!b) return;
-    for (int64_t t = 0; t < n_tok; t++)
-        for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
 }
 
 /* ---- attention, split over (token, head) pairs across the pool ---------- */
@@ -224,6 +208,79 @@ static void compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows
     }
 }
 
+/* ---- fused per-token work, split over the pool ------------------------ */
+
+enum tok_stage {
+    STAGE_ATTN_NORM,  /* xn = norm(x) * attn_norm of `layer` */
+    STAGE_QKV_ROPE,   /* biases, RoPE on q and k, k and v into the cache */
+    STAGE_FFN_NORM,   /* x += proj; xn = norm(x) * ffn_norm */
+    STAGE_SWIGLU,     /* gate = silu(gate) * up */
+    STAGE_FFN_OUT,    /* x += proj; then the next layer's attn norm, if any */
+};
+
+typedef struct tok_job {
+    cpu_ctx_t *c;
+    enum tok_stage stage;
+    int32_t layer, n_tok;
+} tok_job_t;
+
+static void tok_worker(void *arg, int ith, int nth)
+{
+    const tok_job_t *j = arg;
+    cpu_ctx_t *c = j->c;
+    const lp_hparams_t *hp = &c->m->hp;
+    const lp_layer_t *L = &c->m->layers[j->layer];
+    const int64_t n_embd = hp->n_embd, q_dim = c->q_dim, kv_dim = c->kv_dim;
+    if (j->stage == STAGE_SWIGLU) {
+        const int64_t n = (int64_t)j->n_tok * hp->n_ff, per = (n + nth - 1) / nth;
+        const int64_t lo = per * ith, hi = lo + per < n ? lo + per : n;
+        if (lo < hi) lp_op_swiglu(c->gate + lo, c->gate + lo, c->up + lo, hi - lo);
+        return;
+    }
+    for (int32_t t = ith; t < j->n_tok; t += nth) {
+        float *x = c->x + t * n_embd, *xn = c->xn + t * n_embd, *proj = c->proj + t * n_embd;
+        switch (j->stage) {
+        case STAGE_ATTN_NORM:
+            lp_op_rmsnorm(xn, x, L->attn_norm, n_embd, hp->rms_eps);
+            break;
+        case STAGE_QKV_ROPE: {
+            float *q = c->q + t * q_dim, *k = c->k + t * kv_dim, *v = c->v + t * kv_dim;
+            if (L->bq) for (int64_t i = 0; i < q_dim; i++) q[i] += L->bq[i];
+            if (L->bk) for (int64_t i = 0; i < kv_dim; i++) k[i] += L->bk[i];
+            if (L->bv) for (int64_t i = 0; i < kv_dim; i++) v[i] += L->bv[i];
+            lp_op_rope(q, hp->n_head, hp->head_dim, hp->n_rot, c->tok_pos[t], hp->rope_base,
+                       hp->rope_neox);
+            lp_op_rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->tok_pos[t], hp->rope_base,
+                       hp->rope_neox);
+            kv_seq_t *s = &c->kv[c->tok_seq[t]];
+            size_t off = ((size_t)j->layer * (size_t)s->cap + (size_t)c->tok_pos[t]) * (size_t)kv_dim;
+            memcpy(s->k + off, k, sizeof(float) * (size_t)kv_dim);
+            memcpy(s->v + off, v, sizeof(float) * (size_t)kv_dim);
+            break;
+        }
+        case STAGE_FFN_NORM:
+            for (int64_t i = 0; i < n_embd; i++) x[i] += proj[i];
+            lp_op_rmsnorm(xn, x, L->ffn_norm, n_embd, hp->rms_eps);
+            break;
+        case STAGE_FFN_OUT:
+            for (int64_t i = 0; i < n_embd; i++) x[i] += proj[i];
+            if (j->layer + 1 < hp->n_layer)
+                lp_op_rmsnorm(xn, x, c->m->layers[j->layer + 1].attn_norm, n_embd, hp->rms_eps);
+            break;
+        case STAGE_SWIGLU:
+            break;
+        }
+    }
+}
+
+/* Small batches run on the calling thread: waking the pool costs more. */
+static void run_tokens(cpu_ctx_t *c, enum tok_stage stage, int32_t layer, int32_t n_tok)
+{
+    tok_job_t job = {c, stage, layer, n_tok};
+    if (n_tok < 4) tok_worker(&job, 0, 1);
+    else lp_threadpool_run(c->pool, tok_worker, &job);
+}
+
 /* ---- the step --------------------------------------------------------- */
 
 static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int32_t T,
@@ -239,7 +296,7 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
     int32_t t = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
         const lp_batch_seq_t *s = &seqs[i];
-        if ((rc = kv_reserve(c, s->seq_id, s->pos + s->n_tokens))) return rc;
+        if ((rc = kv_reserve(c, s->seq_id))) return rc;
         for (int32_t k = 0; k < s->n_tokens; k++, t++) {
             c->tok_seq[t] = s->seq_id;
             c->tok_pos[t] = s->pos + k;
@@ -249,42 +306,25 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
         }
     }
 
+    run_tokens(c, STAGE_ATTN_NORM, 0, T);
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const lp_layer_t *L = &m->layers[l];
-        /* attention block */
-        for (t = 0; t < T; t++)
-            lp_op_rmsnorm(c->xn + t * n_embd, c->x + t * n_embd, L->attn_norm, n_embd,
-                          hp->rms_eps);
+        /* attention block: xn holds norm(x) * attn_norm */
         matmul(c, &L->wq, c->xn, T, c->q, q_dim);
         matmul(c, &L->wk, c->xn, T, c->k, kv_dim);
         matmul(c, &L->wv, c->xn, T, c->v, kv_dim);
-        add_bias(c->q, L->bq, T, q_dim);
-        add_bias(c->k, L->bk, T, kv_dim);
-        add_bias(c->v, L->bv, T, kv_dim);
-        for (t = 0; t < T; t++) {
-            lp_op_rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, c->tok_pos[t],
-                       hp->rope_base, hp->rope_neox);
-            lp_op_rope(c->k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, c->tok_pos[t],
-                       hp->rope_base, hp->rope_neox);
-            kv_seq_t *s = &c->kv[c->tok_seq[t]];
-            size_t off = ((size_t)l * (size_t)s->cap + (size_t)c->tok_pos[t]) * (size_t)kv_dim;
-            memcpy(s->k + off, c->k + t * kv_dim, sizeof(float) * (size_t)kv_dim);
-            memcpy(s->v + off, c->v + t * kv_dim, sizeof(float) * (size_t)kv_dim);
-        }
+        run_tokens(c, STAGE_QKV_ROPE, l, T);
         attn_job_t job = {c, l, T};
         lp_threadpool_run(c->pool, attn_worker, &job);
-        matmul(c, &L->wo, c->att, T, c->xn, n_embd);
-        for (int64_t i = 0; i < (int64_t)T * n_embd; i++) c->x[i] += c->xn[i];
+        matmul(c, &L->wo, c->att, T, c->proj, n_embd);
+        run_tokens(c, STAGE_FFN_NORM, l, T);
 
         /* feed-forward block */
-        for (t = 0; t < T; t++)
-            lp_op_rmsnorm(c->xn + t * n_embd, c->x + t * n_embd, L->ffn_norm, n_embd,
-                          hp->rms_eps);
         matmul(c, &L->w_gate, c->xn, T, c->gate, n_ff);
         matmul(c, &L->w_up, c->xn, T, c->up, n_ff);
-        lp_op_swiglu(c->gate, c->gate, c->up, (int64_t)T * n_ff);
-        matmul(c, &L->w_down, c->gate, T, c->xn, n_embd);
-        for (int64_t i = 0; i < (int64_t)T * n_embd; i++) c->x[i] += c->xn[i];
+        run_tokens(c, STAGE_SWIGLU, l, T);
+        matmul(c, &L->w_down, c->gate, T, c->proj, n_embd);
+        run_tokens(c, STAGE_FFN_OUT, l, T);
         LP_DEBUG("layer %d done (%d tokens)", l, T);
     }
 

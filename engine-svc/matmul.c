@@ -1,11 +1,17 @@
-/* matmul.c - the matmul entry point: checks, threading, the exact path. */
+/* matmul.c - the matmul entry point: checks, kernel selection, threading,
+ * the exact path and the fast path's driver. */
 #include "matmul.h"
 
 #include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "error.h"
+#include "log.h"
 #include "quant.h"
+#include "simd/kern.h"
 
 bool lp_matmul_supported(uint32_t type)
 {
@@ -88,13 +94,163 @@ static void matmul_exact(lp_threadpool_t *pool, const lp_matmul_t *mm)
     }
 }
 
+/* ---- kernel selection ------------------------------------------------- */
+
+static const lp__kern_t *const isas[] = {
+    &lp__kern_scalar,
+#if defined(LP_HAVE_X86_KERNELS)
+    &lp__kern_avx2, &lp__kern_avx512, &lp__kern_vnni,
+#endif
+};
+
+static bool cpu_has(const char *name)
+{
+    if (!strcmp(name, "scalar")) return true;
+#if defined(LP_HAVE_X86_KERNELS)
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                __builtin_cpu_supports("f16c");
+    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    if (!strcmp(name, "avx2")) return avx2;
+    if (!strcmp(name, "avx512")) return avx512;
+    if (!strcmp(name, "vnni")) return avx512 && __builtin_cpu_supports("avx512vnni");
+#endif
+    return false;
+}
+
+static _Atomic(const lp__kern_t *) cur_kern;
+static pthread_once_t kern_once = PTHREAD_ONCE_INIT;
+
+static const lp__kern_t *best_kern(void)
+{
+    const lp__kern_t *best = &lp__kern_scalar;
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++)
+        if (cpu_has(isas[i]->name)) best = isas[i];
+    return best;
+}
+
+static int set_isa(const char *name)
+{
+    if (!name || !*name || !strcmp(name, "auto")) {
+        atomic_store(&cur_kern, best_kern());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        if (strcmp(isas[i]->name, name)) continue;
+        if (!cpu_has(name))
+            return lp_error_set(LP_ERR(ENOTSUP), "instruction set %s: not supported by this CPU",
+                                name);
+        atomic_store(&cur_kern, isas[i]);
+        return 0;
+    }
+    return lp_error_set(LP_ERR(EINVAL), "instruction set %s: unknown (scalar, avx2, avx512, "
+                        "vnni or auto)", name);
+}
+
+static void kern_init(void)
+{
+    const char *env = getenv("LMPIPE_ISA");
+    if (set_isa(env) == 0) return;
+    LP_WARN("LMPIPE_ISA=%s: %s; using %s", env, lp_error_msg(), best_kern()->name);
+    atomic_store(&cur_kern, best_kern());
+}
+
+static const lp__kern_t *kern_get(void)
+{
+    pthread_once(&kern_once, kern_init);
+    return atomic_load(&cur_kern);
+}
+
+const char *lp_matmul_isa(void)
+{
+    return kern_get()->name;
+}
+
+bool lp_matmul_isa_supported(const char *name)
+{
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++)
+        if (!strcmp(isas[i]->name, name)) return cpu_has(name);
+    return false;
+}
+
+int lp_matmul_set_isa(const char *name)
+{
+    pthread_once(&kern_once, kern_init);
+    return set_isa(name);
+}
+
+/* ---- fast path -------------------------------------------------------- */
+
+#define ROW_BLOCK 16 /* weight rows per kernel call: their bytes stay in L1
+                        while every token streams past them */
+
+struct fast_ctx {
+    const lp_matmul_t *mm;
+    lp_threadpool_t *pool;  /* NULL: one thread */
+    lp__gemm_fn gemm;
+    lp__act_fn quant;       /* NULL: float activations used in place */
+    const void *xq;         /* activation rows */
+    size_t xrb;             /* bytes per activation row */
+};
+
+static void fast_work(void *p, int ith, int nth)
+{
+    struct fast_ctx *c = p;
+    const lp_matmul_t *mm = c->mm;
+    if (c->quant) {
+        for (int64_t t = ith; t < mm->n_tok; t += nth)
+            c->quant(mm->x + t * mm->x_stride, (uint8_t *)c->xq + (size_t)t * c->xrb, mm->n_in);
+        if (c->pool) lp_threadpool_barrier(c->pool);
+    }
+    size_t wrb = lp_type_row_bytes(mm->type, mm->n_in);
+    int64_t per = (mm->n_out + nth - 1) / nth;
+    per = (per + 3) & ~(int64_t)3; /* keep the kernels' row tiles whole */
+    int64_t o0 = per * ith, o1 = o0 + per < mm->n_out ? o0 + per : mm->n_out;
+    for (int64_t o = o0; o < o1; o += ROW_BLOCK) {
+        int64_t nr = o1 - o < ROW_BLOCK ? o1 - o : ROW_BLOCK;
+        c->gemm(mm->n_in, (const uint8_t *)mm->w + (size_t)o * wrb, wrb, nr, c->xq, c->xrb,
+                mm->n_tok, mm->y + o, mm->y_stride);
+    }
+}
+
+static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm)
+{
+    const lp__kern_t *k = kern_get();
+    struct fast_ctx c = {.mm = mm, .pool = pool};
+    c.gemm = k->gemm[mm->type] ? k->gemm[mm->type] : lp__kern_scalar.gemm[mm->type];
+    void *buf = NULL;
+    switch (lp__act_of(mm->type)) {
+    case LP_ACT_F32:
+        c.xq = mm->x;
+        c.xrb = (size_t)mm->x_stride * sizeof(float);
+        break;
+    case LP_ACT_Q8A:
+        c.quant = k->quant_q8a ? k->quant_q8a : lp__quant_q8a_scalar;
+        c.xrb = (size_t)(mm->n_in / LP_QK) * sizeof(lp__q8a_t);
+        break;
+    case LP_ACT_Q8K:
+        c.quant = k->quant_q8k ? k->quant_q8k : lp__quant_q8k_scalar;
+        c.xrb = (size_t)(mm->n_in / LP_QK_K) * sizeof(lp__q8k_t);
+        break;
+    }
+    if (c.quant) {
+        size_t bytes = c.xrb * (size_t)mm->n_tok;
+        buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        assert(buf && "matmul: out of memory for scratch");
+        c.xq = buf;
+    }
+    if (pool) lp_threadpool_run(pool, fast_work, &c);
+    else fast_work(&c, 0, 1);
+    if (!pool) free(buf);
+}
+
 /* ---- entry point ------------------------------------------------------ */
 
 void lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact)
 {
     assert(lp_matmul_check(mm) == 0);
     if (mm->n_tok == 0) return;
-    (void)exact; /* the fast kernels come in a later step; until then both
-                    paths are the reference */
-    matmul_exact(pool, mm);
+    if (exact) matmul_exact(pool, mm);
+    else matmul_fast(pool, mm);
 }

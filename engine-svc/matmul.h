@@ -46,4 +46,17 @@ int lp_matmul_check(const lp_matmul_t *mm);
  * `pool` may be NULL (runs on the caller, allocating its scratch). */
 void lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact);
 
+/* ---- instruction set of the fast path -------------------------------- */
+
+/* The fast kernels in use: "scalar", "avx2", "avx512" or "vnni".  The
+ * first call picks the best the CPU supports, or LMPIPE_ISA when it names
+ * one the CPU supports (otherwise a warning and the best). */
+const char *lp_matmul_isa(void);
+/* True when `name` is compiled in and this CPU runs it. */
+bool lp_matmul_isa_supported(const char *name);
+/* Switch the fast kernels for the whole process ("auto" or NULL: the
+ * best).  LP_ERR(ENOTSUP) when the CPU lacks it, LP_ERR(EINVAL) for an
+ * unknown name.  Not to be called while a matmul runs. */
+int lp_matmul_set_isa(const char *name);
+
 #endif

@@ -93,8 +93,8 @@ static void run_case(lp_threadpool_t *pool, uint32_t type, const int64_t *shape,
                   (long long)t);
     }
     double tol = exact ? EXACT_REL : FAST_REL;
-    CHECK(worst <= tol, "%s %s n_in %lld n_out %lld n_tok %lld threads %d: error %g > %g",
-          lp_type_name(type), exact ? "exact" : "fast", (long long)n_in, (long long)n_out,
+    CHECK(worst <= tol, "%s %s/%s n_in %lld n_out %lld n_tok %lld threads %d: error %g > %g",
+          lp_type_name(type), exact ? "exact" : "fast", lp_matmul_isa(), (long long)n_in, (long long)n_out,
           (long long)n_tok, pool ? lp_threadpool_n_threads(pool) : 0, worst, tol);
     free(w);
     free(wf);
@@ -127,14 +127,22 @@ int main(void)
 {
     test_check();
     lp_threadpool_t *pools[3] = {NULL, lp_threadpool_new(1), lp_threadpool_new(3)};
-    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            for (int p = 0; p < 3; p++) {
-                run_case(pools[p], types[k], shapes[s], true);
-                run_case(pools[p], types[k], shapes[s], false);
-            }
-        }
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int p = 0; p < 3; p++) run_case(pools[p], types[k], shapes[s], true);
+    /* the fast path on every instruction set this CPU runs */
+    const char *isas[] = {"scalar", "avx2", "avx512", "vnni"};
+    for (int i = 0; i < 4; i++) {
+        if (!lp_matmul_isa_supported(isas[i])) continue;
+        CHECK(lp_matmul_set_isa(isas[i]) == 0 && !strcmp(lp_matmul_isa(), isas[i]),
+              "set_isa %s: %s", isas[i], lp_error_msg());
+        for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int p = 0; p < 3; p++) run_case(pools[p], types[k], shapes[s], false);
     }
+    CHECK(lp_matmul_set_isa("sse9") == LP_ERR(EINVAL) && strstr(lp_error_msg(), "sse9"),
+          "unknown instruction set: %s", lp_error_msg());
+    CHECK(lp_matmul_set_isa("auto") == 0, "auto");
     lp_threadpool_destroy(&pools[1]);
     lp_threadpool_destroy(&pools[2]);
     if (failures) {

@@ -7,6 +7,7 @@
 #include "../tests/check.h"
 #include "error.h"
 
+#include <unistd.h>
 #include <zmq.h>
 
 enum { TOTAL = 20000, BURST = 100 };
@@ -79,5 +80,6 @@ int main(void)
     zmq_close(router);
     zmq_close(dealer);
     zmq_ctx_term(ctx);
+    unlink(ep + 6); /* ZeroMQ leaves the ipc:// file behind */
     return CHECK_DONE();
 }

@@ -126,7 +126,7 @@ int lp_cmd_score(int argc, char **argv)
     float **rows = NULL;
     int rc = lp_model_load(model_path, &model);
     const lp_hparams_t *hp = rc ? NULL : lp_model_hparams(model);
-    const int32_t chunk = 256;
+    const int32_t chunk = n < 256 ? n : 256;
     lp_engine_params_t ep = {.n_ctx = n, .max_seqs = 1, .max_batch_tokens = chunk,
                              .n_threads = threads, .exact = exact, .backend = backend};
     if (!rc) rc = lp_engine_new(model, &ep, &eng);

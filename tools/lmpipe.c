@@ -13,7 +13,15 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", lp_cmd_info, "MODEL                print GGUF metadata and tensors"},
+    {"up", lp_cmd_up, "[--config F]         start the pipeline and supervise it"},
+    {"run", lp_cmd_run, "--model M --prompt T start a pipeline, generate, stop"},
+    {"generate", lp_cmd_generate, "--endpoint EP ...    generate on a running pipeline"},
+    {"tokenize", lp_cmd_tokenize, "--model M [--raw]    text on stdin -> token IDs"},
+    {"detokenize", lp_cmd_detokenize, "--model M [--special] token IDs on stdin -> text"},
+    {"sample", lp_cmd_sample, "--logits F --params J --draws N   draw tokens from one logit row"},
+    {"bench", lp_cmd_bench, "--model M            prefill and decode tokens/s"},
     {"score", lp_cmd_score, "--model M --ids I,.. top log-probabilities per position"},
+    {"synth", lp_cmd_synth, "--arch A --shape S --type T --vocab V -o OUT  random-weight model"},
 };
 
 int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)

@@ -6,7 +6,15 @@
 typedef int (*lp_cmd_fn)(int argc, char **argv);
 
 int lp_cmd_info(int argc, char **argv);
+int lp_cmd_up(int argc, char **argv);
+int lp_cmd_run(int argc, char **argv);
+int lp_cmd_generate(int argc, char **argv);
+int lp_cmd_tokenize(int argc, char **argv);
+int lp_cmd_detokenize(int argc, char **argv);
+int lp_cmd_sample(int argc, char **argv);
 int lp_cmd_score(int argc, char **argv);
+int lp_cmd_synth(int argc, char **argv);
+int lp_cmd_bench(int argc, char **argv);
 
 /* Print "lmpipe CMD: message" to stderr and return 2 (usage errors). */
 int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)

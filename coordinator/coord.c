@@ -1,0 +1,1087 @@
+/* coord.c - the coordinator (see coord.h).
+ *
+ * Life of a request:
+ *   TOKENIZING  waiting for tokenizer-svc (skipped for prompt_ids)
+ *   WAIT_SLOT   waiting for a free engine sequence slot (FIFO)
+ *   OPENING     SamplerOpen sent; a bad parameter ends the request here
+ *   RUNNING     in the steps: prefill chunks, then one decode token a step
+ *   DONE        finished; freed once its last detokenize reply is back
+ *
+ * One engine step is in flight at a time, then one sample batch; the next
+ * step is built as soon as the samples are back, so detokenizing and
+ * streaming overlap the next step.  Replies from each service come back in
+ * the order of the requests (one DEALER each), so every service has a FIFO
+ * of pending operations. */
+#include "coord.h"
+
+#include "error.h"
+#include "hello.h"
+#include "json.h"
+#include "log.h"
+#include "textstream.h"
+#include "zloop.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+enum { B_TOK, B_ENG, B_SAMP, B_COUNT };
+
+enum opkind { OP_HELLO, OP_TOKENIZE, OP_DETOK, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE };
+
+typedef struct op {
+    uint64_t id;
+    enum opkind kind;
+    uint64_t req; /* request key, 0 for none */
+} op_t;
+
+typedef struct backend {
+    const char *name;
+    Lmpipe__Role role;
+    void *sock;
+    lp_zsock_t *zs;
+    Lmpipe__Msg *hello; /* the service's Hello reply (owned); NULL until then */
+    op_t *ops;          /* FIFO ring of pending operations */
+    size_t head, n, cap;
+    uint64_t next_id;
+    struct lp_coord *owner;
+    int which;
+} backend_t;
+
+enum rstate { R_TOKENIZING, R_WAIT_SLOT, R_OPENING, R_RUNNING, R_DONE };
+
+typedef struct tokinfo { /* a sampled token waiting for its piece */
+    int32_t id;
+    float logprob;
+    size_t n_top;
+    Lmpipe__TokenProb top[32];
+} tokinfo_t;
+
+typedef struct req {
+    uint64_t key;              /* the coordinator's id, also the sampler session */
+    uint8_t peer[LP_FRAME_MAX_PEER];
+    size_t peer_len;
+    uint64_t client_id;        /* Msg.id of the client's Generate */
+    enum rstate state;
+    int32_t *prompt;
+    size_t n_prompt;
+    int32_t seq;               /* engine slot, -1 when none */
+    int32_t n_past;            /* tokens in the KV cache */
+    int32_t next_tok;          /* sampled, not yet fed */
+    bool has_next;
+    bool in_step;
+    bool session_open;
+    int32_t n_gen, n_predict;
+    bool ignore_eos;
+    char *params_json;
+    char **stops;
+    size_t *stop_lens, n_stops;
+    lp_textstream_t *ts;
+    tokinfo_t *pend;           /* FIFO of tokens awaiting detokenization */
+    size_t pend_head, pend_n, pend_cap;
+    Lmpipe__FinishReason reason;
+    int stop_idx;
+    char error[512];
+    bool client_gone;
+    bool detok_open;           /* the tokenizer holds a decoder for this request */
+    char *tail;                /* text released by the final flush */
+    size_t tail_len;
+    uint64_t t_start, t_first, t_last;
+} req_t;
+
+typedef struct entry { /* one entry of the step in flight */
+    uint64_t req;
+    int32_t n_tokens, n_logits;
+} entry_t;
+
+struct lp_coord {
+    lp_coord_params_t p;
+    lp_service_t *svc;
+    backend_t b[B_COUNT];
+    bool ready, failed;
+    char fail_msg[1024];
+    bool use_shm;
+    int32_t n_vocab, eos_id, bos_id, n_ctx, max_seqs, max_batch_tokens;
+    req_t **reqs;
+    size_t n_reqs, cap_reqs;
+    uint64_t next_key;
+    uint8_t *slot_used;
+    bool step_busy, sample_busy;
+    entry_t *entries;
+    size_t n_entries;
+    int32_t *tokbuf; /* the tokens of the step being built */
+    uint8_t *eog;    /* n_vocab flags: end-of-generation tokens */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void pump(lp_coord_t *c);
+
+/* ---- requests ------------------------------------------------------------ */
+
+static req_t *req_find(lp_coord_t *c, uint64_t key)
+{
+    for (size_t i = 0; i < c->n_reqs; i++)
+        if (c->reqs[i]->key == key) return c->reqs[i];
+    return NULL;
+}
+
+static req_t *req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, uint64_t id)
+{
+    for (size_t i = 0; i < c->n_reqs; i++) {
+        req_t *r = c->reqs[i];
+        if (r->client_id == id && r->peer_len == len && !memcmp(r->peer, peer, len)) return r;
+    }
+    return NULL;
+}
+
+static void req_free(req_t *r)
+{
+    free(r->prompt);
+    free(r->params_json);
+    for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->stops);
+    free(r->stop_lens);
+    lp_textstream_destroy(&r->ts);
+    free(r->pend);
+    free(r->tail);
+    free(r);
+}
+
+static void req_remove(lp_coord_t *c, req_t *r)
+{
+    for (size_t i = 0; i < c->n_reqs; i++)
+        if (c->reqs[i] == r) {
+            memmove(&c->reqs[i], &c->reqs[i + 1], (c->n_reqs - i - 1) * sizeof(req_t *));
+            c->n_reqs--;
+            break;
+        }
+    req_free(r);
+}
+
+/* ---- backends -------------------------------------------------------------- */
+
+static int op_push(backend_t *b, op_t op)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        op_t *n = malloc(cap * sizeof(op_t));
+        if (!n) return LP_ERR(ENOMEM);
+        for (size_t i = 0; i < b->n; i++) n[i] = b->ops[(b->head + i) % b->cap];
+        free(b->ops);
+        b->ops = n;
+        b->head = 0;
+        b->cap = cap;
+    }
+    b->ops[(b->head + b->n++) % b->cap] = op;
+    return 0;
+}
+
+/* Send `m` to a service and remember what its reply is for. */
+static int bsend(lp_coord_t *c, int which, enum opkind kind, uint64_t req, Lmpipe__Msg *m,
+                 const void *raw, size_t raw_len)
+{
+    backend_t *b = &c->b[which];
+    m->id = ++b->next_id;
+    int rc = op_push(b, (op_t){m->id, kind, req});
+    if (rc) return rc;
+    rc = lp_frame_send(b->sock, NULL, 0, m, raw, raw_len);
+    lp_zsock_kick(b->zs);
+    if (rc) {
+        b->n--; /* never sent: forget it */
+        LP_ERROR("coordinator: send to %s: %s", b->name, lp_error_msg());
+    }
+    return rc;
+}
+
+static void fail_pipeline(lp_coord_t *c, const char *msg)
+{
+    if (!c->failed) LP_ERROR("coordinator: %s", msg);
+    c->failed = true;
+    snprintf(c->fail_msg, sizeof(c->fail_msg), "%s", msg);
+}
+
+/* ---- client events --------------------------------------------------------- */
+
+static void send_client(lp_coord_t *c, req_t *r, Lmpipe__Msg *m)
+{
+    if (r->client_gone) return;
+    m->id = r->client_id;
+    int rc = lp_service_send(c->svc, r->peer, r->peer_len, m, NULL, 0);
+    if (rc == LP_ERR(EHOSTUNREACH)) {
+        LP_INFO("coordinator: client of request %llu has gone; cancelling it",
+                (unsigned long long)r->client_id);
+        r->client_gone = true;
+    }
+}
+
+static void finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, const char *error);
+static int pend_push(req_t *r, const tokinfo_t *ti);
+
+static void maybe_final(lp_coord_t *c, req_t *r)
+{
+    if (r->state != R_DONE || r->pend_n > 0) return;
+    Lmpipe__FinalEvent f = LMPIPE__FINAL_EVENT__INIT;
+    f.reason = r->reason;
+    if (r->reason == LMPIPE__FINISH_REASON__FINISH_STOP && r->stop_idx >= 0) {
+        f.stop.data = (uint8_t *)r->stops[r->stop_idx];
+        f.stop.len = r->stop_lens[r->stop_idx];
+    }
+    char *tail = NULL;
+    if (r->ts && r->reason != LMPIPE__FINISH_REASON__FINISH_CANCELLED &&
+        r->reason != LMPIPE__FINISH_REASON__FINISH_ERROR) {
+        const char *rest;
+        size_t n;
+        lp_textstream_flush(r->ts, &rest, &n);
+        tail = malloc(r->tail_len + n + 1);
+        if (tail) {
+            if (r->tail_len) memcpy(tail, r->tail, r->tail_len);
+            if (n) memcpy(tail + r->tail_len, rest, n);
+            f.tail.data = (uint8_t *)tail;
+            f.tail.len = r->tail_len + n;
+        }
+    }
+    f.n_prompt = (uint32_t)r->n_prompt;
+    f.n_generated = (uint32_t)r->n_gen;
+    uint64_t t_first = r->t_first ? r->t_first : now_ns();
+    f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
+    f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
+    if (r->error[0]) f.error = r->error;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_FINAL;
+    m.final = &f;
+    send_client(c, r, &m);
+    free(tail);
+    req_remove(c, r);
+}
+
+static void finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, const char *error)
+{
+    if (r->state == R_DONE) {
+        /* A stop string found in text that arrives after a natural end wins. */
+        if (reason == LMPIPE__FINISH_REASON__FINISH_STOP) r->reason = reason;
+        return;
+    }
+    r->state = R_DONE;
+    r->reason = reason;
+    if (error) snprintf(r->error, sizeof(r->error), "%s", error);
+    if (r->seq >= 0) {
+        c->slot_used[r->seq] = 0;
+        r->seq = -1;
+    }
+    if (r->session_open) {
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__SamplerClose sc = LMPIPE__SAMPLER_CLOSE__INIT;
+        sc.session = r->key;
+        m.body_case = LMPIPE__MSG__BODY_SAMPLER_CLOSE;
+        m.sampler_close = &sc;
+        bsend(c, B_SAMP, OP_SCLOSE, r->key, &m, NULL, 0);
+        r->session_open = false;
+    }
+    if (r->detok_open) {
+        /* Flush what the decoder holds back (the end of the text) and close
+         * it; a marker in the piece FIFO waits for the reply. */
+        bool natural = reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+                       reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+                       reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
+        d.stream = r->key;
+        d.flush = natural;
+        d.close = true;
+        m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
+        m.detokenize = &d;
+        tokinfo_t marker = {.id = -1};
+        if (pend_push(r, &marker) == 0 && bsend(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0) != 0)
+            r->pend_n--;
+        r->detok_open = false;
+    }
+    maybe_final(c, r);
+}
+
+/* ---- tokenizer replies ------------------------------------------------------- */
+
+static void on_tokenized(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+{
+    if (r->state != R_TOKENIZING) return;
+    if (m->body_case != LMPIPE__MSG__BODY_TOKENIZE_REPLY) {
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
+               m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "tokenizer: bad reply");
+        return;
+    }
+    const Lmpipe__TokenizeReply *t = m->tokenize_reply;
+    if (t->n_ids == 0) {
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "the prompt has no tokens (and the model adds no BOS)");
+        return;
+    }
+    r->prompt = malloc(t->n_ids * sizeof(int32_t));
+    if (!r->prompt) {
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+        return;
+    }
+    memcpy(r->prompt, t->ids, t->n_ids * sizeof(int32_t));
+    r->n_prompt = t->n_ids;
+    if ((int64_t)r->n_prompt >= c->n_ctx) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "the prompt has %zu tokens; the context holds %d", r->n_prompt, c->n_ctx);
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, msg);
+        return;
+    }
+    r->state = R_WAIT_SLOT;
+}
+
+static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+{
+    if (r->pend_n == 0) return;
+    tokinfo_t *ti = &r->pend[r->pend_head];
+    r->pend_head = (r->pend_head + 1) % r->pend_cap;
+    r->pend_n--;
+    bool live = r->state != R_DONE || r->reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+                r->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+                r->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
+    if (!live) {
+        maybe_final(c, r);
+        return;
+    }
+    if (m->body_case != LMPIPE__MSG__BODY_DETOKENIZE_REPLY ||
+        m->detokenize_reply->n_pieces != (ti->id == -1 ? 0u : 1u)) {
+        const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply";
+        if (r->state != R_DONE) {
+            finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+        } else {
+            r->reason = LMPIPE__FINISH_REASON__FINISH_ERROR;
+            snprintf(r->error, sizeof(r->error), "tokenizer: %s", err);
+        }
+        maybe_final(c, r);
+        return;
+    }
+    if (ti->id == -1) { /* the final flush */
+        const char *out;
+        size_t out_len;
+        const ProtobufCBinaryData *fl = &m->detokenize_reply->flushed;
+        int stop = lp_textstream_push(r->ts, (const char *)fl->data, fl->len, &out, &out_len);
+        if (out_len && (r->tail = malloc(out_len))) {
+            memcpy(r->tail, out, out_len);
+            r->tail_len = out_len;
+        }
+        if (stop >= 0) {
+            r->stop_idx = stop;
+            r->reason = LMPIPE__FINISH_REASON__FINISH_STOP;
+        }
+        maybe_final(c, r);
+        return;
+    }
+    const ProtobufCBinaryData *piece = &m->detokenize_reply->pieces[0];
+    const char *out;
+    size_t out_len;
+    int stop = lp_textstream_push(r->ts, (const char *)piece->data, piece->len, &out, &out_len);
+    Lmpipe__TokenEvent ev = LMPIPE__TOKEN_EVENT__INIT;
+    Lmpipe__TokenProb *tpp[32];
+    ev.id = ti->id;
+    ev.piece.data = (uint8_t *)out;
+    ev.piece.len = out_len;
+    ev.logprob = ti->logprob;
+    ev.n_top = ti->n_top;
+    for (size_t k = 0; k < ti->n_top; k++) tpp[k] = &ti->top[k];
+    ev.top = tpp;
+    Lmpipe__Msg em = LMPIPE__MSG__INIT;
+    em.body_case = LMPIPE__MSG__BODY_TOKEN;
+    em.token = &ev;
+    send_client(c, r, &em);
+    if (r->client_gone) {
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_CANCELLED, "the client has gone");
+        maybe_final(c, r);
+        return;
+    }
+    if (stop >= 0) {
+        r->stop_idx = stop; /* later pieces are past the stop string: dropped */
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_STOP, NULL);
+    }
+    maybe_final(c, r);
+}
+
+/* ---- sampler replies ---------------------------------------------------------- */
+
+static void on_opened(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+{
+    if (r->state != R_OPENING) return;
+    if (m->body_case != LMPIPE__MSG__BODY_SAMPLER_OPEN) {
+        r->session_open = false;
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
+               m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply");
+        return;
+    }
+    r->state = R_RUNNING;
+}
+
+static int pend_push(req_t *r, const tokinfo_t *ti)
+{
+    if (r->pend_n == r->pend_cap) {
+        size_t cap = r->pend_cap ? 2 * r->pend_cap : 8;
+        tokinfo_t *n = malloc(cap * sizeof(tokinfo_t));
+        if (!n) return LP_ERR(ENOMEM);
+        for (size_t i = 0; i < r->pend_n; i++) n[i] = r->pend[(r->pend_head + i) % r->pend_cap];
+        free(r->pend);
+        r->pend = n;
+        r->pend_head = 0;
+        r->pend_cap = cap;
+    }
+    r->pend[(r->pend_head + r->pend_n++) % r->pend_cap] = *ti;
+    return 0;
+}
+
+static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res)
+{
+    if (res->error && res->error[0]) {
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, res->error);
+        return;
+    }
+    int32_t t = res->token;
+    uint64_t now = now_ns();
+    if (!r->t_first) r->t_first = now;
+    r->t_last = now;
+    if (t >= 0 && t < c->n_vocab && c->eog[t] && !r->ignore_eos) {
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_EOS, NULL);
+        return;
+    }
+    r->n_gen++;
+    tokinfo_t ti = {.id = t, .logprob = res->logprob};
+    for (size_t k = 0; k < res->n_top && k < 32; k++) {
+        lmpipe__token_prob__init(&ti.top[k]);
+        ti.top[k].id = res->top[k]->id;
+        ti.top[k].logprob = res->top[k]->logprob;
+        ti.n_top = k + 1;
+    }
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
+    d.n_ids = 1;
+    d.ids = &t;
+    d.stream = r->key;
+    m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
+    m.detokenize = &d;
+    r->detok_open = true;
+    if (pend_push(r, &ti) || bsend(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0)) {
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+        return;
+    }
+    r->next_tok = t;
+    r->has_next = true;
+    if (r->n_predict >= 0 && r->n_gen >= r->n_predict)
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
+    else if (r->n_past >= c->n_ctx)
+        finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
+}
+
+static void on_sampled(lp_coord_t *c, const Lmpipe__Msg *m)
+{
+    c->sample_busy = false;
+    size_t row = 0;
+    bool ok = m->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY;
+    const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply";
+    for (size_t i = 0; i < c->n_entries; i++) {
+        if (!c->entries[i].n_logits) continue;
+        req_t *r = req_find(c, c->entries[i].req);
+        size_t k = row++;
+        if (!r || r->state != R_RUNNING) continue;
+        if (!ok || k >= m->sample_reply->n_results) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+        else on_token(c, r, m->sample_reply->results[k]);
+    }
+    c->n_entries = 0;
+}
+
+/* ---- engine replies ------------------------------------------------------------ */
+
+static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
+{
+    const Lmpipe__Msg *m = f->msg;
+    c->step_busy = false;
+    for (size_t i = 0; i < c->n_entries; i++) {
+        req_t *r = req_find(c, c->entries[i].req);
+        if (r) r->in_step = false;
+    }
+    if (m->body_case != LMPIPE__MSG__BODY_STEP_REPLY) {
+        const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "engine: bad reply";
+        for (size_t i = 0; i < c->n_entries; i++) {
+            req_t *r = req_find(c, c->entries[i].req);
+            if (r) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+        }
+        c->n_entries = 0;
+        return;
+    }
+    const Lmpipe__StepReply *sr = m->step_reply;
+    size_t n_rows = 0;
+    for (size_t i = 0; i < c->n_entries; i++) {
+        req_t *r = req_find(c, c->entries[i].req);
+        if (r && r->state == R_RUNNING) {
+            r->n_past += c->entries[i].n_tokens;
+            if (r->has_next && c->entries[i].n_tokens == 1 && r->n_past > (int32_t)r->n_prompt)
+                r->has_next = false;
+        }
+        n_rows += (size_t)c->entries[i].n_logits;
+    }
+    size_t raw_len;
+    const void *raw = lp_frame_raw(f, &raw_len);
+    bool rows_ok = c->use_shm ? sr->n_rows == n_rows
+                              : raw_len == n_rows * (size_t)c->n_vocab * sizeof(float);
+    if (!rows_ok) {
+        LP_ERROR("coordinator: engine returned the wrong rows (%zu refs, %zu raw bytes; %zu rows)",
+                 sr->n_rows, raw_len, n_rows);
+        for (size_t i = 0; i < c->n_entries; i++) {
+            req_t *r = req_find(c, c->entries[i].req);
+            if (r) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "engine: wrong logit rows");
+        }
+        c->n_entries = 0;
+        return;
+    }
+    if (n_rows == 0) {
+        c->n_entries = 0;
+        return;
+    }
+    /* Every row goes to the sampler, also those of requests that ended while
+     * the step ran (session 0: release only), so the ring never leaks. */
+    Lmpipe__SampleItem items[n_rows], *ip[n_rows];
+    size_t row = 0;
+    for (size_t i = 0; i < c->n_entries; i++) {
+        if (!c->entries[i].n_logits) continue;
+        req_t *r = req_find(c, c->entries[i].req);
+        lmpipe__sample_item__init(&items[row]);
+        items[row].session = r && r->state == R_RUNNING ? r->key : 0;
+        if (c->use_shm) items[row].ref = sr->rows[row];
+        else items[row].row = (uint32_t)row;
+        ip[row] = &items[row];
+        row++;
+    }
+    Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
+    sq.n_items = n_rows;
+    sq.items = ip;
+    Lmpipe__Msg out = LMPIPE__MSG__INIT;
+    out.body_case = LMPIPE__MSG__BODY_SAMPLE;
+    out.sample = &sq;
+    if (bsend(c, B_SAMP, OP_SAMPLE, 0, &out, c->use_shm ? NULL : raw, c->use_shm ? 0 : raw_len) == 0)
+        c->sample_busy = true;
+}
+
+/* ---- scheduling ------------------------------------------------------------------ */
+
+static void admit(lp_coord_t *c)
+{
+    for (size_t i = 0; i < c->n_reqs; i++) {
+        req_t *r = c->reqs[i];
+        if (r->state != R_WAIT_SLOT) continue;
+        int32_t slot = -1;
+        for (int32_t s = 0; s < c->max_seqs; s++)
+            if (!c->slot_used[s]) {
+                slot = s;
+                break;
+            }
+        if (slot < 0) return;
+        c->slot_used[slot] = 1;
+        r->seq = slot;
+        r->n_past = 0;
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
+        so.session = r->key;
+        so.params_json = r->params_json ? r->params_json : "";
+        so.n_prompt_ids = r->n_prompt;
+        so.prompt_ids = r->prompt;
+        m.body_case = LMPIPE__MSG__BODY_SAMPLER_OPEN;
+        m.sampler_open = &so;
+        r->state = R_OPENING;
+        r->session_open = true;
+        if (bsend(c, B_SAMP, OP_SOPEN, r->key, &m, NULL, 0)) {
+            r->session_open = false;
+            finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach sampler-svc");
+        }
+    }
+}
+
+/* Build and send one step: a decode token for every request that has one,
+ * then prefill chunks in arrival order while the token budget lasts. */
+static void schedule(lp_coord_t *c)
+{
+    if (c->step_busy || c->sample_busy || !c->ready) return;
+    size_t n_seqs = 0, n_tok = 0;
+    int32_t budget = c->max_batch_tokens;
+    Lmpipe__StepSeq seqs[c->max_seqs], *sp[c->max_seqs];
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < c->n_reqs && budget > 0; i++) {
+            req_t *r = c->reqs[i];
+            if (r->state != R_RUNNING || r->in_step) continue;
+            bool decode = r->n_past >= (int32_t)r->n_prompt;
+            if (decode != (pass == 0)) continue;
+            if (decode && !r->has_next) continue;
+            int32_t n;
+            int32_t *toks = c->tokbuf + n_tok;
+            if (decode) {
+                n = 1;
+                toks[0] = r->next_tok;
+            } else {
+                n = (int32_t)r->n_prompt - r->n_past;
+                if (n > budget) n = budget;
+                memcpy(toks, r->prompt + r->n_past, (size_t)n * sizeof(int32_t));
+            }
+            lmpipe__step_seq__init(&seqs[n_seqs]);
+            seqs[n_seqs].seq_id = r->seq;
+            seqs[n_seqs].pos = r->n_past;
+            seqs[n_seqs].n_tokens = (size_t)n;
+            seqs[n_seqs].tokens = toks;
+            seqs[n_seqs].n_logits = decode || r->n_past + n == (int32_t)r->n_prompt ? 1 : 0;
+            sp[n_seqs] = &seqs[n_seqs];
+            c->entries[n_seqs] = (entry_t){r->key, n, seqs[n_seqs].n_logits};
+            r->in_step = true;
+            n_seqs++;
+            n_tok += (size_t)n;
+            budget -= n;
+        }
+    }
+    if (n_seqs == 0) return;
+    c->n_entries = n_seqs;
+    Lmpipe__StepRequest st = LMPIPE__STEP_REQUEST__INIT;
+    st.n_seqs = n_seqs;
+    st.seqs = sp;
+    st.inline_rows = !c->use_shm;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STEP;
+    m.step = &st;
+    if (bsend(c, B_ENG, OP_STEP, 0, &m, NULL, 0) == 0) {
+        c->step_busy = true;
+    } else {
+        for (size_t i = 0; i < n_seqs; i++) {
+            req_t *r = req_find(c, c->entries[i].req);
+            if (r) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach engine-svc");
+        }
+        c->n_entries = 0;
+    }
+}
+
+static void pump(lp_coord_t *c)
+{
+    if (!c->ready) return;
+    admit(c);
+    schedule(c);
+}
+
+/* ---- hellos ---------------------------------------------------------------------- */
+
+static void send_hello(lp_coord_t *c, int which)
+{
+    Lmpipe__Hello h;
+    lp_hello_init(&h, LMPIPE__ROLE__ROLE_COORDINATOR);
+    h.no_shm = c->p.no_shm;
+    if (which == B_SAMP && !c->p.no_shm) {
+        const Lmpipe__Hello *e = c->b[B_ENG].hello->hello;
+        if (e->shm_name && e->shm_name[0]) h.shm_name = e->shm_name;
+    }
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_HELLO;
+    m.hello = &h;
+    bsend(c, which, OP_HELLO, 0, &m, NULL, 0);
+}
+
+static void check_ready(lp_coord_t *c)
+{
+    for (int i = 0; i < B_COUNT; i++)
+        if (!c->b[i].hello) return;
+    const Lmpipe__Hello *t = c->b[B_TOK].hello->hello, *e = c->b[B_ENG].hello->hello,
+                        *s = c->b[B_SAMP].hello->hello;
+    if (lp_hello_check_vocab(t, e) || lp_hello_check_vocab(s, e) || lp_hello_check_vocab(t, s)) {
+        fail_pipeline(c, lp_error_msg());
+        return;
+    }
+    c->n_vocab = (int32_t)e->n_vocab;
+    c->n_ctx = e->n_ctx ? (int32_t)e->n_ctx : 4096;
+    c->bos_id = t->bos_id >= 0 ? t->bos_id : e->bos_id;
+    c->eos_id = t->eos_id >= 0 ? t->eos_id : e->eos_id;
+    int32_t ems = e->max_seqs ? (int32_t)e->max_seqs : 16;
+    int32_t ebt = e->max_batch_tokens ? (int32_t)e->max_batch_tokens : 512;
+    c->max_seqs = c->p.max_seqs > 0 && c->p.max_seqs < ems ? c->p.max_seqs : ems;
+    c->max_batch_tokens = c->p.max_batch_tokens > 0 && c->p.max_batch_tokens < ebt ? c->p.max_batch_tokens : ebt;
+    c->use_shm = !c->p.no_shm && e->shm_name && e->shm_name[0] && s->shm_ok &&
+                 !strcmp(e->host_id, s->host_id);
+    c->eog = calloc((size_t)c->n_vocab, 1);
+    if (c->eog && c->eos_id >= 0 && c->eos_id < c->n_vocab) c->eog[c->eos_id] = 1;
+    for (size_t i = 0; c->eog && i < t->n_eog_ids; i++)
+        if (t->eog_ids[i] >= 0 && t->eog_ids[i] < c->n_vocab) c->eog[t->eog_ids[i]] = 1;
+    c->slot_used = calloc((size_t)c->max_seqs, 1);
+    c->entries = calloc((size_t)c->max_seqs, sizeof(entry_t));
+    c->tokbuf = calloc((size_t)c->max_batch_tokens + (size_t)c->max_seqs, sizeof(int32_t));
+    if (!c->eog || !c->slot_used || !c->entries || !c->tokbuf) {
+        fail_pipeline(c, "out of memory");
+        return;
+    }
+    c->ready = true;
+    LP_INFO("coordinator: pipeline ready: %s, %d seqs, %d tokens a step, logits %s",
+            e->model_name, c->max_seqs, c->max_batch_tokens, c->use_shm ? "in shared memory" : "inline");
+}
+
+static void on_hello_reply(lp_coord_t *c, int which, lp_frame_t *f)
+{
+    backend_t *b = &c->b[which];
+    const Lmpipe__Msg *m = f->msg;
+    char msg[700];
+    if (m->body_case == LMPIPE__MSG__BODY_ERROR) {
+        snprintf(msg, sizeof(msg), "%s refused the hello: %s", b->name, m->error->message);
+        fail_pipeline(c, msg);
+        return;
+    }
+    if (m->body_case != LMPIPE__MSG__BODY_HELLO || lp_hello_check(m->hello, b->role)) {
+        snprintf(msg, sizeof(msg), "%s: bad hello reply: %s", b->name,
+                 m->body_case == LMPIPE__MSG__BODY_HELLO ? lp_error_msg() : lp_msg_body_name(m->body_case));
+        fail_pipeline(c, msg);
+        return;
+    }
+    b->hello = f->msg; /* keep it */
+    f->msg = NULL;
+    if (which == B_ENG) send_hello(c, B_SAMP);
+    check_ready(c);
+}
+
+/* ---- replies from the services ------------------------------------------------------ */
+
+static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
+{
+    backend_t *b = arg;
+    lp_coord_t *c = b->owner;
+    int which = b->which;
+    lp_frame_t f;
+    int rc = lp_frame_recv(sock, false, &f);
+    if (rc == LP_ERR(EAGAIN)) return;
+    if (rc) {
+        lp_service_count_malformed(c->svc);
+        LP_WARN("coordinator: malformed reply from %s: %s", b->name, lp_error_msg());
+        lp_frame_clear(&f);
+        return;
+    }
+    /* Find the operation; replies come in order, so it is the head. */
+    op_t op = {0};
+    bool found = false;
+    while (b->n > 0) {
+        op = b->ops[b->head];
+        b->head = (b->head + 1) % b->cap;
+        b->n--;
+        if (op.id == f.msg->id) {
+            found = true;
+            break;
+        }
+        LP_WARN("coordinator: %s: no reply to message %llu", b->name, (unsigned long long)op.id);
+    }
+    if (!found) {
+        LP_WARN("coordinator: %s: unexpected reply %llu", b->name, (unsigned long long)f.msg->id);
+        lp_frame_clear(&f);
+        return;
+    }
+    req_t *r = op.req ? req_find(c, op.req) : NULL;
+    switch (op.kind) {
+    case OP_HELLO: on_hello_reply(c, which, &f); break;
+    case OP_TOKENIZE: if (r) on_tokenized(c, r, f.msg); break;
+    case OP_DETOK: if (r) on_detok(c, r, f.msg); break;
+    case OP_STEP: on_stepped(c, &f); break;
+    case OP_SOPEN: if (r) on_opened(c, r, f.msg); break;
+    case OP_SCLOSE:
+        if (f.msg->body_case == LMPIPE__MSG__BODY_ERROR)
+            LP_DEBUG("coordinator: sampler_close: %s", f.msg->error->message);
+        break;
+    case OP_SAMPLE: on_sampled(c, f.msg); break;
+    }
+    lp_frame_clear(&f);
+    pump(c);
+    (void)zs;
+}
+
+/* ---- the client API ------------------------------------------------------------------ */
+
+static int on_client_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+{
+    lp_coord_t *c = ctx;
+    if (c->failed) return lp_error_set(LP_ERR(EPROTO), "pipeline failed: %s", c->fail_msg);
+    if (!c->ready) {
+        const char *waiting = !c->b[B_TOK].hello ? "tokenizer-svc" : !c->b[B_ENG].hello ? "engine-svc"
+                                                                                        : "sampler-svc";
+        return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready: waiting for %s", waiting);
+    }
+    const Lmpipe__Hello *e = c->b[B_ENG].hello->hello;
+    mine->n_vocab = e->n_vocab;
+    mine->n_tokens = e->n_tokens;
+    mine->vocab_hash = e->vocab_hash;
+    mine->model_name = e->model_name;
+    mine->bos_id = c->bos_id;
+    mine->eos_id = c->eos_id;
+    mine->max_seqs = (uint32_t)c->max_seqs;
+    mine->max_batch_tokens = (uint32_t)c->max_batch_tokens;
+    mine->n_ctx = (uint32_t)c->n_ctx;
+    mine->no_shm = !c->use_shm;
+    return lp_hello_check_vocab(mine, peer);
+}
+
+/* Fill prompt, n_predict, stop and ignore_eos from params_json where the
+ * request's own fields leave them unset (llama.cpp /completion bodies). */
+static int parse_json_fields(req_t *r, const Lmpipe__GenerateRequest *g, char **prompt_text)
+{
+    *prompt_text = NULL;
+    if (!g->params_json || !g->params_json[0]) return 0;
+    lp_json_doc_t *doc;
+    int rc = lp_json_parse(g->params_json, strlen(g->params_json), &doc);
+    if (rc) {
+        lp_error_prefix("params_json: ");
+        return rc;
+    }
+    const lp_json_t *root = lp_json_root(doc), *v;
+    if (root->type != LP_JSON_OBJECT) {
+        lp_json_doc_destroy(&doc);
+        return lp_error_set(LP_ERR(EINVAL), "params_json: not a JSON object");
+    }
+    if (g->n_predict == 0 && (v = lp_json_get(root, "n_predict"))) {
+        int64_t x;
+        if ((rc = lp_json_int(v, -1, 1 << 30, &x)) != 0) {
+            lp_json_doc_destroy(&doc);
+            return lp_error_set(LP_ERR(EINVAL), "n_predict: must be an integer >= -1");
+        }
+        r->n_predict = (int32_t)x;
+    }
+    if ((v = lp_json_get(root, "ignore_eos"))) {
+        if (v->type != LP_JSON_BOOL) {
+            lp_json_doc_destroy(&doc);
+            return lp_error_set(LP_ERR(EINVAL), "ignore_eos: must be true or false");
+        }
+        r->ignore_eos = r->ignore_eos || v->u.b;
+    }
+    if (g->n_stop == 0 && (v = lp_json_get(root, "stop"))) {
+        if (v->type != LP_JSON_ARRAY) {
+            lp_json_doc_destroy(&doc);
+            return lp_error_set(LP_ERR(EINVAL), "stop: must be an array of strings");
+        }
+        r->stops = calloc(v->n ? v->n : 1, sizeof(char *));
+        r->stop_lens = calloc(v->n ? v->n : 1, sizeof(size_t));
+        for (size_t i = 0; r->stops && r->stop_lens && i < v->n; i++) {
+            const lp_json_t *s = &v->u.items[i];
+            if (s->type != LP_JSON_STRING) {
+                lp_json_doc_destroy(&doc);
+                return lp_error_set(LP_ERR(EINVAL), "stop[%zu]: must be a string", i);
+            }
+            r->stops[i] = malloc(s->n ? s->n : 1);
+            if (!r->stops[i]) break;
+            memcpy(r->stops[i], s->u.str, s->n);
+            r->stop_lens[i] = s->n;
+            r->n_stops++;
+        }
+    }
+    if (!g->prompt.len && !g->n_prompt_ids && (v = lp_json_get(root, "prompt"))) {
+        if (v->type != LP_JSON_STRING) {
+            lp_json_doc_destroy(&doc);
+            return lp_error_set(LP_ERR(EINVAL), "prompt: only a string prompt is supported in "
+                                "params_json (send token ids in prompt_ids)");
+        }
+        *prompt_text = strndup(v->u.str, v->n);
+    }
+    lp_json_doc_destroy(&doc);
+    return 0;
+}
+
+static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
+{
+    const Lmpipe__GenerateRequest *g = f->msg->generate;
+    if (req_find_client(c, f->peer, f->peer_len, f->msg->id))
+        return lp_error_set(LP_ERR(EEXIST), "generate: request id %llu is already running",
+                            (unsigned long long)f->msg->id);
+    size_t max_req = c->p.max_requests > 0 ? (size_t)c->p.max_requests : 1024;
+    if (c->n_reqs >= max_req)
+        return lp_error_set(LP_ERR(EBUSY), "generate: %zu requests are queued or running", c->n_reqs);
+    req_t *r = calloc(1, sizeof(*r));
+    if (!r) return LP_ERR(ENOMEM);
+    r->key = ++c->next_key;
+    memcpy(r->peer, f->peer, f->peer_len);
+    r->peer_len = f->peer_len;
+    r->client_id = f->msg->id;
+    r->seq = -1;
+    r->stop_idx = -1;
+    r->n_predict = g->n_predict != 0 ? g->n_predict : -1;
+    r->ignore_eos = g->ignore_eos;
+    r->t_start = now_ns();
+    char *prompt_text = NULL;
+    int rc = parse_json_fields(r, g, &prompt_text);
+    if (!rc && g->n_stop) {
+        r->stops = calloc(g->n_stop, sizeof(char *));
+        r->stop_lens = calloc(g->n_stop, sizeof(size_t));
+        if (!r->stops || !r->stop_lens) rc = LP_ERR(ENOMEM);
+        for (size_t i = 0; !rc && i < g->n_stop; i++) {
+            r->stops[i] = malloc(g->stop[i].len ? g->stop[i].len : 1);
+            if (!r->stops[i]) {
+                rc = LP_ERR(ENOMEM);
+                break;
+            }
+            memcpy(r->stops[i], g->stop[i].data, g->stop[i].len);
+            r->stop_lens[i] = g->stop[i].len;
+            r->n_stops++;
+        }
+    }
+    if (!rc && g->n_predict < -1) rc = lp_error_set(LP_ERR(EINVAL), "n_predict: must be >= -1, got %d", g->n_predict);
+    if (!rc && g->params_json && g->params_json[0]) r->params_json = strdup(g->params_json);
+    if (!rc) {
+        r->ts = lp_textstream_new((const char *const *)r->stops, r->stop_lens, r->n_stops);
+        if (!r->ts) rc = LP_ERR(ENOMEM);
+    }
+    if (!rc && g->n_prompt_ids) {
+        for (size_t i = 0; i < g->n_prompt_ids && !rc; i++)
+            if (g->prompt_ids[i] < 0 || g->prompt_ids[i] >= c->n_vocab)
+                rc = lp_error_set(LP_ERR(EINVAL), "prompt_ids[%zu] = %d is not in 0..%d", i,
+                                  g->prompt_ids[i], c->n_vocab - 1);
+        if (!rc && (int64_t)g->n_prompt_ids >= c->n_ctx)
+            rc = lp_error_set(LP_ERR(EINVAL), "prompt_ids: %zu tokens; the context holds %d",
+                              g->n_prompt_ids, c->n_ctx);
+        if (!rc && !(r->prompt = malloc(g->n_prompt_ids * sizeof(int32_t)))) rc = LP_ERR(ENOMEM);
+        if (!rc) {
+            memcpy(r->prompt, g->prompt_ids, g->n_prompt_ids * sizeof(int32_t));
+            r->n_prompt = g->n_prompt_ids;
+            r->state = R_WAIT_SLOT;
+        }
+    }
+    if (rc) {
+        free(prompt_text);
+        req_free(r);
+        return rc;
+    }
+    if (c->n_reqs == c->cap_reqs) {
+        size_t cap = c->cap_reqs ? 2 * c->cap_reqs : 64;
+        req_t **n = realloc(c->reqs, cap * sizeof(req_t *));
+        if (!n) {
+            free(prompt_text);
+            req_free(r);
+            return LP_ERR(ENOMEM);
+        }
+        c->reqs = n;
+        c->cap_reqs = cap;
+    }
+    c->reqs[c->n_reqs++] = r;
+    if (!g->n_prompt_ids) {
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
+        if (prompt_text) {
+            t.text.data = (uint8_t *)prompt_text;
+            t.text.len = strlen(prompt_text);
+        } else {
+            t.text = g->prompt;
+        }
+        t.add_special = !g->no_bos;
+        t.parse_special = false;
+        m.body_case = LMPIPE__MSG__BODY_TOKENIZE;
+        m.tokenize = &t;
+        r->state = R_TOKENIZING;
+        if (bsend(c, B_TOK, OP_TOKENIZE, r->key, &m, NULL, 0))
+            finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach tokenizer-svc");
+    }
+    free(prompt_text);
+    (void)svc;
+    pump(c);
+    return 0;
+}
+
+static int on_cancel(lp_coord_t *c, const lp_frame_t *f)
+{
+    req_t *r = req_find_client(c, f->peer, f->peer_len, f->msg->id);
+    if (!r) return lp_error_set(LP_ERR(ENOENT), "cancel: no running request %llu",
+                                (unsigned long long)f->msg->id);
+    finish(c, r, LMPIPE__FINISH_REASON__FINISH_CANCELLED, NULL);
+    pump(c);
+    return 0;
+}
+
+static int on_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
+{
+    lp_coord_t *c = ctx;
+    if (f->has_raw) return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
+                                        lp_msg_body_name(f->msg->body_case));
+    if (!c->ready) return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready");
+    switch (f->msg->body_case) {
+    case LMPIPE__MSG__BODY_GENERATE: return on_generate(c, svc, f);
+    case LMPIPE__MSG__BODY_CANCEL: return on_cancel(c, f);
+    default:
+        return lp_error_set(LP_ERR(EPROTO), "the coordinator does not serve '%s' messages",
+                            lp_msg_body_name(f->msg->body_case));
+    }
+}
+
+/* ---- start and stop ----------------------------------------------------------------- */
+
+static int on_start(void *ctx, lp_service_t *svc)
+{
+    lp_coord_t *c = ctx;
+    c->svc = svc;
+    const char *eps[B_COUNT] = {c->p.tokenizer_endpoint, c->p.engine_endpoint, c->p.sampler_endpoint};
+    static const char *names[B_COUNT] = {"tokenizer-svc", "engine-svc", "sampler-svc"};
+    static const Lmpipe__Role roles[B_COUNT] = {LMPIPE__ROLE__ROLE_TOKENIZER, LMPIPE__ROLE__ROLE_ENGINE,
+                                                LMPIPE__ROLE__ROLE_SAMPLER};
+    for (int i = 0; i < B_COUNT; i++) {
+        backend_t *b = &c->b[i];
+        b->name = names[i];
+        b->role = roles[i];
+        b->owner = c;
+        b->which = i;
+        b->sock = zmq_socket(lp_service_zmq_ctx(svc), ZMQ_DEALER);
+        lp_service_sockopts(b->sock);
+        if (zmq_connect(b->sock, eps[i]) != 0)
+            return lp_error_set(LP_ERR(zmq_errno()), "coordinator: connect %s %s: %s", names[i],
+                                eps[i], zmq_strerror(zmq_errno()));
+        int rc = lp_zsock_new(lp_service_loop(svc), b->sock, on_backend, b, &b->zs);
+        if (rc) return rc;
+    }
+    send_hello(c, B_TOK);
+    send_hello(c, B_ENG);
+    return 0;
+}
+
+static void on_stop(void *ctx, lp_service_t *svc)
+{
+    lp_coord_t *c = ctx;
+    for (int i = 0; i < B_COUNT; i++) {
+        lp_zsock_destroy(&c->b[i].zs);
+        if (c->b[i].sock) zmq_close(c->b[i].sock);
+        c->b[i].sock = NULL;
+    }
+    (void)svc;
+}
+
+int lp_coord_new(const lp_coord_params_t *p, lp_coord_t **out)
+{
+    *out = NULL;
+    if (!p->tokenizer_endpoint || !p->engine_endpoint || !p->sampler_endpoint)
+        return lp_error_set(LP_ERR(EINVAL), "coordinator: the three service endpoints are required");
+    lp_coord_t *c = calloc(1, sizeof(*c));
+    if (!c) return LP_ERR(ENOMEM);
+    c->p = *p;
+    *out = c;
+    return 0;
+}
+
+void lp_coord_destroy(lp_coord_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_coord_t *c = *self_p;
+    for (size_t i = 0; i < c->n_reqs; i++) req_free(c->reqs[i]);
+    free(c->reqs);
+    for (int i = 0; i < B_COUNT; i++) {
+        if (c->b[i].hello) lmpipe__msg__free_unpacked(c->b[i].hello, NULL);
+        free(c->b[i].ops);
+        if (c->b[i].sock) zmq_close(c->b[i].sock);
+    }
+    free(c->slot_used);
+    free(c->entries);
+    free(c->tokbuf);
+    free(c->eog);
+    free(c);
+    *self_p = NULL;
+}
+
+const lp_service_ops_t lp_coord_ops = {
+    .name = "coordinator",
+    .role = LMPIPE__ROLE__ROLE_COORDINATOR,
+    .hello = on_client_hello,
+    .handle = on_client,
+    .start = on_start,
+    .stop = on_stop,
+};

@@ -1,0 +1,71 @@
+/* coordinator - owns the generation requests: tokenize, schedule engine
+ * steps, sample, stop, stream (docs/PROTOCOL.md). */
+#include "coord.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP --engine EP --sampler EP\n"
+               "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n");
+}
+
+static int int_arg(const char *flag, const char *v, int *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < 1 || x > (1 << 24)) {
+        fprintf(stderr, "coordinator: %s: '%s' is not a positive integer\n", flag, v);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    lp_log_init("coordinator");
+    static const struct option opts[] = {
+        {"endpoint", required_argument, 0, 'e'}, {"tokenizer", required_argument, 0, 't'},
+        {"engine", required_argument, 0, 'g'},   {"sampler", required_argument, 0, 's'},
+        {"no-shm", no_argument, 0, 'n'},         {"max-seqs", required_argument, 0, 'S'},
+        {"max-batch-tokens", required_argument, 0, 'b'},
+        {"max-requests", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    lp_coord_params_t p = {0};
+    const char *endpoint = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'e': endpoint = optarg; break;
+        case 't': p.tokenizer_endpoint = optarg; break;
+        case 'g': p.engine_endpoint = optarg; break;
+        case 's': p.sampler_endpoint = optarg; break;
+        case 'n': p.no_shm = true; break;
+        case 'S': if (int_arg("--max-seqs", optarg, &p.max_seqs)) return 2; break;
+        case 'b': if (int_arg("--max-batch-tokens", optarg, &p.max_batch_tokens)) return 2; break;
+        case 'r': if (int_arg("--max-requests", optarg, &p.max_requests)) return 2; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!endpoint || !p.tokenizer_endpoint || !p.engine_endpoint || !p.sampler_endpoint ||
+        optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    lp_coord_t *coord;
+    if (lp_coord_new(&p, &coord)) {
+        fprintf(stderr, "coordinator: %s\n", lp_error_msg());
+        return 1;
+    }
+    int rc = lp_service_run(&lp_coord_ops, coord, endpoint);
+    if (rc) fprintf(stderr, "coordinator: %s\n", lp_error_msg());
+    lp_coord_destroy(&coord);
+    return rc ? 1 : 0;
+}

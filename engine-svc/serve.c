@@ -1,0 +1,262 @@
+/* serve.c - engine-svc: hello and the batched step (see serve.h).
+ *
+ * A step request is checked in full before the engine sees it: sequence ids
+ * in range and unique, positions not past the cached length, tokens inside
+ * the vocabulary, n_logits within the chunk, the batch within
+ * max_batch_tokens.  Logit rows go into ring slots (acquired before the
+ * step, published after it) or into one buffer sent as a raw frame. */
+#include "serve.h"
+
+#include "error.h"
+#include "hello.h"
+#include "log.h"
+#include "shm-ring.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct lp_engine_svc {
+    lp_engine_svc_params_t p;
+    lp_model_t *model;
+    lp_engine_t *engine;
+    const lp_hparams_t *hp;
+    int32_t max_seqs, max_batch_tokens, n_ctx;
+    lp_shm_ring_t *ring; /* NULL with --no-shm */
+    uint32_t n_tokens;
+    uint64_t vocab_hash;
+    char model_name[256];
+    float *inline_rows;  /* inline reply buffer, grown on demand */
+    size_t inline_cap;   /* floats */
+    float **row_ptrs;
+    Lmpipe__RowRef *refs;
+    Lmpipe__RowRef **ref_ptrs;
+    uint8_t *seen;       /* max_seqs flags: a seq_id once per step */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void lp_engine_svc_destroy(lp_engine_svc_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_engine_svc_t *s = *self_p;
+    lp_shm_ring_destroy(&s->ring);
+    lp_engine_destroy(&s->engine);
+    lp_model_destroy(&s->model);
+    free(s->inline_rows);
+    free(s->row_ptrs);
+    free(s->refs);
+    free(s->ref_ptrs);
+    free(s->seen);
+    free(s);
+    *self_p = NULL;
+}
+
+int lp_engine_svc_new(const lp_engine_svc_params_t *p, lp_engine_svc_t **out)
+{
+    *out = NULL;
+    lp_engine_svc_t *s = calloc(1, sizeof(*s));
+    if (!s) return LP_ERR(ENOMEM);
+    s->p = *p;
+    int rc = lp_model_load(p->model_path, &s->model);
+    if (rc) goto fail;
+    rc = lp_engine_new(s->model, &p->engine, &s->engine);
+    if (rc) goto fail;
+    s->hp = lp_model_hparams(s->model);
+    s->max_seqs = p->engine.max_seqs > 0 ? p->engine.max_seqs : 16;
+    s->max_batch_tokens = p->engine.max_batch_tokens > 0 ? p->engine.max_batch_tokens : 512;
+    /* engine.h: n_ctx 0 means min(n_ctx_train, 4096). */
+    s->n_ctx = p->engine.n_ctx > 0 ? p->engine.n_ctx
+             : s->hp->n_ctx_train > 0 && s->hp->n_ctx_train < 4096 ? s->hp->n_ctx_train : 4096;
+    lp_vocab_facts(lp_model_gguf(s->model), &s->n_tokens, &s->vocab_hash);
+    lp_gguf_str_t name;
+    const char *base = strrchr(p->model_path, '/');
+    if (lp_gguf_get_str(lp_model_gguf(s->model), "general.name", &name) == 0 && name.len < 200)
+        snprintf(s->model_name, sizeof(s->model_name), "%.*s (%s)", (int)name.len, name.ptr,
+                 base ? base + 1 : p->model_path);
+    else snprintf(s->model_name, sizeof(s->model_name), "%s", base ? base + 1 : p->model_path);
+    /* A step returns at most one row per sequence from the coordinator, but
+     * a client of its own may ask for more: the limit is max_batch_tokens. */
+    size_t max_rows = (size_t)s->max_batch_tokens;
+    s->row_ptrs = calloc(max_rows, sizeof(float *));
+    s->refs = calloc(max_rows, sizeof(Lmpipe__RowRef));
+    s->ref_ptrs = calloc(max_rows, sizeof(Lmpipe__RowRef *));
+    s->seen = calloc((size_t)s->max_seqs, 1);
+    if (!s->row_ptrs || !s->refs || !s->ref_ptrs || !s->seen) {
+        rc = LP_ERR(ENOMEM);
+        goto fail;
+    }
+    if (!p->no_shm) {
+        int slots = p->shm_slots > 0 ? p->shm_slots : 2 * s->max_seqs;
+        rc = lp_shm_ring_create(p->shm_name, (uint32_t)slots, (uint32_t)s->hp->n_vocab, &s->ring);
+        if (rc) goto fail;
+        LP_INFO("engine-svc: logits ring %s, %d slots of %d floats", lp_shm_ring_name(s->ring),
+                slots, s->hp->n_vocab);
+    }
+    *out = s;
+    return 0;
+fail:
+    lp_engine_svc_destroy(&s);
+    return rc;
+}
+
+/* ---- hello --------------------------------------------------------------- */
+
+static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+{
+    lp_engine_svc_t *s = ctx;
+    mine->n_vocab = (uint32_t)s->hp->n_vocab;
+    mine->n_tokens = s->n_tokens;
+    mine->vocab_hash = s->vocab_hash;
+    mine->model_name = s->model_name;
+    mine->bos_id = s->hp->bos_id;
+    mine->eos_id = s->hp->eos_id;
+    mine->no_shm = s->ring == NULL;
+    mine->max_seqs = (uint32_t)s->max_seqs;
+    mine->max_batch_tokens = (uint32_t)s->max_batch_tokens;
+    mine->n_ctx = (uint32_t)s->n_ctx;
+    if (s->ring) mine->shm_name = (char *)lp_shm_ring_name(s->ring);
+    return lp_hello_check_vocab(mine, peer);
+}
+
+/* ---- step ---------------------------------------------------------------- */
+
+static int check_step(lp_engine_svc_t *s, const Lmpipe__StepRequest *req, size_t *n_rows)
+{
+    if (req->n_seqs == 0) return lp_error_set(LP_ERR(EINVAL), "step: no seqs");
+    if (req->n_seqs > (size_t)s->max_seqs)
+        return lp_error_set(LP_ERR(EINVAL), "step: %zu seqs, max_seqs is %d", req->n_seqs,
+                            s->max_seqs);
+    memset(s->seen, 0, (size_t)s->max_seqs);
+    size_t total = 0, rows = 0;
+    for (size_t i = 0; i < req->n_seqs; i++) {
+        const Lmpipe__StepSeq *q = req->seqs[i];
+        if (q->seq_id < 0 || q->seq_id >= s->max_seqs)
+            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].seq_id %d is not in 0..%d", i,
+                                q->seq_id, s->max_seqs - 1);
+        if (s->seen[q->seq_id]++)
+            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].seq_id %d appears twice", i,
+                                q->seq_id);
+        int32_t len = lp_engine_seq_len(s->engine, q->seq_id);
+        if (q->pos < 0 || q->pos > len)
+            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].pos %d is not in 0..%d (the "
+                                "sequence's length)", i, q->pos, len);
+        if (q->n_tokens == 0)
+            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu] has no tokens", i);
+        if (q->n_logits < 0 || (size_t)q->n_logits > q->n_tokens)
+            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].n_logits %d is not in 0..%zu", i,
+                                q->n_logits, q->n_tokens);
+        for (size_t k = 0; k < q->n_tokens; k++)
+            if (q->tokens[k] < 0 || q->tokens[k] >= s->hp->n_vocab)
+                return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].tokens[%zu] = %d is not in "
+                                    "0..%d", i, k, q->tokens[k], s->hp->n_vocab - 1);
+        total += q->n_tokens;
+        rows += (size_t)q->n_logits;
+    }
+    if (total > (size_t)s->max_batch_tokens)
+        return lp_error_set(LP_ERR(EINVAL), "step: %zu tokens, max_batch_tokens is %d", total,
+                            s->max_batch_tokens);
+    *n_rows = rows;
+    return 0;
+}
+
+/* Take n ring slots, waiting (never overwriting) while the sampler has not
+ * released enough of them. */
+static int acquire_rows(lp_engine_svc_t *s, size_t n)
+{
+    if (n > lp_shm_ring_n_slots(s->ring))
+        return lp_error_set(LP_ERR(EINVAL), "step: %zu logit rows, the ring has %u slots", n,
+                            lp_shm_ring_n_slots(s->ring));
+    uint64_t deadline = now_ns() + (uint64_t)(s->p.ring_wait_ms > 0 ? s->p.ring_wait_ms : 10000) * 1000000ull;
+    for (size_t i = 0; i < n; i++) {
+        lmpipe__row_ref__init(&s->refs[i]);
+        s->ref_ptrs[i] = &s->refs[i];
+        for (;;) {
+            int rc = lp_shm_ring_acquire(s->ring, &s->refs[i].slot, &s->refs[i].seq, &s->row_ptrs[i]);
+            if (rc == 0) break;
+            if (now_ns() > deadline) {
+                for (size_t k = 0; k < i; k++) lp_shm_ring_abandon(s->ring, s->refs[k].slot, s->refs[k].seq);
+                return lp_error_set(LP_ERR(ETIMEDOUT), "step: the logits ring stayed full: the "
+                                    "sampler has not released its rows");
+            }
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 0;
+}
+
+static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
+{
+    const Lmpipe__StepRequest *sr = req->msg->step;
+    size_t n_rows = 0;
+    int rc = check_step(s, sr, &n_rows);
+    if (rc) return rc;
+    bool use_ring = s->ring && !sr->inline_rows;
+    size_t nv = (size_t)s->hp->n_vocab;
+    if (use_ring) {
+        if ((rc = acquire_rows(s, n_rows)) != 0) return rc;
+    } else {
+        if (n_rows * nv > s->inline_cap) {
+            float *b = realloc(s->inline_rows, n_rows * nv * sizeof(float));
+            if (!b) return LP_ERR(ENOMEM);
+            s->inline_rows = b;
+            s->inline_cap = n_rows * nv;
+        }
+        for (size_t i = 0; i < n_rows; i++) s->row_ptrs[i] = s->inline_rows + i * nv;
+    }
+    lp_batch_seq_t seqs[sr->n_seqs];
+    for (size_t i = 0; i < sr->n_seqs; i++) {
+        const Lmpipe__StepSeq *q = sr->seqs[i];
+        seqs[i] = (lp_batch_seq_t){q->seq_id, q->pos, (int32_t)q->n_tokens, q->tokens, q->n_logits};
+    }
+    uint64_t t0 = now_ns();
+    rc = lp_engine_step(s->engine, seqs, (int32_t)sr->n_seqs, s->row_ptrs);
+    uint64_t t1 = now_ns();
+    if (use_ring) {
+        for (size_t i = 0; i < n_rows; i++) {
+            if (rc) lp_shm_ring_abandon(s->ring, s->refs[i].slot, s->refs[i].seq);
+            else lp_shm_ring_publish(s->ring, s->refs[i].slot, s->refs[i].seq);
+        }
+    }
+    if (rc) return rc;
+    Lmpipe__StepReply rep = LMPIPE__STEP_REPLY__INIT;
+    rep.row_count = (uint32_t)n_rows;
+    rep.n_vocab = (uint32_t)nv;
+    rep.compute_ns = t1 - t0;
+    if (use_ring) {
+        rep.n_rows = n_rows;
+        rep.rows = s->ref_ptrs;
+    }
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STEP_REPLY;
+    m.step_reply = &rep;
+    return lp_service_reply(svc, req, &m, use_ring ? NULL : s->inline_rows,
+                            use_ring ? 0 : n_rows * nv * sizeof(float));
+}
+
+static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
+{
+    lp_engine_svc_t *s = ctx;
+    if (req->has_raw) return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
+                                          lp_msg_body_name(req->msg->body_case));
+    switch (req->msg->body_case) {
+    case LMPIPE__MSG__BODY_STEP:
+        return do_step(s, svc, req);
+    default:
+        return lp_error_set(LP_ERR(EPROTO), "engine-svc does not serve '%s' messages",
+                            lp_msg_body_name(req->msg->body_case));
+    }
+}
+
+const lp_service_ops_t lp_engine_svc_ops = {
+    .name = "engine-svc",
+    .role = LMPIPE__ROLE__ROLE_ENGINE,
+    .hello = on_hello,
+    .handle = on_request,
+};

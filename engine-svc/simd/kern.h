@@ -1,0 +1,73 @@
+/* kern.h - internal: the fast matmul kernels of one instruction set.
+ *
+ * The fast path quantizes activations once per matmul into one of two
+ * formats and then runs a per-type GEMM kernel over a block of weight rows
+ * and a block of tokens.  Each ISA (scalar, avx2, avx512, vnni) fills one
+ * lp__kern_t; matmul.c picks one at run time. */
+#ifndef LP_KERN_H
+#define LP_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ggml-type.h"
+
+/* Activations for the legacy types: 32 values rounded to int8 with a
+ * shared scale, as llama.cpp's block_q8_0/q8_1: d = fp16(amax/127),
+ * qs = round_even(x * 127/amax).  sum = sum of qs; s = fp16(amax/127 * sum)
+ * (llama.cpp's q8_1 s, used by Q4_1/Q5_1). */
+typedef struct {
+    int8_t qs[LP_QK];
+    float d;      /* fp16-rounded */
+    int16_t sum;
+    uint16_t s;   /* fp16 */
+} lp__q8a_t;
+
+/* Activations for the K-quants, as llama.cpp's block_q8_K:
+ * iscale = -127/max (max: the value of largest magnitude), qs =
+ * min(127, round_even(iscale * x)), d = 1/iscale; bsums[j] = sum of
+ * qs[16j .. 16j+15].  Padded to 320 bytes so qs stays 64-byte aligned. */
+typedef struct {
+    int8_t qs[LP_QK_K];
+    int16_t bsums[LP_QK_K / 16];
+    float d;
+    uint8_t pad[28];
+} lp__q8k_t;
+
+_Static_assert(sizeof(lp__q8a_t) == 40, "q8a block");
+_Static_assert(sizeof(lp__q8k_t) == 320, "q8k block");
+
+/* How a weight type wants its activations. */
+enum lp__act { LP_ACT_F32, LP_ACT_Q8A, LP_ACT_Q8K };
+
+/* y[t*ys + r] = dot(weight row r, activation row t) for r < nr, t < nt.
+ * w: nr rows of wrb bytes; xq: nt activation rows of xrb bytes (floats for
+ * LP_ACT_F32, lp__q8a_t / lp__q8k_t blocks otherwise); n elements per row. */
+typedef void (*lp__gemm_fn)(int64_t n, const void *w, size_t wrb, int64_t nr,
+                            const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys);
+
+/* Quantize n floats (a whole number of blocks) into activation blocks. */
+typedef void (*lp__act_fn)(const float *x, void *xq, int64_t n);
+
+typedef struct lp__kern {
+    const char *name;
+    lp__gemm_fn gemm[LP_TYPE_COUNT]; /* NULL: use the scalar kernel */
+    lp__act_fn quant_q8a;            /* NULL: scalar */
+    lp__act_fn quant_q8k;
+} lp__kern_t;
+
+/* Activation format of a weight type (the type must be supported). */
+enum lp__act lp__act_of(uint32_t type);
+
+extern const lp__kern_t lp__kern_scalar;
+#if defined(LP_HAVE_X86_KERNELS)
+extern const lp__kern_t lp__kern_avx2;
+extern const lp__kern_t lp__kern_avx512;
+extern const lp__kern_t lp__kern_vnni;
+#endif
+
+/* Scalar activation quantizers (the reference for the SIMD ones). */
+void lp__quant_q8a_scalar(const float *x, void *xq, int64_t n);
+void lp__quant_q8k_scalar(const float *x, void *xq, int64_t n);
+
+#endif

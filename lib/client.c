@@ -1,0 +1,215 @@
+/* client.c - a client of the coordinator (see client.h). */
+#include "client.h"
+
+#include "error.h"
+#include "hello.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct lp_client {
+    void *ctx, *sock;
+    Lmpipe__Msg *hello; /* the server's Hello reply; owned */
+    uint64_t next_hello;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int lp_client_new(const char *endpoint, lp_client_t **out)
+{
+    *out = NULL;
+    lp_client_t *c = calloc(1, sizeof(*c));
+    if (!c) return LP_ERR(ENOMEM);
+    c->ctx = zmq_ctx_new();
+    c->sock = zmq_socket(c->ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(c->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
+    zmq_setsockopt(c->sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+    if (zmq_connect(c->sock, endpoint) != 0) {
+        int rc = lp_error_set(LP_ERR(zmq_errno()), "connect %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        lp_client_destroy(&c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void lp_client_destroy(lp_client_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_client_t *c = *self_p;
+    if (c->hello) lmpipe__msg__free_unpacked(c->hello, NULL);
+    zmq_close(c->sock);
+    zmq_ctx_term(c->ctx);
+    free(c);
+    *self_p = NULL;
+}
+
+void *lp_client_socket(lp_client_t *c) { return c->sock; }
+const Lmpipe__Hello *lp_client_server_hello(const lp_client_t *c) { return c->hello ? c->hello->hello : NULL; }
+
+int lp_client_recv(lp_client_t *c, int timeout_ms, lp_frame_t *f)
+{
+    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    for (;;) {
+        int rc = lp_frame_recv(c->sock, false, f);
+        if (rc != LP_ERR(EAGAIN)) return rc;
+        int wait = deadline < 0 ? -1 : (int)(deadline - now_ms());
+        if (deadline >= 0 && wait <= 0) return lp_error_set(LP_ERR(ETIMEDOUT), "no reply in %d ms", timeout_ms);
+        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, wait) < 0 && zmq_errno() != EINTR)
+            return lp_error_set(LP_ERR(zmq_errno()), "zmq_poll: %s", zmq_strerror(zmq_errno()));
+    }
+}
+
+int lp_client_hello(lp_client_t *c, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    char last[512] = "no reply";
+    while (now_ms() < deadline) {
+        Lmpipe__Hello h;
+        lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        m.id = ++c->next_hello;
+        m.body_case = LMPIPE__MSG__BODY_HELLO;
+        m.hello = &h;
+        int rc = lp_frame_send(c->sock, NULL, 0, &m, NULL, 0);
+        if (rc) return rc;
+        int64_t until = now_ms() + 1000;
+        while (now_ms() < until) {
+            lp_frame_t f;
+            rc = lp_client_recv(c, (int)(until - now_ms()), &f);
+            if (rc == LP_ERR(ETIMEDOUT)) break;
+            if (rc) {
+                lp_frame_clear(&f);
+                continue;
+            }
+            if (f.msg->id != m.id) { /* a late reply to an earlier hello */
+                lp_frame_clear(&f);
+                continue;
+            }
+            if (f.msg->body_case == LMPIPE__MSG__BODY_HELLO) {
+                rc = lp_hello_check(f.msg->hello, LMPIPE__ROLE__ROLE_COORDINATOR);
+                if (rc) {
+                    lp_frame_clear(&f);
+                    return rc;
+                }
+                c->hello = f.msg;
+                f.msg = NULL;
+                lp_frame_clear(&f);
+                return 0;
+            }
+            if (f.msg->body_case == LMPIPE__MSG__BODY_ERROR) {
+                snprintf(last, sizeof(last), "%s", f.msg->error->message);
+                int code = f.msg->error->code;
+                lp_frame_clear(&f);
+                if (code != LP_ERR(EAGAIN)) return lp_error_set(code ? code : LP_ERR(EPROTO), "%s", last);
+                struct timespec ts = {0, 50 * 1000000};
+                nanosleep(&ts, NULL);
+                break;
+            }
+            lp_frame_clear(&f);
+        }
+    }
+    return lp_error_set(LP_ERR(ETIMEDOUT), "the pipeline was not ready in %d ms (%s)", timeout_ms, last);
+}
+
+int lp_client_send_generate(lp_client_t *c, uint64_t id, const Lmpipe__GenerateRequest *g)
+{
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.id = id;
+    m.body_case = LMPIPE__MSG__BODY_GENERATE;
+    m.generate = (Lmpipe__GenerateRequest *)g;
+    return lp_frame_send(c->sock, NULL, 0, &m, NULL, 0);
+}
+
+int lp_client_send_cancel(lp_client_t *c, uint64_t id)
+{
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__Cancel cn = LMPIPE__CANCEL__INIT;
+    m.id = id;
+    m.body_case = LMPIPE__MSG__BODY_CANCEL;
+    m.cancel = &cn;
+    return lp_frame_send(c->sock, NULL, 0, &m, NULL, 0);
+}
+
+static int append(char **buf, size_t *len, const void *data, size_t n)
+{
+    char *b = realloc(*buf, *len + n + 1);
+    if (!b) return LP_ERR(ENOMEM);
+    memcpy(b + *len, data, n);
+    *len += n;
+    b[*len] = '\0';
+    *buf = b;
+    return 0;
+}
+
+int lp_generation_add(lp_generation_t *out, const Lmpipe__Msg *m)
+{
+    if (m->body_case == LMPIPE__MSG__BODY_TOKEN) {
+        const Lmpipe__TokenEvent *t = m->token;
+        int32_t *ids = realloc(out->ids, (out->n_ids + 1) * sizeof(int32_t));
+        if (ids) {
+            out->ids = ids;
+            out->ids[out->n_ids++] = t->id;
+        }
+        append(&out->text, &out->text_len, t->piece.data, t->piece.len);
+        return 0;
+    }
+    if (m->body_case == LMPIPE__MSG__BODY_FINAL) {
+        const Lmpipe__FinalEvent *f = m->final;
+        append(&out->text, &out->text_len, f->tail.data, f->tail.len);
+        out->reason = f->reason;
+        out->prompt_ms = f->prompt_ms;
+        out->generate_ms = f->generate_ms;
+        if (f->error && f->error[0]) snprintf(out->error, sizeof(out->error), "%s", f->error);
+        return 1;
+    }
+    if (m->body_case == LMPIPE__MSG__BODY_ERROR) {
+        out->reason = LMPIPE__FINISH_REASON__FINISH_ERROR;
+        snprintf(out->error, sizeof(out->error), "%s", m->error->message);
+        return 1;
+    }
+    return 0;
+}
+
+void lp_generation_clear(lp_generation_t *g)
+{
+    free(g->ids);
+    free(g->text);
+    memset(g, 0, sizeof(*g));
+}
+
+int lp_client_generate(lp_client_t *c, uint64_t id, const Lmpipe__GenerateRequest *g,
+                       int timeout_ms, lp_client_token_cb cb, void *arg, lp_generation_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    append(&out->text, &out->text_len, "", 0);
+    int rc = lp_client_send_generate(c, id, g);
+    if (rc) return rc;
+    for (;;) {
+        lp_frame_t f;
+        rc = lp_client_recv(c, timeout_ms, &f);
+        if (rc) {
+            lp_frame_clear(&f);
+            if (rc == LP_ERR(EPROTO)) continue;
+            return rc;
+        }
+        if (f.msg->id != id) {
+            lp_frame_clear(&f);
+            continue;
+        }
+        if (cb && f.msg->body_case == LMPIPE__MSG__BODY_TOKEN)
+            cb(arg, f.msg->token->id, f.msg->token->piece.data, f.msg->token->piece.len);
+        int done = lp_generation_add(out, f.msg);
+        lp_frame_clear(&f);
+        if (done) return 0;
+    }
+}

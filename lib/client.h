@@ -1,0 +1,54 @@
+/* client.h - a client of the coordinator's API (lmpipe run/generate/bench
+ * and the integration tests): one DEALER, the hello, Generate requests,
+ * and their event streams.  Blocking calls with timeouts. */
+#ifndef LP_CLIENT_H
+#define LP_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frame.h"
+
+typedef struct lp_client lp_client_t;
+
+int lp_client_new(const char *endpoint, lp_client_t **out);
+void lp_client_destroy(lp_client_t **self_p);
+void *lp_client_socket(lp_client_t *c);
+
+/* Say hello, retrying while the pipeline answers "not ready", for up to
+ * timeout_ms.  The coordinator's Hello is kept: lp_client_server_hello(). */
+int lp_client_hello(lp_client_t *c, int timeout_ms);
+const Lmpipe__Hello *lp_client_server_hello(const lp_client_t *c);
+
+int lp_client_send_generate(lp_client_t *c, uint64_t id, const Lmpipe__GenerateRequest *g);
+int lp_client_send_cancel(lp_client_t *c, uint64_t id);
+/* Receive one message; LP_ERR(ETIMEDOUT) after timeout_ms (-1: forever).
+ * lp_frame_clear() after use. */
+int lp_client_recv(lp_client_t *c, int timeout_ms, lp_frame_t *f);
+
+/* One whole generation. */
+typedef struct lp_generation {
+    int32_t *ids;       /* generated tokens; owned */
+    size_t n_ids;
+    char *text;         /* pieces and the final tail, NUL-terminated; owned */
+    size_t text_len;
+    Lmpipe__FinishReason reason;
+    char error[512];    /* the Error or FinalEvent.error */
+    double prompt_ms, generate_ms;
+} lp_generation_t;
+
+/* Called for each token event (may be NULL). */
+typedef void (*lp_client_token_cb)(void *arg, int32_t id, const uint8_t *piece, size_t len);
+
+/* Send `g` as request `id` and collect its events until the final one, or
+ * an Error reply, or timeout_ms without a message.  0 when a final event
+ * came (whatever its reason); the caller frees with lp_generation_clear(). */
+int lp_client_generate(lp_client_t *c, uint64_t id, const Lmpipe__GenerateRequest *g,
+                       int timeout_ms, lp_client_token_cb cb, void *arg, lp_generation_t *out);
+/* Add one event of request `id` to `out`; 1 when it was the final event or
+ * an Error, 0 otherwise. */
+int lp_generation_add(lp_generation_t *out, const Lmpipe__Msg *m);
+void lp_generation_clear(lp_generation_t *g);
+
+#endif

@@ -1,0 +1,49 @@
+/* sampler-svc - serves the sampler: one session per generation request,
+ * rows read in place from the engine's ring (docs/PROTOCOL.md). */
+#include "serve.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sampler-svc --model M.gguf --endpoint EP [--default JSON] [--no-shm]\n");
+}
+
+int main(int argc, char **argv)
+{
+    lp_log_init("sampler-svc");
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"endpoint", required_argument, 0, 'e'},
+        {"default", required_argument, 0, 'd'}, {"no-shm", no_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    lp_sampler_svc_params_t p = {0};
+    const char *endpoint = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': p.model_path = optarg; break;
+        case 'e': endpoint = optarg; break;
+        case 'd': p.default_json = optarg; break;
+        case 'n': p.no_shm = true; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!p.model_path || !endpoint || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    lp_sampler_svc_t *svc;
+    if (lp_sampler_svc_new(&p, &svc)) {
+        fprintf(stderr, "sampler-svc: %s\n", lp_error_msg());
+        return 1;
+    }
+    int rc = lp_service_run(&lp_sampler_svc_ops, svc, endpoint);
+    if (rc) fprintf(stderr, "sampler-svc: %s\n", lp_error_msg());
+    lp_sampler_svc_destroy(&svc);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,128 @@
+/* sampler.h - the sampler service's library: a versioned store of the
+ * default strategy (swapped live, with plugins and rollback), per-sequence
+ * state, and the sampling of one logit row.  sampler-svc/main.c serves it;
+ * `lmpipe sample` calls it in-process.
+ *
+ * Threads: the store is safe to use from any thread.  A sequence is used by
+ * one thread at a time (the service may run different sequences on
+ * different threads).  The registry is safe from any thread.
+ *
+ * Versions: the store starts at version 1.  Every successful swap, plugin
+ * load or unload, and rollback makes a new version (rollback too: versions
+ * only grow).  A failed one changes nothing.  A sequence follows the store:
+ * before each draw it picks up the current version, rebuilding its chain from
+ * (new default overlaid with the request's own parameters) and re-feeding its
+ * token history, so requests in flight lose no step; every result names the
+ * version that produced it. */
+#ifndef LP_SAMPLER_H
+#define LP_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "params.h"
+#include "sampler-plugin.h"
+
+/* ---- store: the service default, versioned ---------------------------------- */
+
+typedef struct lp_sampler_store lp_sampler_store_t;
+
+/* `default_json` (may be NULL) is laid over llama.cpp's defaults, strictly. */
+int lp_sampler_store_new(const char *default_json, lp_sampler_store_t **out);
+void lp_sampler_store_destroy(lp_sampler_store_t **self_p);
+
+/* The vocabulary guard: tokens at or beyond n_real, and tokens whose mask
+ * byte is non-zero (mask has n_mask bytes, may be NULL), are never sampled.
+ * Call before the first sequence (the engine gives both:
+ * lp_hparams_t.n_tokens_real and lp_model_token_mask()).  Copies the mask. */
+int lp_sampler_store_set_vocab(lp_sampler_store_t *st, int32_t n_real, const uint8_t *mask,
+                               int32_t n_mask);
+
+uint64_t lp_sampler_store_version(lp_sampler_store_t *st);
+
+/* Lay `json` (strict: unknown keys are refused) over the current default. */
+int lp_sampler_store_swap(lp_sampler_store_t *st, const char *json, size_t len,
+                          uint64_t *version_out);
+/* Load a plugin (dlopen) and append its step to the default "samplers"
+ * (before the final choice).  `config` is handed to the plugin's init for
+ * each sequence (NULL = "").  The step's name is the plugin's name. */
+int lp_sampler_store_load_plugin(lp_sampler_store_t *st, const char *path, const char *config,
+                                 uint64_t *version_out);
+/* Remove a plugin by name from the default chain and unload it once no
+ * sequence uses it any more. */
+int lp_sampler_store_unload_plugin(lp_sampler_store_t *st, const char *name,
+                                   uint64_t *version_out);
+/* Go back to the strategy before the last change (a new version number). */
+int lp_sampler_store_rollback(lp_sampler_store_t *st, uint64_t *version_out);
+
+/* The current strategy as JSON: {"version":N,"params":{...},"plugins":[...]};
+ * caller frees. NULL on out-of-memory. */
+char *lp_sampler_store_describe(lp_sampler_store_t *st);
+
+/* One control message, for the service's control socket:
+ *   {"op":"set","params":{...}}          swap the default
+ *   {"op":"load","path":"x.so","config":"..."}
+ *   {"op":"unload","name":"mask-tokens"}
+ *   {"op":"rollback"}
+ *   {"op":"get"}
+ * *reply (caller frees) is {"ok":true,"version":N,...} or
+ * {"ok":false,"error":"..."}; the return value is 0 or the failure code. */
+int lp_sampler_store_control(lp_sampler_store_t *st, const char *msg, size_t len, char **reply);
+
+/* ---- sequences ------------------------------------------------------------------ */
+
+typedef struct lp_sampler_seq lp_sampler_seq_t;
+
+typedef struct lp_sampler_alt {
+    int32_t id;
+    float logprob;
+} lp_sampler_alt_t;
+
+typedef struct lp_sampler_result {
+    int32_t id;          /* chosen token, < n_real and not masked */
+    float logprob;       /* log-softmax of id over the guarded row, before the chain */
+    uint64_t version;    /* strategy version that produced it */
+    int32_t n_top;       /* entries in top (the request's n_probs) */
+    lp_sampler_alt_t top[LP_SAMPLER_MAX_N_PROBS]; /* most likely first, same measure */
+} lp_sampler_result_t;
+
+/* A sequence with the request's parameters (`json` may be NULL; non-strict:
+ * keys that are not sampling parameters, like "prompt", are ignored).  The
+ * store is borrowed and must outlive the sequence. */
+int lp_sampler_seq_new(lp_sampler_store_t *st, const char *json, size_t len,
+                       lp_sampler_seq_t **out);
+/* The same with parameters already parsed (lp_sampler_params_default() then
+ * lp_sampler_params_parse(), or fields set by hand with their `set` bits). */
+int lp_sampler_seq_new_params(lp_sampler_store_t *st, const lp_sampler_params_t *req,
+                              lp_sampler_seq_t **out);
+void lp_sampler_seq_destroy(lp_sampler_seq_t **self_p);
+
+/* Feed a token into the history (prompt tokens and each sampled token). */
+int lp_sampler_seq_accept(lp_sampler_seq_t *seq, int32_t id);
+/* Choose the next token from one row of n_vocab logits (borrowed for the
+ * call).  Does not accept it: call lp_sampler_seq_accept() next. */
+int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
+                          lp_sampler_result_t *out);
+/* The seed in use (the request's, or the random one chosen for seed -1). */
+uint64_t lp_sampler_seq_seed(const lp_sampler_seq_t *seq);
+/* The effective parameters (default overlaid with the request's) of the
+ * version last used. Borrowed. */
+const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq);
+
+/* ---- registry: sequences keyed by the service's sequence id -------------------- */
+
+typedef struct lp_sampler_registry lp_sampler_registry_t;
+
+int lp_sampler_registry_new(lp_sampler_registry_t **out);
+/* Destroys every sequence still registered. */
+void lp_sampler_registry_destroy(lp_sampler_registry_t **self_p);
+/* Takes ownership of seq (also on failure).  A key in use is LP_ERR(EEXIST). */
+int lp_sampler_registry_put(lp_sampler_registry_t *r, uint64_t key, lp_sampler_seq_t *seq);
+/* Borrowed until removed; NULL when absent. */
+lp_sampler_seq_t *lp_sampler_registry_get(lp_sampler_registry_t *r, uint64_t key);
+/* Destroy a sequence; LP_ERR(ENOENT) when absent. */
+int lp_sampler_registry_remove(lp_sampler_registry_t *r, uint64_t key);
+size_t lp_sampler_registry_count(lp_sampler_registry_t *r);
+
+#endif

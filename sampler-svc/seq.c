@@ -1,0 +1,270 @@
+/* seq.c - per-sequence state (request parameters, token history, random
+ * generator, chain) and the sampling of one row: guard, logprobs, chain. */
+#include "cands-impl.h"
+#include "store-impl.h"
+
+#include "error.h"
+#include "log.h"
+#include "vexp.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct lp_sampler_seq {
+    lp_sampler_store_t *st;    /* borrowed */
+    lp_sampler_params_t req;   /* the request's own fields (set bits) */
+    lp_sampler_params_t eff;   /* default of cfg overlaid with req */
+    lp__config_t *cfg;         /* the strategy the chain was built from; a reference */
+    lp_sampler_t *chain;
+    lp_rng_t rng;
+    uint64_t seed;
+    int32_t hist[LP_SAMPLER_HISTORY_MAX]; /* ring of accepted tokens */
+    int32_t hist_first, hist_n;
+    lp_cands_t cands;
+    lp_token_data_t top[LP_SAMPLER_MAX_N_PROBS];
+    bool warned;
+};
+
+/* Build the chain for strategy c; on success the sequence moves to it. */
+static int seq_rebuild(lp_sampler_seq_t *seq, lp__config_t *c)
+{
+    lp_sampler_params_t eff = c->params;
+    lp_sampler_params_overlay(&eff, &seq->req);
+    int32_t n_vocab = seq->st->n_real;
+    lp_sampler_t *chain;
+    int rc = lp_sampler_chain_build(&eff, n_vocab, &seq->rng, lp__config_lookup, c, &chain);
+    if (rc) return rc;
+    for (int32_t i = 0; i < seq->hist_n; i++)
+        lp_sampler_accept(chain, seq->hist[(seq->hist_first + i) % LP_SAMPLER_HISTORY_MAX]);
+    lp_sampler_destroy(&seq->chain);
+    seq->chain = chain;
+    seq->eff = eff;
+    atomic_fetch_add(&c->refs, 1);
+    lp__config_unref(&seq->cfg);
+    seq->cfg = c;
+    return 0;
+}
+
+int lp_sampler_seq_new_params(lp_sampler_store_t *st, const lp_sampler_params_t *req,
+                              lp_sampler_seq_t **out)
+{
+    *out = NULL;
+    int rc = lp_sampler_params_validate(req);
+    if (rc) return rc;
+    lp_sampler_seq_t *seq = calloc(1, sizeof(*seq));
+    if (!seq) return lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory");
+    seq->st = st;
+    lp_cands_init(&seq->cands);
+    seq->req = *req;
+    lp__config_t *c = lp__store_current(st);
+    int64_t seed = (seq->req.set & (1ull << LP_SP_SEED)) ? seq->req.seed : c->params.seed;
+    seq->seed = seed >= 0 ? (uint64_t)seed : lp_rng_random_seed();
+    lp_rng_seed(&seq->rng, seq->seed);
+    rc = seq_rebuild(seq, c);
+    lp__config_unref(&c);
+    if (rc) {
+        lp_sampler_seq_destroy(&seq);
+        return rc;
+    }
+    *out = seq;
+    return 0;
+}
+
+int lp_sampler_seq_new(lp_sampler_store_t *st, const char *json, size_t len,
+                       lp_sampler_seq_t **out)
+{
+    *out = NULL;
+    lp_sampler_params_t *req = malloc(sizeof(*req));
+    if (!req) return lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory");
+    lp_sampler_params_default(req);
+    int rc = json && len ? lp_sampler_params_parse(json, len, 0, req) : 0;
+    if (!rc) rc = lp_sampler_seq_new_params(st, req, out);
+    free(req);
+    return rc;
+}
+
+void lp_sampler_seq_destroy(lp_sampler_seq_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_sampler_seq_t *seq = *self_p;
+    lp_sampler_destroy(&seq->chain);
+    lp__config_unref(&seq->cfg);
+    lp_cands_free(&seq->cands);
+    free(seq);
+    *self_p = NULL;
+}
+
+int lp_sampler_seq_accept(lp_sampler_seq_t *seq, int32_t id)
+{
+    if (id < 0) return lp_error_set(LP_ERR(EINVAL), "accept: negative token %d", id);
+    if (seq->hist_n < LP_SAMPLER_HISTORY_MAX) {
+        seq->hist[(seq->hist_first + seq->hist_n) % LP_SAMPLER_HISTORY_MAX] = id;
+        seq->hist_n++;
+    } else {
+        seq->hist[seq->hist_first] = id;
+        seq->hist_first = (seq->hist_first + 1) % LP_SAMPLER_HISTORY_MAX;
+    }
+    lp_sampler_accept(seq->chain, id);
+    return 0;
+}
+
+uint64_t lp_sampler_seq_seed(const lp_sampler_seq_t *seq)
+{
+    return seq->seed;
+}
+
+const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq)
+{
+    return &seq->eff;
+}
+
+int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
+                          lp_sampler_result_t *out)
+{
+    lp_sampler_store_t *st = seq->st;
+    if (!logits || n_vocab <= 0)
+        return lp_error_set(LP_ERR(EINVAL), "sample: empty logit row (n_vocab %d)", n_vocab);
+
+    /* follow the store: a new strategy takes effect at this step */
+    lp__config_t *c = lp__store_current(st);
+    if (c != seq->cfg) {
+        int rc = seq_rebuild(seq, c);
+        if (rc && !seq->warned) {
+            LP_WARN("sequence stays on strategy %" PRIu64 ": version %" PRIu64 " fails: %s",
+                    seq->cfg->version, c->version, lp_error_msg());
+            seq->warned = true;
+        }
+    }
+    lp__config_unref(&c);
+
+    /* the vocabulary guard: only real, unmasked tokens are candidates */
+    int32_t n = n_vocab;
+    if (st->n_real > 0 && st->n_real < n) n = st->n_real;
+    lp_cands_t *cd = &seq->cands;
+    int rc = lp_cands_set_row(cd, logits, n);
+    if (rc) return rc;
+    for (int32_t i = 0; i < st->n_masked; i++)
+        if (st->masked[i] < n) cd->row[st->masked[i]] = -INFINITY;
+
+    /* logprobs are over the guarded row before the chain (llama.cpp's
+     * server without post_sampling_probs) */
+    float max = lp__row_max(cd->row, n, NULL);
+    if (max == -INFINITY)
+        return lp_error_set(LP_ERR(ENOENT), "sample: every token of the row is masked or NaN");
+    double lse = (double)max + log(lp_vexp_row(cd->row, NULL, n, max));
+    int32_t n_top = seq->eff.n_probs;
+    if (n_top > 0) n_top = (int32_t)lp__row_top_k(cd->row, n, n_top, seq->top);
+
+    if ((rc = lp_sampler_apply(seq->chain, cd))) return rc;
+    int32_t id = cd->selected_id;
+    if (id < 0 || id >= n || (st->mask && st->mask[id]))
+        return lp_error_set(LP_ERR(EPROTO), "sample: the chain chose token %d, which is outside "
+                                            "the real vocabulary (%d) or masked", id, n);
+    float x = logits[id];
+    out->id = id;
+    out->logprob = (float)((double)x - lse);
+    out->version = seq->cfg->version;
+    out->n_top = n_top;
+    for (int32_t i = 0; i < n_top; i++) {
+        out->top[i].id = seq->top[i].id;
+        out->top[i].logprob = (float)((double)seq->top[i].logit - lse);
+    }
+    return 0;
+}
+
+/* ---- registry ---------------------------------------------------------------------- */
+
+struct lp_sampler_registry {
+    pthread_mutex_t lock;
+    struct entry {
+        uint64_t key;
+        lp_sampler_seq_t *seq;
+    } *v;
+    size_t n, cap;
+};
+
+int lp_sampler_registry_new(lp_sampler_registry_t **out)
+{
+    lp_sampler_registry_t *r = calloc(1, sizeof(*r));
+    if (!r) return lp_error_set(LP_ERR(ENOMEM), "sampler registry: out of memory");
+    pthread_mutex_init(&r->lock, NULL);
+    *out = r;
+    return 0;
+}
+
+void lp_sampler_registry_destroy(lp_sampler_registry_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_sampler_registry_t *r = *self_p;
+    for (size_t i = 0; i < r->n; i++) lp_sampler_seq_destroy(&r->v[i].seq);
+    free(r->v);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+    *self_p = NULL;
+}
+
+static size_t find(const lp_sampler_registry_t *r, uint64_t key)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->v[i].key == key) return i;
+    return (size_t)-1;
+}
+
+int lp_sampler_registry_put(lp_sampler_registry_t *r, uint64_t key, lp_sampler_seq_t *seq)
+{
+    pthread_mutex_lock(&r->lock);
+    int rc = 0;
+    if (find(r, key) != (size_t)-1) {
+        rc = lp_error_set(LP_ERR(EEXIST), "sampler registry: sequence %" PRIu64 " exists", key);
+    } else if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        struct entry *nv = realloc(r->v, cap * sizeof(*nv));
+        if (!nv) rc = lp_error_set(LP_ERR(ENOMEM), "sampler registry: out of memory");
+        else {
+            r->v = nv;
+            r->cap = cap;
+        }
+    }
+    if (!rc) {
+        r->v[r->n].key = key;
+        r->v[r->n].seq = seq;
+        r->n++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (rc) lp_sampler_seq_destroy(&seq);
+    return rc;
+}
+
+lp_sampler_seq_t *lp_sampler_registry_get(lp_sampler_registry_t *r, uint64_t key)
+{
+    pthread_mutex_lock(&r->lock);
+    size_t i = find(r, key);
+    lp_sampler_seq_t *s = i == (size_t)-1 ? NULL : r->v[i].seq;
+    pthread_mutex_unlock(&r->lock);
+    return s;
+}
+
+int lp_sampler_registry_remove(lp_sampler_registry_t *r, uint64_t key)
+{
+    pthread_mutex_lock(&r->lock);
+    size_t i = find(r, key);
+    lp_sampler_seq_t *s = NULL;
+    if (i != (size_t)-1) {
+        s = r->v[i].seq;
+        r->v[i] = r->v[--r->n];
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!s) return lp_error_set(LP_ERR(ENOENT), "sampler registry: no sequence %" PRIu64, key);
+    lp_sampler_seq_destroy(&s);
+    return 0;
+}
+
+size_t lp_sampler_registry_count(lp_sampler_registry_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    size_t n = r->n;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}

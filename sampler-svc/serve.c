@@ -1,0 +1,269 @@
+/* serve.c - sampler-svc: sessions and sample batches (see serve.h).
+ *
+ * A SampleRequest's rows are each released as soon as they are read, also
+ * when the item fails or only asks for the release (session 0), so the
+ * engine's ring never fills up with rows nobody will read. */
+#include "serve.h"
+
+#include "engine.h"
+#include "error.h"
+#include "hello.h"
+#include "log.h"
+#include "sampler.h"
+#include "shm-ring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct lp_sampler_svc {
+    lp_sampler_svc_params_t p;
+    lp_model_t *model;
+    int32_t n_vocab;
+    uint32_t n_tokens;
+    uint64_t vocab_hash;
+    lp_sampler_store_t *store;
+    lp_sampler_registry_t *reg;
+    lp_shm_ring_t *ring;     /* opened at hello when the coordinator names one */
+    float *aligned;          /* an inline row copied to float alignment */
+};
+
+void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_sampler_svc_t *s = *self_p;
+    lp_sampler_registry_destroy(&s->reg);
+    lp_sampler_store_destroy(&s->store);
+    lp_shm_ring_destroy(&s->ring);
+    lp_model_destroy(&s->model);
+    free(s->aligned);
+    free(s);
+    *self_p = NULL;
+}
+
+int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
+{
+    *out = NULL;
+    lp_sampler_svc_t *s = calloc(1, sizeof(*s));
+    if (!s) return LP_ERR(ENOMEM);
+    s->p = *p;
+    int rc = lp_model_load(p->model_path, &s->model);
+    if (rc) goto fail;
+    const lp_hparams_t *hp = lp_model_hparams(s->model);
+    s->n_vocab = hp->n_vocab;
+    lp_vocab_facts(lp_model_gguf(s->model), &s->n_tokens, &s->vocab_hash);
+    if ((rc = lp_sampler_store_new(p->default_json, &s->store)) != 0) goto fail;
+    rc = lp_sampler_store_set_vocab(s->store, hp->n_tokens_real, lp_model_token_mask(s->model),
+                                    hp->n_vocab);
+    if (rc) goto fail;
+    if ((rc = lp_sampler_registry_new(&s->reg)) != 0) goto fail;
+    if (!(s->aligned = malloc((size_t)s->n_vocab * sizeof(float)))) {
+        rc = LP_ERR(ENOMEM);
+        goto fail;
+    }
+    *out = s;
+    return 0;
+fail:
+    lp_sampler_svc_destroy(&s);
+    return rc;
+}
+
+/* ---- hello: the vocabulary, and the ring the coordinator names ----------- */
+
+static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+{
+    lp_sampler_svc_t *s = ctx;
+    mine->n_vocab = (uint32_t)s->n_vocab;
+    mine->n_tokens = s->n_tokens;
+    mine->vocab_hash = s->vocab_hash;
+    mine->no_shm = s->p.no_shm;
+    int rc = lp_hello_check_vocab(mine, peer);
+    if (rc) return rc;
+    if (peer->shm_name && peer->shm_name[0] && !s->p.no_shm) {
+        if (!s->ring || strcmp(lp_shm_ring_name(s->ring), peer->shm_name) != 0) {
+            lp_shm_ring_destroy(&s->ring);
+            if (lp_shm_ring_open(peer->shm_name, &s->ring) != 0) {
+                LP_WARN("sampler-svc: %s; rows will come inline", lp_error_msg());
+            } else if ((int32_t)lp_shm_ring_row_len(s->ring) != s->n_vocab) {
+                LP_WARN("sampler-svc: ring %s has rows of %u, the model %d; rows will come inline",
+                        peer->shm_name, lp_shm_ring_row_len(s->ring), s->n_vocab);
+                lp_shm_ring_destroy(&s->ring);
+            }
+        }
+        mine->shm_ok = s->ring != NULL;
+        if (s->ring) mine->shm_name = (char *)lp_shm_ring_name(s->ring);
+    }
+    return 0;
+}
+
+/* ---- sessions ------------------------------------------------------------- */
+
+static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
+{
+    const Lmpipe__SamplerOpen *o = req->msg->sampler_open;
+    if (o->session == 0) return lp_error_set(LP_ERR(EINVAL), "sampler_open: session 0 is reserved");
+    if (lp_sampler_registry_get(s->reg, o->session))
+        return lp_error_set(LP_ERR(EEXIST), "sampler_open: session %llu is open",
+                            (unsigned long long)o->session);
+    const char *json = o->params_json && o->params_json[0] ? o->params_json : NULL;
+    lp_sampler_seq_t *seq;
+    int rc = lp_sampler_seq_new(s->store, json, json ? strlen(json) : 0, &seq);
+    if (rc) return rc;
+    for (size_t i = 0; i < o->n_prompt_ids; i++) {
+        if (o->prompt_ids[i] < 0 || o->prompt_ids[i] >= s->n_vocab) {
+            lp_sampler_seq_destroy(&seq);
+            return lp_error_set(LP_ERR(EINVAL), "sampler_open: prompt_ids[%zu] = %d is not in "
+                                "0..%d", i, o->prompt_ids[i], s->n_vocab - 1);
+        }
+        if ((rc = lp_sampler_seq_accept(seq, o->prompt_ids[i])) != 0) {
+            lp_sampler_seq_destroy(&seq);
+            return rc;
+        }
+    }
+    if ((rc = lp_sampler_registry_put(s->reg, o->session, seq)) != 0) return rc;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__SamplerOpen ack = LMPIPE__SAMPLER_OPEN__INIT;
+    ack.session = o->session;
+    m.body_case = LMPIPE__MSG__BODY_SAMPLER_OPEN;
+    m.sampler_open = &ack;
+    return lp_service_reply(svc, req, &m, NULL, 0);
+}
+
+static int do_close(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
+{
+    uint64_t key = req->msg->sampler_close->session;
+    int rc = lp_sampler_registry_remove(s->reg, key);
+    if (rc) return lp_error_set(rc, "sampler_close: no session %llu", (unsigned long long)key);
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__SamplerClose ack = LMPIPE__SAMPLER_CLOSE__INIT;
+    ack.session = key;
+    m.body_case = LMPIPE__MSG__BODY_SAMPLER_CLOSE;
+    m.sampler_close = &ack;
+    return lp_service_reply(svc, req, &m, NULL, 0);
+}
+
+/* ---- sampling -------------------------------------------------------------- */
+
+static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, const void *raw,
+                       size_t n_raw_rows, Lmpipe__SampleResult *res, lp_sampler_result_t *r,
+                       Lmpipe__TokenProb *tp, Lmpipe__TokenProb **tpp, char *err, size_t errcap)
+{
+    res->token = -1;
+    const float *row = NULL;
+    bool from_ring = it->ref != NULL;
+    if (from_ring) {
+        if (!s->ring) {
+            snprintf(err, errcap, "row by ring reference, but no ring is open");
+            goto out;
+        }
+        if (lp_shm_ring_read(s->ring, it->ref->slot, it->ref->seq, &row) != 0) {
+            snprintf(err, errcap, "%s", lp_error_msg());
+            goto out;
+        }
+    } else {
+        if (!raw || it->row >= n_raw_rows) {
+            snprintf(err, errcap, "inline row %u is not in the raw frame (%zu rows)", it->row, n_raw_rows);
+            goto out;
+        }
+        /* ZeroMQ may hand a received frame at any byte offset inside its
+         * receive buffer: copy a misaligned row. */
+        const char *p = (const char *)raw + (size_t)it->row * (size_t)s->n_vocab * sizeof(float);
+        if ((uintptr_t)p % sizeof(float)) {
+            memcpy(s->aligned, p, (size_t)s->n_vocab * sizeof(float));
+            row = s->aligned;
+        } else {
+            row = (const float *)p;
+        }
+    }
+    if (it->session == 0) goto out; /* release only */
+    lp_sampler_seq_t *seq = lp_sampler_registry_get(s->reg, it->session);
+    if (!seq) {
+        snprintf(err, errcap, "no session %llu", (unsigned long long)it->session);
+        goto out;
+    }
+    if (lp_sampler_seq_sample(seq, row, s->n_vocab, r) != 0 || lp_sampler_seq_accept(seq, r->id) != 0) {
+        snprintf(err, errcap, "%s", lp_error_msg());
+        goto out;
+    }
+    res->token = r->id;
+    res->logprob = r->logprob;
+    res->n_top = (size_t)r->n_top;
+    res->top = tpp;
+    for (int32_t k = 0; k < r->n_top; k++) {
+        lmpipe__token_prob__init(&tp[k]);
+        tp[k].id = r->top[k].id;
+        tp[k].logprob = r->top[k].logprob;
+        tpp[k] = &tp[k];
+    }
+out:
+    if (from_ring && s->ring) lp_shm_ring_release(s->ring, it->ref->slot, it->ref->seq);
+    if (err[0]) res->error = err;
+}
+
+static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
+{
+    const Lmpipe__SampleRequest *sr = req->msg->sample;
+    size_t n = sr->n_items;
+    if (n > 65536) return lp_error_set(LP_ERR(EINVAL), "sample: %zu items", n);
+    size_t raw_len;
+    const void *raw = lp_frame_raw(req, &raw_len);
+    size_t row_bytes = (size_t)s->n_vocab * sizeof(float);
+    if (raw && raw_len % row_bytes != 0)
+        return lp_error_set(LP_ERR(EINVAL), "sample: raw frame of %zu bytes is not whole rows of %zu",
+                            raw_len, row_bytes);
+    size_t n_raw_rows = raw ? raw_len / row_bytes : 0;
+    Lmpipe__SampleResult *res = calloc(n ? n : 1, sizeof(*res));
+    Lmpipe__SampleResult **resp = calloc(n ? n : 1, sizeof(*resp));
+    lp_sampler_result_t *r = calloc(n ? n : 1, sizeof(*r));
+    Lmpipe__TokenProb *tp = calloc((n ? n : 1) * LP_SAMPLER_MAX_N_PROBS, sizeof(*tp));
+    Lmpipe__TokenProb **tpp = calloc((n ? n : 1) * LP_SAMPLER_MAX_N_PROBS, sizeof(*tpp));
+    char (*errs)[256] = calloc(n ? n : 1, 256);
+    int rc = 0;
+    if (!res || !resp || !r || !tp || !tpp || !errs) {
+        rc = LP_ERR(ENOMEM);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        lmpipe__sample_result__init(&res[i]);
+        resp[i] = &res[i];
+        sample_one(s, sr->items[i], raw, n_raw_rows, &res[i], &r[i], tp + i * LP_SAMPLER_MAX_N_PROBS,
+                   tpp + i * LP_SAMPLER_MAX_N_PROBS, errs[i], sizeof(errs[i]));
+    }
+    Lmpipe__SampleReply rep = LMPIPE__SAMPLE_REPLY__INIT;
+    rep.n_results = n;
+    rep.results = resp;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_SAMPLE_REPLY;
+    m.sample_reply = &rep;
+    rc = lp_service_reply(svc, req, &m, NULL, 0);
+out:
+    free(res);
+    free(resp);
+    free(r);
+    free(tp);
+    free(tpp);
+    free(errs);
+    return rc;
+}
+
+static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
+{
+    lp_sampler_svc_t *s = ctx;
+    Lmpipe__Msg__BodyCase bc = req->msg->body_case;
+    if (req->has_raw && bc != LMPIPE__MSG__BODY_SAMPLE)
+        return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame", lp_msg_body_name(bc));
+    switch (bc) {
+    case LMPIPE__MSG__BODY_SAMPLER_OPEN: return do_open(s, svc, req);
+    case LMPIPE__MSG__BODY_SAMPLER_CLOSE: return do_close(s, svc, req);
+    case LMPIPE__MSG__BODY_SAMPLE: return do_sample(s, svc, req);
+    default:
+        return lp_error_set(LP_ERR(EPROTO), "sampler-svc does not serve '%s' messages",
+                            lp_msg_body_name(bc));
+    }
+}
+
+const lp_service_ops_t lp_sampler_svc_ops = {
+    .name = "sampler-svc",
+    .role = LMPIPE__ROLE__ROLE_SAMPLER,
+    .hello = on_hello,
+    .handle = on_request,
+};

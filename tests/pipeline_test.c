@@ -1,0 +1,564 @@
+/* pipeline_test.c - integration tests of the four real services over real
+ * ipc:// sockets (each test starts its own pipeline in a fresh /tmp folder
+ * and stops it at the end; the services die with the test through
+ * PR_SET_PDEATHSIG if it is killed).
+ *
+ *   pipeline_test goldens MODELS_DIR GOLDENS_DIR [--no-shm]
+ *       every shared golden's greedy continuation, up to the first step
+ *       whose top-1 margin is below the golden's tau (goldens/README.md)
+ *   pipeline_test concurrent MODEL [--no-shm]
+ *       eight requests with different prompts, lengths and samplers give,
+ *       all at once, exactly the tokens each gives alone
+ *   pipeline_test robust MODEL GOLDEN_FROM_BOS
+ *       while a greedy request runs: a client that disconnects, a cancel,
+ *       bad parameters, hostile and malformed frames to every socket; the
+ *       greedy request still gives the golden tokens and no service dies */
+#include "client.h"
+#include "error.h"
+#include "hello.h"
+#include "json.h"
+#include "pipeline.h"
+
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    *len = (size_t)n;
+    return buf;
+}
+
+static int ids_from_json(const lp_json_t *arr, int32_t *out, size_t cap, size_t *n)
+{
+    *n = 0;
+    if (!arr || arr->type != LP_JSON_ARRAY) return -1;
+    for (size_t i = 0; i < arr->n && i < cap; i++) {
+        int64_t v;
+        if (lp_json_int(&arr->u.items[i], 0, 1 << 30, &v)) return -1;
+        out[(*n)++] = (int32_t)v;
+    }
+    return 0;
+}
+
+static lp_pipeline_t *start(uv_loop_t *loop, const char *model, bool no_shm, lp_client_t **client)
+{
+    lp_pipeline_opts_t o = {0};
+    o.model = model;
+    o.no_shm = no_shm;
+    o.threads = 1;
+    lp_pipeline_t *p = NULL;
+    int rc = lp_pipeline_start(loop, &o, &p);
+    if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
+    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), client);
+    if (!rc) rc = lp_client_hello(*client, 10000);
+    if (rc) {
+        fprintf(stderr, "pipeline start: %s\n", lp_error_msg());
+        lp_check_failures++;
+        lp_client_destroy(client);
+        lp_pipeline_destroy(&p);
+        return NULL;
+    }
+    const Lmpipe__Hello *h = lp_client_server_hello(*client);
+    CHECK(h->no_shm == no_shm); /* the hello picked the mode we asked for */
+    return p;
+}
+
+/* Run n requests at once on one client; out[i] gets request i's result. */
+static int run_many(lp_client_t *c, uint64_t first_id, Lmpipe__GenerateRequest **g, size_t n,
+                    lp_generation_t *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        if (lp_client_send_generate(c, first_id + i, g[i])) return -1;
+    }
+    size_t done = 0;
+    while (done < n) {
+        lp_frame_t f;
+        int rc = lp_client_recv(c, 120000, &f);
+        if (rc) {
+            lp_frame_clear(&f);
+            fprintf(stderr, "run_many: %s\n", lp_error_msg());
+            return -1;
+        }
+        uint64_t id = f.msg->id;
+        if (id >= first_id && id < first_id + n) done += (size_t)lp_generation_add(&out[id - first_id], f.msg);
+        lp_frame_clear(&f);
+    }
+    return 0;
+}
+
+/* ---- goldens ---------------------------------------------------------------- */
+
+static float golden_tau(const char *name)
+{
+    if (strstr(name, "stories260K")) return 0.01f;
+    if (strstr(name, "F16")) return 0.05f;
+    if (strstr(name, "qwen2-Q8_0")) return 0.6f;
+    if (strstr(name, "qwen2-Q4_K_M")) return 0.8f;
+    if (strstr(name, "Q4_K_M")) return 1.5f;
+    return 1.2f; /* llama Q8_0, Q4_0, Q5_K_M, Q6_K */
+}
+
+static void golden_file(const char *models, const char *path, bool no_shm)
+{
+    size_t len;
+    char *text = read_file(path, &len);
+    CHECK(text != NULL);
+    if (!text) return;
+    lp_json_doc_t *doc;
+    CHECK_RC(lp_json_parse(text, len, &doc), 0);
+    if (!doc) return;
+    const lp_json_t *root = lp_json_root(doc);
+    const lp_json_t *model = lp_json_get(root, "model"), *cases = lp_json_get(root, "cases");
+    char mpath[1024];
+    snprintf(mpath, sizeof(mpath), "%s/%s", models, model->u.str);
+    float tau = golden_tau(model->u.str);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *c = NULL;
+    lp_pipeline_t *p = start(&loop, mpath, no_shm, &c);
+    size_t n_cases = cases->n;
+    Lmpipe__GenerateRequest gs[8], *gp[8];
+    static int32_t prompt[8][512], want[8][512];
+    size_t n_prompt[8], n_want[8], n_check[8];
+    for (size_t k = 0; p && k < n_cases && k < 8; k++) {
+        const lp_json_t *cs = &cases->u.items[k];
+        ids_from_json(lp_json_get(cs, "prompt_ids"), prompt[k], 512, &n_prompt[k]);
+        ids_from_json(lp_json_get(cs, "continuation_ids"), want[k], 512, &n_want[k]);
+        const lp_json_t *steps = lp_json_get(cs, "steps");
+        n_check[k] = n_want[k];
+        for (size_t i = 0; i < steps->n && i < n_want[k]; i++) {
+            const lp_json_t *s = &steps->u.items[i];
+            double a = s->u.items[0].u.items[1].u.num, b = s->u.items[1].u.items[1].u.num;
+            if (a - b < tau) {
+                n_check[k] = i;
+                break;
+            }
+        }
+        lmpipe__generate_request__init(&gs[k]);
+        gs[k].n_prompt_ids = n_prompt[k];
+        gs[k].prompt_ids = prompt[k];
+        gs[k].n_predict = (int32_t)(n_check[k] ? n_check[k] : 1);
+        gs[k].params_json = "{\"temperature\": 0}";
+        gs[k].ignore_eos = true;
+        gp[k] = &gs[k];
+    }
+    lp_generation_t out[8];
+    if (p && n_cases <= 8 && run_many(c, 100, gp, n_cases, out) == 0) {
+        for (size_t k = 0; k < n_cases; k++) {
+            size_t same = 0;
+            while (same < n_check[k] && same < out[k].n_ids && out[k].ids[same] == want[k][same]) same++;
+            printf("%s case %zu: %zu of %zu checked tokens match (%zu generated, margin cut at %zu)%s\n",
+                   model->u.str, k, same, n_check[k], out[k].n_ids, n_check[k],
+                   out[k].error[0] ? out[k].error : "");
+            CHECK(out[k].reason == LMPIPE__FINISH_REASON__FINISH_LENGTH);
+            CHECK(same == n_check[k]);
+            lp_generation_clear(&out[k]);
+        }
+    } else {
+        CHECK(!"the golden requests did not complete");
+    }
+    lp_client_destroy(&c);
+    lp_pipeline_destroy(&p);
+    uv_loop_close(&loop);
+    lp_json_doc_destroy(&doc);
+    free(text);
+}
+
+static void test_goldens(const char *models, const char *goldens, bool no_shm)
+{
+    static const char *files[] = {"stories260K-from-bos", "stories260K", "synth-llama-F16",
+                                  "synth-llama-Q4_0", "synth-llama-Q4_K_M", "synth-llama-Q6_K",
+                                  "synth-llama-Q8_0", "synth-qwen2-Q4_K_M", "synth-qwen2-Q8_0"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s.json", goldens, files[i]);
+        golden_file(models, path, no_shm);
+    }
+}
+
+/* ---- concurrent ------------------------------------------------------------- */
+
+static const char *prompts[8] = {
+    "Once upon a time",
+    "Lily and Tom went to the park",
+    "One day, a little boy named Tim",
+    "",
+    "The cat sat on the mat and looked at the big red ball. It was",
+    "Sam was sad because",
+    "In a small house near the woods there lived an old man who liked to sing songs every morning",
+    "Mom said",
+};
+static const int lengths[8] = {40, 25, 60, 80, 15, 50, 30, 70};
+static const char *params[8] = {
+    "{\"temperature\": 0}",
+    "{\"temperature\": 0.8, \"seed\": 42}",
+    "{\"temperature\": 0}",
+    "{\"temperature\": 1.0, \"seed\": 7, \"top_k\": 20}",
+    "{\"temperature\": 0}",
+    "{\"temperature\": 0.7, \"seed\": 3, \"top_p\": 0.9, \"min_p\": 0.1}",
+    "{\"temperature\": 0, \"repeat_penalty\": 1.3}",
+    "{\"temperature\": 1.2, \"seed\": 99}",
+};
+
+static void test_concurrent(const char *model, bool no_shm)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *c = NULL;
+    lp_pipeline_t *p = start(&loop, model, no_shm, &c);
+    if (!p) return;
+    Lmpipe__GenerateRequest gs[8], *gp[8];
+    for (int i = 0; i < 8; i++) {
+        lmpipe__generate_request__init(&gs[i]);
+        gs[i].prompt.data = (uint8_t *)prompts[i];
+        gs[i].prompt.len = strlen(prompts[i]);
+        gs[i].n_predict = lengths[i];
+        gs[i].params_json = (char *)params[i];
+        gs[i].ignore_eos = true;
+        gp[i] = &gs[i];
+    }
+    lp_generation_t solo[8], all[8];
+    for (int i = 0; i < 8; i++) CHECK(run_many(c, 10 + (uint64_t)i, &gp[i], 1, &solo[i]) == 0);
+    CHECK(run_many(c, 100, gp, 8, all) == 0);
+    for (int i = 0; i < 8; i++) {
+        CHECK(solo[i].n_ids == (size_t)lengths[i]);
+        CHECK(all[i].n_ids == solo[i].n_ids);
+        CHECK(all[i].n_ids == solo[i].n_ids && !memcmp(all[i].ids, solo[i].ids, solo[i].n_ids * 4));
+        CHECK(all[i].text_len == solo[i].text_len && !memcmp(all[i].text, solo[i].text, solo[i].text_len));
+        if (all[i].n_ids != solo[i].n_ids || memcmp(all[i].ids, solo[i].ids, solo[i].n_ids * 4))
+            fprintf(stderr, "request %d differs (%zu vs %zu tokens): %s\n", i, all[i].n_ids,
+                    solo[i].n_ids, all[i].error);
+        lp_generation_clear(&solo[i]);
+        lp_generation_clear(&all[i]);
+    }
+    const char *who;
+    CHECK(!lp_pipeline_failed(p, &who));
+    lp_client_destroy(&c);
+    lp_pipeline_destroy(&p);
+    uv_loop_close(&loop);
+}
+
+/* ---- robustness ----------------------------------------------------------------- */
+
+/* Send raw parts to an endpoint on a fresh DEALER; count the replies. */
+static int send_parts(const char *ep, const void *const *parts, const size_t *lens, int n)
+{
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_connect(s, ep);
+    for (int i = 0; i < n; i++) zmq_send(s, parts[i], lens[i], i + 1 < n ? ZMQ_SNDMORE : 0);
+    int replies = 0;
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, 500) == 1) {
+        lp_frame_t f;
+        if (lp_frame_recv(s, false, &f) == 0 && f.msg->body_case == LMPIPE__MSG__BODY_ERROR) replies++;
+        lp_frame_clear(&f);
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return replies;
+}
+
+/* Hello, then one message; returns the reply's body case (0 on none). */
+static int hello_then(const char *ep, Lmpipe__Msg *m, const void *raw, size_t raw_len, char *err, size_t cap)
+{
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0, got = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_connect(s, ep);
+    Lmpipe__Hello h;
+    lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+    Lmpipe__Msg hm = LMPIPE__MSG__INIT;
+    hm.id = 1;
+    hm.body_case = LMPIPE__MSG__BODY_HELLO;
+    hm.hello = &h;
+    lp_frame_send(s, NULL, 0, &hm, NULL, 0);
+    m->id = 2;
+    lp_frame_send(s, NULL, 0, m, raw, raw_len);
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, 2000) == 1) {
+        lp_frame_t f;
+        if (lp_frame_recv(s, false, &f) == 0 && f.msg->id == 2) {
+            got = f.msg->body_case;
+            if (got == LMPIPE__MSG__BODY_ERROR && err) snprintf(err, cap, "%s", f.msg->error->message);
+            lp_frame_clear(&f);
+            break;
+        }
+        lp_frame_clear(&f);
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return got;
+}
+
+static void hostile_frames(const char *run_dir_ep[4])
+{
+    /* Garbage, a routing-like empty frame, three parts, and an empty
+     * body (a valid empty Msg, but no hello). */
+    const void *g1[] = {"\xff\xfe\x00garbage"};
+    size_t l1[] = {10};
+    const void *g2[] = {"\x0a\xff\xff\xff\xff\x0f", "x", "y"};
+    size_t l2[] = {6, 1, 1};
+    const void *g3[] = {""};
+    size_t l3[] = {0};
+    for (int i = 0; i < 4; i++) {
+        CHECK(send_parts(run_dir_ep[i], g1, l1, 1) == 1);
+        CHECK(send_parts(run_dir_ep[i], g2, l2, 3) == 1);
+        CHECK(send_parts(run_dir_ep[i], g3, l3, 1) == 1); /* "no hello yet" */
+    }
+    /* A wrong protocol version is refused with a clear error. */
+    char err[512] = "";
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__Hello h;
+    lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+    h.version = 99;
+    m.body_case = LMPIPE__MSG__BODY_HELLO;
+    m.hello = &h;
+    CHECK(hello_then(run_dir_ep[1], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
+    CHECK(strstr(err, "version 99") != NULL);
+    /* Another model's vocabulary is refused. */
+    lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+    h.n_tokens = 12345;
+    h.vocab_hash = 1;
+    CHECK(hello_then(run_dir_ep[0], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
+    CHECK(strstr(err, "mismatch") != NULL);
+
+    /* Well-formed but hostile requests after a hello. */
+    Lmpipe__StepRequest st = LMPIPE__STEP_REQUEST__INIT;
+    Lmpipe__StepSeq sq = LMPIPE__STEP_SEQ__INIT, *sqp = &sq;
+    int32_t toks[2] = {1, 999999};
+    sq.seq_id = 5000;
+    sq.n_tokens = 2;
+    sq.tokens = toks;
+    st.n_seqs = 1;
+    st.seqs = &sqp;
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STEP;
+    m.step = &st;
+    CHECK(hello_then(run_dir_ep[1], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
+    CHECK(strstr(err, "seq_id") != NULL);
+    sq.seq_id = 0;
+    CHECK(hello_then(run_dir_ep[1], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
+    CHECK(strstr(err, "tokens[1]") != NULL);
+    /* A stale ring reference and an inline row that is not there. */
+    Lmpipe__SampleRequest sr = LMPIPE__SAMPLE_REQUEST__INIT;
+    Lmpipe__SampleItem it = LMPIPE__SAMPLE_ITEM__INIT, *itp = &it;
+    Lmpipe__RowRef ref = LMPIPE__ROW_REF__INIT;
+    ref.slot = 100000;
+    ref.seq = 77;
+    it.session = 424242;
+    it.ref = &ref;
+    sr.n_items = 1;
+    sr.items = &itp;
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_SAMPLE;
+    m.sample = &sr;
+    CHECK(hello_then(run_dir_ep[2], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_SAMPLE_REPLY);
+    it.ref = NULL;
+    it.row = 3;
+    float junk[7] = {0};
+    CHECK(hello_then(run_dir_ep[2], &m, junk, sizeof(junk), err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
+    /* Detokenize an id outside the vocabulary; a step sent to the tokenizer. */
+    Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
+    int32_t bad = -5;
+    d.n_ids = 1;
+    d.ids = &bad;
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
+    m.detokenize = &d;
+    CHECK(hello_then(run_dir_ep[0], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
+    m.body_case = LMPIPE__MSG__BODY_STEP;
+    m.step = &st;
+    CHECK(hello_then(run_dir_ep[0], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
+    /* The coordinator: prompt ids out of range. */
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    int32_t pid[2] = {1, -3};
+    g.n_prompt_ids = 2;
+    g.prompt_ids = pid;
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_GENERATE;
+    m.generate = &g;
+    CHECK(hello_then(run_dir_ep[3], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
+    CHECK(strstr(err, "prompt_ids[1]") != NULL);
+}
+
+static uint64_t stats_malformed(const char *ep)
+{
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STATS;
+    m.stats = &sr;
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    uint64_t n = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_connect(s, ep);
+    Lmpipe__Hello h;
+    lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+    Lmpipe__Msg hm = LMPIPE__MSG__INIT;
+    hm.id = 1;
+    hm.body_case = LMPIPE__MSG__BODY_HELLO;
+    hm.hello = &h;
+    lp_frame_send(s, NULL, 0, &hm, NULL, 0);
+    m.id = 2;
+    lp_frame_send(s, NULL, 0, &m, NULL, 0);
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, 2000) == 1) {
+        lp_frame_t f;
+        if (lp_frame_recv(s, false, &f) == 0 && f.msg->body_case == LMPIPE__MSG__BODY_STATS_REPLY) {
+            n = f.msg->stats_reply->n_malformed;
+            lp_frame_clear(&f);
+            break;
+        }
+        lp_frame_clear(&f);
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return n;
+}
+
+static void test_robust(const char *model, const char *golden_path)
+{
+    size_t len;
+    char *text = read_file(golden_path, &len);
+    lp_json_doc_t *doc = NULL;
+    CHECK(text && lp_json_parse(text, len, &doc) == 0);
+    if (!doc) return;
+    static int32_t want[512];
+    size_t n_want;
+    const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
+    ids_from_json(lp_json_get(cs, "continuation_ids"), want, 512, &n_want);
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *c = NULL;
+    lp_pipeline_t *p = start(&loop, model, false, &c);
+    if (!p) return;
+    char run_dir[1024];
+    const char *ep = lp_pipeline_endpoint(p) + 6; /* ipc://DIR/coordinator.sock */
+    snprintf(run_dir, sizeof(run_dir), "%.*s", (int)(strrchr(ep, '/') - ep), ep);
+    char eps[4][1100];
+    const char *files[4] = {"tokenizer", "engine", "sampler", "coordinator"};
+    const char *epp[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(eps[i], sizeof(eps[i]), "ipc://%s/%s.sock", run_dir, files[i]);
+        epp[i] = eps[i];
+    }
+
+    /* The request that must not be hurt: 200 greedy tokens from BOS. */
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.n_predict = (int32_t)n_want;
+    g.params_json = "{\"temperature\": 0}";
+    CHECK(lp_client_send_generate(c, 1, &g) == 0);
+
+    /* A client that goes away in the middle of its request. */
+    lp_client_t *gone = NULL;
+    CHECK_RC(lp_client_new(lp_pipeline_endpoint(p), &gone), 0);
+    CHECK_RC(lp_client_hello(gone, 5000), 0);
+    Lmpipe__GenerateRequest long_g = LMPIPE__GENERATE_REQUEST__INIT;
+    long_g.n_predict = 400;
+    long_g.ignore_eos = true;
+    long_g.params_json = "{\"temperature\": 0.9, \"seed\": 1}";
+    CHECK(lp_client_send_generate(gone, 5, &long_g) == 0);
+    lp_frame_t f;
+    CHECK_RC(lp_client_recv(gone, 10000, &f), 0); /* its first token */
+    lp_frame_clear(&f);
+    lp_client_destroy(&gone);
+
+    /* A cancelled request, on a second client. */
+    lp_client_t *c2 = NULL;
+    CHECK_RC(lp_client_new(lp_pipeline_endpoint(p), &c2), 0);
+    CHECK_RC(lp_client_hello(c2, 5000), 0);
+    CHECK(lp_client_send_generate(c2, 7, &long_g) == 0);
+    int tokens = 0;
+    Lmpipe__FinishReason cancel_reason = LMPIPE__FINISH_REASON__FINISH_NONE;
+    while (lp_client_recv(c2, 10000, &f) == 0) {
+        if (f.msg->body_case == LMPIPE__MSG__BODY_TOKEN && ++tokens == 3) lp_client_send_cancel(c2, 7);
+        if (f.msg->body_case == LMPIPE__MSG__BODY_FINAL) {
+            cancel_reason = f.msg->final->reason;
+            lp_frame_clear(&f);
+            break;
+        }
+        lp_frame_clear(&f);
+    }
+    CHECK(cancel_reason == LMPIPE__FINISH_REASON__FINISH_CANCELLED);
+    CHECK(tokens >= 3 && tokens < 400);
+
+    /* Bad parameters: refused by the coordinator (not JSON) or by the
+     * sampler (a bad value), each with a message naming the field. */
+    lp_generation_t gen;
+    Lmpipe__GenerateRequest bad = LMPIPE__GENERATE_REQUEST__INIT;
+    bad.params_json = "{\"top_k\": -1}";
+    CHECK_RC(lp_client_generate(c2, 8, &bad, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "top_k"));
+    lp_generation_clear(&gen);
+    bad.params_json = "{\"temperature\": }";
+    CHECK_RC(lp_client_generate(c2, 9, &bad, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "params_json"));
+    lp_generation_clear(&gen);
+    bad.params_json = "{\"n_predict\": \"many\"}";
+    CHECK_RC(lp_client_generate(c2, 10, &bad, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "n_predict"));
+    lp_generation_clear(&gen);
+    lp_client_destroy(&c2);
+
+    /* Malformed and hostile frames to every socket. */
+    hostile_frames(epp);
+    for (int i = 0; i < 4; i++) CHECK(stats_malformed(epp[i]) >= 2);
+
+    /* The first request is untouched. */
+    lp_generation_t out = {0};
+    for (;;) {
+        if (lp_client_recv(c, 60000, &f) != 0) {
+            CHECK(!"the greedy request stalled");
+            break;
+        }
+        int done = f.msg->id == 1 ? lp_generation_add(&out, f.msg) : 0;
+        lp_frame_clear(&f);
+        if (done) break;
+    }
+    CHECK(out.n_ids == n_want && !memcmp(out.ids, want, n_want * sizeof(int32_t)));
+    printf("robust: greedy request gave %zu of %zu golden tokens; finish %d\n", out.n_ids, n_want, out.reason);
+    lp_generation_clear(&out);
+    const char *who = NULL;
+    CHECK(!lp_pipeline_failed(p, &who));
+    if (who) fprintf(stderr, "%s died\n", who);
+    lp_client_destroy(&c);
+    lp_pipeline_destroy(&p);
+    uv_loop_close(&loop);
+    lp_json_doc_destroy(&doc);
+    free(text);
+}
+
+int main(int argc, char **argv)
+{
+    bool no_shm = argc > 1 && !strcmp(argv[argc - 1], "--no-shm");
+    if (no_shm) argc--;
+    if (argc == 4 && !strcmp(argv[1], "goldens")) test_goldens(argv[2], argv[3], no_shm);
+    else if (argc == 3 && !strcmp(argv[1], "concurrent")) test_concurrent(argv[2], no_shm);
+    else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
+    else {
+        fprintf(stderr, "usage: pipeline_test goldens MODELS GOLDENS | concurrent MODEL | robust MODEL GOLDEN [--no-shm]\n");
+        return 2;
+    }
+    return CHECK_DONE();
+}

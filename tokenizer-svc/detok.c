@@ -1,0 +1,194 @@
+/* detok.c - token IDs back to text: per-token pieces and the incremental
+ * decoder that holds back partial UTF-8 (see tokenizer.h). */
+#include "tok-internal.h"
+
+#include "error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int lp_token_piece(const lp_tokenizer_t *tok, int32_t id, bool special, const char **piece,
+                   size_t *len)
+{
+    if (id < 0 || id >= tok->n_tokens)
+        return lp_error_set(LP_ERR(EINVAL), "token id %d out of range (%d tokens)", id, tok->n_tokens);
+    if (!special && (tok->attr[id] & (LP__ATTR_UNKNOWN | LP__ATTR_CONTROL))) {
+        *piece = "";
+        *len = 0;
+        return 0;
+    }
+    *piece = tok->piece_arena + tok->piece_off[id];
+    *len = tok->piece_len[id];
+    return 0;
+}
+
+struct lp_detok {
+    const lp_tokenizer_t *tok;
+    bool special;
+    bool at_start;     /* no text emitted yet: drop SPM's prefix space */
+    uint8_t hold[4];   /* an incomplete UTF-8 sequence */
+    size_t n_hold;
+    lp__buf_t out;
+};
+
+int lp_detok_new(const lp_tokenizer_t *tok, bool special, lp_detok_t **out)
+{
+    lp_detok_t *d = calloc(1, sizeof(*d));
+    if (!d) return lp_error_set(LP_ERR(ENOMEM), "detokenize: out of memory");
+    d->tok = tok;
+    d->special = special;
+    lp_detok_reset(d);
+    *out = d;
+    return 0;
+}
+
+void lp_detok_destroy(lp_detok_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    free((*self_p)->out.v);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+void lp_detok_reset(lp_detok_t *d)
+{
+    d->at_start = d->tok->kind == LP_VOCAB_SPM && d->tok->add_space_prefix;
+    d->n_hold = 0;
+    d->out.n = 0;
+}
+
+/* Bytes needed by a lead byte, and the valid range of the second byte
+ * (Unicode Table 3-7); 0 when b cannot start a sequence. */
+static size_t lead_info(uint8_t b, uint8_t *lo, uint8_t *hi)
+{
+    *lo = 0x80;
+    *hi = 0xbf;
+    if (b < 0x80) return 1;
+    if (b >= 0xc2 && b <= 0xdf) return 2;
+    if (b >= 0xe0 && b <= 0xef) {
+        if (b == 0xe0) *lo = 0xa0;
+        if (b == 0xed) *hi = 0x9f;
+        return 3;
+    }
+    if (b >= 0xf0 && b <= 0xf4) {
+        if (b == 0xf0) *lo = 0x90;
+        if (b == 0xf4) *hi = 0x8f;
+        return 4;
+    }
+    return 0;
+}
+
+static const char replacement[3] = {(char)0xef, (char)0xbf, (char)0xbd};
+
+/* Move the complete, valid prefix of hold+s to the output; keep an
+ * incomplete tail in hold; replace invalid bytes by U+FFFD. */
+static int push_bytes(lp_detok_t *d, const uint8_t *s, size_t n)
+{
+    int rc = 0;
+    size_t i = 0;
+    while (!rc && (i < n || d->n_hold)) {
+        if (d->n_hold == 0) {
+            /* fast path: ASCII run */
+            size_t j = i;
+            while (j < n && s[j] < 0x80) j++;
+            if (j > i) {
+                rc = lp__buf_put(&d->out, s + i, j - i);
+                i = j;
+                continue;
+            }
+            if (i >= n) break;
+            d->hold[d->n_hold++] = s[i++];
+        } else if (i < n) {
+            d->hold[d->n_hold++] = s[i++];
+        }
+        uint8_t lo, hi;
+        size_t need = lead_info(d->hold[0], &lo, &hi);
+        if (need == 0) {
+            rc = lp__buf_put(&d->out, replacement, 3);
+            d->n_hold = 0;
+            continue;
+        }
+        /* check the continuation bytes seen so far */
+        size_t k;
+        for (k = 1; k < d->n_hold; k++) {
+            uint8_t c = d->hold[k];
+            uint8_t l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xbf;
+            if (c < l || c > h) break;
+        }
+        if (k < d->n_hold) {
+            /* invalid: U+FFFD for the maximal subpart, then retry the rest */
+            rc = lp__buf_put(&d->out, replacement, 3);
+            uint8_t rest[4];
+            size_t nr = d->n_hold - k;
+            memcpy(rest, d->hold + k, nr);
+            d->n_hold = 0;
+            for (size_t r = 0; r < nr && !rc; r++) rc = push_bytes(d, rest + r, 1);
+            continue;
+        }
+        if (d->n_hold == need) {
+            rc = lp__buf_put(&d->out, d->hold, need);
+            d->n_hold = 0;
+            continue;
+        }
+        if (i >= n) break; /* incomplete: wait for more */
+    }
+    return rc;
+}
+
+int lp_detok_feed(lp_detok_t *d, int32_t id, const char **text, size_t *len)
+{
+    const char *p;
+    size_t n;
+    int rc = lp_token_piece(d->tok, id, d->special, &p, &n);
+    if (rc) return rc;
+    d->out.n = 0;
+    if (n && d->at_start) {
+        if (p[0] == ' ') {
+            p++;
+            n--;
+        }
+        d->at_start = false;
+    }
+    rc = push_bytes(d, (const uint8_t *)p, n);
+    *text = d->out.v ? d->out.v : "";
+    *len = d->out.n;
+    return rc;
+}
+
+int lp_detok_flush(lp_detok_t *d, const char **text, size_t *len)
+{
+    d->out.n = 0;
+    int rc = 0;
+    if (d->n_hold) rc = lp__buf_put(&d->out, replacement, 3);
+    d->n_hold = 0;
+    *text = d->out.v ? d->out.v : "";
+    *len = d->out.n;
+    return rc;
+}
+
+int lp_detokenize(const lp_tokenizer_t *tok, const int32_t *ids, size_t n, bool special,
+                  char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    lp_detok_t *d;
+    int rc = lp_detok_new(tok, special, &d);
+    if (rc) return rc;
+    lp__buf_t all = {0};
+    const char *p;
+    size_t k;
+    for (size_t i = 0; i < n && !rc; i++) {
+        rc = lp_detok_feed(d, ids[i], &p, &k);
+        if (!rc) rc = lp__buf_put(&all, p, k);
+    }
+    if (!rc) rc = lp_detok_flush(d, &p, &k);
+    if (!rc) rc = lp__buf_put(&all, p, k);
+    lp_detok_destroy(&d);
+    if (rc) {
+        free(all.v);
+        return rc;
+    }
+    *text = all.v;
+    *len = all.n;
+    return 0;
+}

@@ -1,0 +1,229 @@
+/* serve.c - tokenizer-svc: tokenize and detokenize (see serve.h). */
+#include "serve.h"
+
+#include "error.h"
+#include "hello.h"
+#include "tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STREAMS 65536
+#define MAX_TEXT (64u << 20)
+
+typedef struct stream {
+    uint64_t id;
+    lp_detok_t *d;
+} stream_t;
+
+struct lp_tokenizer_svc {
+    lp_tokenizer_t *tok;
+    uint32_t n_tokens;
+    uint64_t vocab_hash;
+    char model_name[256];
+    int32_t *eog;
+    size_t n_eog;
+    stream_t *streams;
+    size_t n_streams, cap_streams;
+};
+
+void lp_tokenizer_svc_destroy(lp_tokenizer_svc_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_tokenizer_svc_t *s = *self_p;
+    for (size_t i = 0; i < s->n_streams; i++) lp_detok_destroy(&s->streams[i].d);
+    free(s->streams);
+    free(s->eog);
+    lp_tokenizer_destroy(&s->tok);
+    free(s);
+    *self_p = NULL;
+}
+
+int lp_tokenizer_svc_new(const char *model_path, lp_tokenizer_svc_t **out)
+{
+    *out = NULL;
+    lp_tokenizer_svc_t *s = calloc(1, sizeof(*s));
+    if (!s) return LP_ERR(ENOMEM);
+    lp_gguf_t *g = NULL;
+    int rc = lp_gguf_open(model_path, &g);
+    if (!rc) rc = lp_tokenizer_new_from_gguf(g, &s->tok);
+    if (!rc) {
+        lp_vocab_facts(g, &s->n_tokens, &s->vocab_hash);
+        const char *base = strrchr(model_path, '/');
+        snprintf(s->model_name, sizeof(s->model_name), "%s", base ? base + 1 : model_path);
+        int32_t n = lp_tokenizer_n_tokens(s->tok);
+        s->eog = calloc((size_t)n, sizeof(int32_t));
+        if (!s->eog) rc = LP_ERR(ENOMEM);
+        for (int32_t i = 0; !rc && i < n; i++)
+            if (lp_tokenizer_is_eog(s->tok, i)) s->eog[s->n_eog++] = i;
+    }
+    lp_gguf_destroy(&g);
+    if (rc) {
+        lp_tokenizer_svc_destroy(&s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+{
+    lp_tokenizer_svc_t *s = ctx;
+    mine->n_tokens = s->n_tokens;
+    mine->vocab_hash = s->vocab_hash;
+    mine->model_name = s->model_name;
+    mine->bos_id = lp_tokenizer_adds_bos(s->tok) ? lp_tokenizer_bos(s->tok) : -1;
+    mine->eos_id = lp_tokenizer_eos(s->tok);
+    mine->n_eog_ids = s->n_eog;
+    mine->eog_ids = s->eog;
+    return lp_hello_check_vocab(mine, peer);
+}
+
+static int do_tokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
+{
+    const Lmpipe__TokenizeRequest *t = req->msg->tokenize;
+    if (t->text.len > MAX_TEXT)
+        return lp_error_set(LP_ERR(E2BIG), "tokenize: %zu bytes of text (at most %u)", t->text.len,
+                            MAX_TEXT);
+    int32_t *ids;
+    size_t n;
+    int rc = lp_tokenize_alloc(s->tok, (const char *)t->text.data, t->text.len, t->add_special,
+                               t->parse_special, &ids, &n);
+    if (rc) return rc;
+    Lmpipe__TokenizeReply rep = LMPIPE__TOKENIZE_REPLY__INIT;
+    rep.n_ids = n;
+    rep.ids = ids;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_TOKENIZE_REPLY;
+    m.tokenize_reply = &rep;
+    rc = lp_service_reply(svc, req, &m, NULL, 0);
+    free(ids);
+    return rc;
+}
+
+static stream_t *stream_get(lp_tokenizer_svc_t *s, uint64_t id, bool special, bool create)
+{
+    for (size_t i = 0; i < s->n_streams; i++)
+        if (s->streams[i].id == id) return &s->streams[i];
+    if (!create) return NULL;
+    if (s->n_streams >= MAX_STREAMS) {
+        lp_error_set(LP_ERR(EBUSY), "detokenize: %d streams are open; close some", MAX_STREAMS);
+        return NULL;
+    }
+    if (s->n_streams == s->cap_streams) {
+        size_t cap = s->cap_streams ? 2 * s->cap_streams : 64;
+        stream_t *n = realloc(s->streams, cap * sizeof(stream_t));
+        if (!n) {
+            lp_error_set(LP_ERR(ENOMEM), "detokenize: out of memory");
+            return NULL;
+        }
+        s->streams = n;
+        s->cap_streams = cap;
+    }
+    stream_t *st = &s->streams[s->n_streams];
+    st->id = id;
+    if (lp_detok_new(s->tok, special, &st->d)) return NULL;
+    s->n_streams++;
+    return st;
+}
+
+static void stream_close(lp_tokenizer_svc_t *s, stream_t *st)
+{
+    lp_detok_destroy(&st->d);
+    *st = s->streams[--s->n_streams];
+}
+
+static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
+{
+    const Lmpipe__DetokenizeRequest *d = req->msg->detokenize;
+    int32_t n_tok = lp_tokenizer_n_tokens(s->tok);
+    for (size_t i = 0; i < d->n_ids; i++)
+        if (d->ids[i] < 0 || d->ids[i] >= n_tok)
+            return lp_error_set(LP_ERR(EINVAL), "detokenize: ids[%zu] = %d is not in 0..%d", i,
+                                d->ids[i], n_tok - 1);
+    if (d->n_ids > (1u << 20)) return lp_error_set(LP_ERR(E2BIG), "detokenize: %zu ids", d->n_ids);
+    stream_t *st = NULL;
+    if (d->stream) {
+        st = stream_get(s, d->stream, d->special, d->n_ids > 0 || d->flush);
+        if (!st && (d->n_ids > 0 || d->flush)) return LP_ERR(EBUSY); /* message set */
+    } else if (d->flush || d->close) {
+        return lp_error_set(LP_ERR(EINVAL), "detokenize: flush and close need a stream id");
+    }
+    /* Pieces of a stream are borrowed from the decoder only until the next
+     * feed: copy them all into one buffer. */
+    ProtobufCBinaryData *pieces = calloc(d->n_ids ? d->n_ids : 1, sizeof(*pieces));
+    size_t *offs = calloc(d->n_ids + 1, sizeof(size_t));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = pieces && offs ? 0 : LP_ERR(ENOMEM);
+    for (size_t i = 0; !rc && i < d->n_ids; i++) {
+        const char *p;
+        size_t n;
+        rc = st ? lp_detok_feed(st->d, d->ids[i], &p, &n)
+                : lp_token_piece(s->tok, d->ids[i], d->special, &p, &n);
+        if (rc) break;
+        if (len + n > cap) {
+            size_t nc = cap ? 2 * cap : 256;
+            while (nc < len + n) nc *= 2;
+            char *b = realloc(buf, nc);
+            if (!b) {
+                rc = LP_ERR(ENOMEM);
+                break;
+            }
+            buf = b;
+            cap = nc;
+        }
+        memcpy(buf + len, p, n);
+        offs[i] = len;
+        len += n;
+        offs[i + 1] = len;
+    }
+    Lmpipe__DetokenizeReply rep = LMPIPE__DETOKENIZE_REPLY__INIT;
+    if (!rc) {
+        for (size_t i = 0; i < d->n_ids; i++) {
+            pieces[i].data = (uint8_t *)buf + offs[i];
+            pieces[i].len = offs[i + 1] - offs[i];
+        }
+        rep.n_pieces = d->n_ids;
+        rep.pieces = pieces;
+        if (st && d->flush) {
+            const char *p;
+            size_t n;
+            rc = lp_detok_flush(st->d, &p, &n);
+            rep.flushed.data = (uint8_t *)p;
+            rep.flushed.len = n;
+        }
+    }
+    if (!rc) {
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        m.body_case = LMPIPE__MSG__BODY_DETOKENIZE_REPLY;
+        m.detokenize_reply = &rep;
+        rc = lp_service_reply(svc, req, &m, NULL, 0);
+    }
+    if (d->close && d->stream && (st = stream_get(s, d->stream, false, false))) stream_close(s, st);
+    free(pieces);
+    free(offs);
+    free(buf);
+    return rc;
+}
+
+static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
+{
+    lp_tokenizer_svc_t *s = ctx;
+    if (req->has_raw) return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
+                                          lp_msg_body_name(req->msg->body_case));
+    switch (req->msg->body_case) {
+    case LMPIPE__MSG__BODY_TOKENIZE: return do_tokenize(s, svc, req);
+    case LMPIPE__MSG__BODY_DETOKENIZE: return do_detokenize(s, svc, req);
+    default:
+        return lp_error_set(LP_ERR(EPROTO), "tokenizer-svc does not serve '%s' messages",
+                            lp_msg_body_name(req->msg->body_case));
+    }
+}
+
+const lp_service_ops_t lp_tokenizer_svc_ops = {
+    .name = "tokenizer-svc",
+    .role = LMPIPE__ROLE__ROLE_TOKENIZER,
+    .hello = on_hello,
+    .handle = on_request,
+};

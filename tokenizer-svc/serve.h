@@ -1,0 +1,15 @@
+/* serve.h - tokenizer-svc's request handling: tokenize, and detokenize
+ * statelessly or through one incremental decoder per stream. */
+#ifndef LP_TOKENIZER_SERVE_H
+#define LP_TOKENIZER_SERVE_H
+
+#include "service.h"
+
+typedef struct lp_tokenizer_svc lp_tokenizer_svc_t;
+
+/* `model_path`: a model or a vocab-only GGUF. */
+int lp_tokenizer_svc_new(const char *model_path, lp_tokenizer_svc_t **out);
+void lp_tokenizer_svc_destroy(lp_tokenizer_svc_t **self_p);
+extern const lp_service_ops_t lp_tokenizer_svc_ops;
+
+#endif

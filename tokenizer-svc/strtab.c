@@ -1,0 +1,304 @@
+/* strtab.c - the tokenizer's containers: growable arrays, the interned
+ * string table, the merge-pair map and the per-call word cache. */
+#include "tok-internal.h"
+
+#include "error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int lp__ivec_reserve(lp__ivec_t *a, size_t extra)
+{
+    if (a->n + extra <= a->cap) return 0;
+    size_t cap = a->cap ? a->cap : 64;
+    while (cap < a->n + extra) cap *= 2;
+    int32_t *v = realloc(a->v, cap * sizeof(*v));
+    if (!v) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    a->v = v;
+    a->cap = cap;
+    return 0;
+}
+
+int lp__ivec_push(lp__ivec_t *a, int32_t x)
+{
+    if (a->n == a->cap) {
+        int rc = lp__ivec_reserve(a, 1);
+        if (rc) return rc;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+int lp__buf_put(lp__buf_t *b, const void *p, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *v = realloc(b->v, cap);
+        if (!v) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+        b->v = v;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->v + b->n, p, n);
+    b->n += n;
+    b->v[b->n] = 0;
+    return 0;
+}
+
+uint64_t lp__hash(const void *p, size_t n)
+{
+    const uint8_t *s = p;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        h = (h ^ v) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t v = 0;
+    memcpy(&v, s, n);
+    h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* ---- string table ---- */
+
+static size_t pow2_at_least(size_t n)
+{
+    size_t p = 16;
+    while (p < n) p *= 2;
+    return p;
+}
+
+int lp__strtab_init(lp__strtab_t *t, size_t expect)
+{
+    memset(t, 0, sizeof(*t));
+    t->mask = pow2_at_least(expect * 2) - 1;
+    t->slots = calloc(t->mask + 1, sizeof(*t->slots));
+    if (!t->slots) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    return 0;
+}
+
+void lp__strtab_free(lp__strtab_t *t)
+{
+    free(t->off);
+    free(t->len);
+    free(t->tok);
+    free(t->arena);
+    free(t->slots);
+    memset(t, 0, sizeof(*t));
+}
+
+static int strtab_grow_slots(lp__strtab_t *t)
+{
+    size_t mask = t->mask * 2 + 1;
+    uint64_t *slots = calloc(mask + 1, sizeof(*slots));
+    if (!slots) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    for (size_t sid = 0; sid < t->n; sid++) {
+        uint64_t h = lp__hash(t->arena + t->off[sid], t->len[sid]);
+        size_t i = (size_t)h & mask;
+        while (slots[i]) i = (i + 1) & mask;
+        slots[i] = (h & 0xffffffff00000000ull) | (sid + 1);
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->mask = mask;
+    return 0;
+}
+
+int64_t lp__strtab_find(const lp__strtab_t *t, const char *s, size_t n)
+{
+    uint64_t h = lp__hash(s, n);
+    uint64_t tag = h & 0xffffffff00000000ull;
+    size_t i = (size_t)h & t->mask;
+    for (;;) {
+        uint64_t e = t->slots[i];
+        if (!e) return -1;
+        if ((e & 0xffffffff00000000ull) == tag) {
+            uint32_t sid = (uint32_t)(e & 0xffffffffu) - 1;
+            if (t->len[sid] == n && !memcmp(t->arena + t->off[sid], s, n)) return sid;
+        }
+        i = (i + 1) & t->mask;
+    }
+}
+
+int lp__strtab_intern(lp__strtab_t *t, const char *s, size_t n, uint32_t *sid_out)
+{
+    int64_t f = lp__strtab_find(t, s, n);
+    if (f >= 0) {
+        *sid_out = (uint32_t)f;
+        return 0;
+    }
+    if ((t->n + 1) * 2 > t->mask + 1) {
+        int rc = strtab_grow_slots(t);
+        if (rc) return rc;
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        uint32_t *off = realloc(t->off, cap * sizeof(*off));
+        if (off) t->off = off;
+        uint32_t *len = realloc(t->len, cap * sizeof(*len));
+        if (len) t->len = len;
+        int32_t *tok = realloc(t->tok, cap * sizeof(*tok));
+        if (tok) t->tok = tok;
+        if (!off || !len || !tok) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+        t->cap = cap;
+    }
+    if (t->arena_n + n > t->arena_cap) {
+        size_t cap = t->arena_cap ? t->arena_cap : 65536;
+        while (cap < t->arena_n + n) cap *= 2;
+        if (cap > UINT32_MAX) return lp_error_set(LP_ERR(E2BIG), "tokenizer: vocabulary too large");
+        char *a = realloc(t->arena, cap);
+        if (!a) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+        t->arena = a;
+        t->arena_cap = cap;
+    }
+    uint32_t sid = (uint32_t)t->n++;
+    if (n) memcpy(t->arena + t->arena_n, s, n);
+    t->off[sid] = (uint32_t)t->arena_n;
+    t->len[sid] = (uint32_t)n;
+    t->tok[sid] = -1;
+    t->arena_n += n;
+    uint64_t h = lp__hash(s, n);
+    size_t i = (size_t)h & t->mask;
+    while (t->slots[i]) i = (i + 1) & t->mask;
+    t->slots[i] = (h & 0xffffffff00000000ull) | (sid + 1);
+    *sid_out = sid;
+    return 0;
+}
+
+/* ---- pair map ---- */
+
+int lp__pairmap_init(lp__pairmap_t *m, size_t expect)
+{
+    memset(m, 0, sizeof(*m));
+    size_t cap = pow2_at_least(expect * 2 + 16);
+    m->mask = cap - 1;
+    m->key = malloc(cap * sizeof(*m->key));
+    m->rank = malloc(cap * sizeof(*m->rank));
+    m->val = malloc(cap * sizeof(*m->val));
+    if (!m->key || !m->rank || !m->val) {
+        lp__pairmap_free(m);
+        return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    }
+    memset(m->key, 0xff, cap * sizeof(*m->key));
+    return 0;
+}
+
+void lp__pairmap_free(lp__pairmap_t *m)
+{
+    free(m->key);
+    free(m->rank);
+    free(m->val);
+    memset(m, 0, sizeof(*m));
+}
+
+int lp__pairmap_add(lp__pairmap_t *m, uint64_t key, int32_t rank, uint32_t val)
+{
+    if ((m->n + 1) * 2 > m->mask + 1) return lp_error_set(LP_ERR(ENOSPC), "tokenizer: pair map full");
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 20) & m->mask;
+    for (;;) {
+        if (m->key[i] == key) return 0;
+        if (m->key[i] == UINT64_MAX) break;
+        i = (i + 1) & m->mask;
+    }
+    m->key[i] = key;
+    m->rank[i] = rank;
+    m->val[i] = val;
+    m->n++;
+    return 0;
+}
+
+/* ---- word cache ----
+ * Open addressing over (hash, word bytes, ids) kept in two arenas.  Only
+ * short words are cached, and the cache empties itself when full, so its
+ * memory stays bounded whatever the input. */
+
+#define WC_SLOTS 65536
+#define WC_MAX_WORD 48
+#define WC_MAX_ARENA (8u << 20)
+
+typedef struct wc_slot {
+    uint64_t hash;
+    uint32_t word_off, ids_off;
+    uint16_t word_len, n_ids;
+} wc_slot_t;
+
+struct lp__wcache {
+    wc_slot_t *slot; /* (WC_SLOTS); hash 0 = empty */
+    size_t used;
+    lp__buf_t words;
+    lp__ivec_t ids;
+};
+
+lp__wcache_t *lp__wcache_new(void)
+{
+    lp__wcache_t *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->slot = calloc(WC_SLOTS, sizeof(*c->slot));
+    if (!c->slot) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void lp__wcache_free(lp__wcache_t *c)
+{
+    if (!c) return;
+    free(c->slot);
+    free(c->words.v);
+    free(c->ids.v);
+    free(c);
+}
+
+static uint64_t wc_hash(const char *s, size_t n)
+{
+    uint64_t h = lp__hash(s, n);
+    return h ? h : 1;
+}
+
+bool lp__wcache_get(lp__wcache_t *c, const char *s, size_t n, lp__ivec_t *out)
+{
+    if (!c || n > WC_MAX_WORD) return false;
+    uint64_t h = wc_hash(s, n);
+    size_t i = (size_t)h & (WC_SLOTS - 1);
+    for (;;) {
+        wc_slot_t *e = &c->slot[i];
+        if (!e->hash) return false;
+        if (e->hash == h && e->word_len == n && !memcmp(c->words.v + e->word_off, s, n)) {
+            if (lp__ivec_reserve(out, e->n_ids)) return false;
+            memcpy(out->v + out->n, c->ids.v + e->ids_off, e->n_ids * sizeof(int32_t));
+            out->n += e->n_ids;
+            return true;
+        }
+        i = (i + 1) & (WC_SLOTS - 1);
+    }
+}
+
+void lp__wcache_put(lp__wcache_t *c, const char *s, size_t n, const int32_t *ids, size_t n_ids)
+{
+    if (!c || n > WC_MAX_WORD || n_ids > WC_MAX_WORD) return;
+    if (c->used * 2 >= WC_SLOTS || c->words.n + n > WC_MAX_ARENA) {
+        memset(c->slot, 0, WC_SLOTS * sizeof(*c->slot));
+        c->used = 0;
+        c->words.n = 0;
+        c->ids.n = 0;
+    }
+    uint64_t h = wc_hash(s, n);
+    size_t i = (size_t)h & (WC_SLOTS - 1);
+    while (c->slot[i].hash) i = (i + 1) & (WC_SLOTS - 1);
+    size_t woff = c->words.n, ioff = c->ids.n;
+    if (lp__buf_put(&c->words, s, n)) return;
+    if (lp__ivec_reserve(&c->ids, n_ids)) return;
+    memcpy(c->ids.v + ioff, ids, n_ids * sizeof(int32_t));
+    c->ids.n += n_ids;
+    c->slot[i] = (wc_slot_t){h, (uint32_t)woff, (uint32_t)ioff, (uint16_t)n, (uint16_t)n_ids};
+    c->used++;
+}

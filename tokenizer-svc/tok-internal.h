@@ -1,0 +1,183 @@
+/* tok-internal.h - the tokenizer's private state, shared by its files:
+ * vocab.c (load), strtab.c (hash tables), special.c (special-token split),
+ * pretok.c (BPE pre-tokenizers), spm.c, bpe.c, tokenize.c, detok.c. */
+#ifndef LP_TOK_INTERNAL_H
+#define LP_TOK_INTERNAL_H
+
+#include "tokenizer.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* llama.cpp's token attributes (llama_token_attr), kept as bits. */
+enum {
+    LP__ATTR_UNKNOWN = 1 << 0,
+    LP__ATTR_UNUSED = 1 << 1,
+    LP__ATTR_NORMAL = 1 << 2,
+    LP__ATTR_CONTROL = 1 << 3,
+    LP__ATTR_USER_DEFINED = 1 << 4,
+    LP__ATTR_BYTE = 1 << 5,
+    LP__ATTR_LSTRIP = 1 << 7,
+    LP__ATTR_RSTRIP = 1 << 8,
+};
+
+/* ---- growable arrays ---- */
+typedef struct lp__ivec {
+    int32_t *v;
+    size_t n, cap;
+} lp__ivec_t;
+int lp__ivec_push(lp__ivec_t *a, int32_t x);
+int lp__ivec_reserve(lp__ivec_t *a, size_t extra);
+
+typedef struct lp__buf {
+    char *v;
+    size_t n, cap;
+} lp__buf_t;
+int lp__buf_put(lp__buf_t *b, const void *p, size_t n);
+
+uint64_t lp__hash(const void *p, size_t n);
+
+/* ---- interned strings: bytes -> dense id (sid) ---- */
+typedef struct lp__strtab {
+    uint32_t *off, *len;  /* (n) into arena */
+    int32_t *tok;         /* (n) token id whose text this is, or -1 */
+    size_t n, cap;
+    char *arena;
+    size_t arena_n, arena_cap;
+    uint64_t *slots;      /* (mask + 1) hash tag << 32 | (sid + 1); 0 empty */
+    size_t mask;
+} lp__strtab_t;
+int lp__strtab_init(lp__strtab_t *t, size_t expect);
+void lp__strtab_free(lp__strtab_t *t);
+/* sid of s, adding it when new. */
+int lp__strtab_intern(lp__strtab_t *t, const char *s, size_t n, uint32_t *sid);
+/* sid of s, or -1. */
+int64_t lp__strtab_find(const lp__strtab_t *t, const char *s, size_t n);
+static inline const char *lp__strtab_str(const lp__strtab_t *t, uint32_t sid, size_t *n)
+{
+    *n = t->len[sid];
+    return t->arena + t->off[sid];
+}
+
+/* ---- u64 key -> (i32, u32) map, used for BPE merge pairs ---- */
+typedef struct lp__pairmap {
+    uint64_t *key;   /* UINT64_MAX = empty */
+    int32_t *rank;
+    uint32_t *val;
+    size_t n, mask;
+} lp__pairmap_t;
+int lp__pairmap_init(lp__pairmap_t *m, size_t expect);
+void lp__pairmap_free(lp__pairmap_t *m);
+/* Insert unless present (first insertion wins, as std::map::emplace). */
+int lp__pairmap_add(lp__pairmap_t *m, uint64_t key, int32_t rank, uint32_t val);
+static inline bool lp__pairmap_get(const lp__pairmap_t *m, uint64_t key, int32_t *rank,
+                                   uint32_t *val)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 20) & m->mask;
+    for (;;) {
+        uint64_t k = m->key[i];
+        if (k == key) {
+            *rank = m->rank[i];
+            *val = m->val[i];
+            return true;
+        }
+        if (k == UINT64_MAX) return false;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* ---- pre-tokenizers ---- */
+enum lp__pre {
+    LP__PRE_DEFAULT,
+    LP__PRE_LLAMA3,
+    LP__PRE_DEEPSEEK_LLM,
+    LP__PRE_DEEPSEEK_CODER,
+    LP__PRE_FALCON,
+    LP__PRE_MPT,
+    LP__PRE_STARCODER,
+    LP__PRE_GPT2,
+    LP__PRE_REFACT,
+    LP__PRE_COMMAND_R,
+    LP__PRE_QWEN2,
+    LP__PRE_STABLELM2,
+    LP__PRE_OLMO,
+    LP__PRE_DBRX,
+    LP__PRE_SMAUG,
+    LP__PRE_SMOLLM,
+    LP__PRE_CODESHELL,
+    LP__PRE_EXAONE,
+    LP__PRE_MINERVA,
+    LP__PRE_JAIS,
+};
+
+struct lp_tokenizer {
+    enum lp_vocab_kind kind;
+    enum lp__pre pre;
+    char pre_name[64];
+    int32_t n_tokens;
+
+    lp__strtab_t strs;   /* token texts first, then BPE merge parts */
+    uint32_t *tok_sid;   /* (n_tokens) sid of each token's text */
+    float *scores;       /* (n_tokens) SPM merge scores */
+    uint16_t *attr;      /* (n_tokens) LP__ATTR_* bits */
+    uint8_t *eog;        /* (n_tokens) 1 for end-of-generation tokens */
+    size_t max_token_len;
+
+    int32_t bos, eos, eot, eom, unk, pad;
+    bool add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
+
+    /* Special tokens (control, user-defined, unknown), longest text first. */
+    int32_t *special;
+    size_t n_special;
+
+    /* token_to_piece(special = true) of every token. */
+    uint32_t *piece_off, *piece_len; /* (n_tokens) into piece_arena */
+    char *piece_arena;
+
+    /* SPM */
+    int32_t byte_tok[256];   /* <0xXX> token of each byte, or -1 */
+    bool spm_split_ok;       /* no token has "▁" after a non-"▁" character */
+
+    /* BPE */
+    lp__pairmap_t merges;    /* (sid_left << 32 | sid_right) -> rank, sid */
+    uint32_t byte_sid[256];  /* sid of each byte's GPT-2 character */
+
+    char *chat_template;     /* NUL-terminated copy, or NULL */
+    size_t chat_template_len;
+};
+
+/* One piece of input after special-token partitioning. */
+typedef struct lp__frag {
+    size_t off, len; /* raw text, when token < 0 */
+    int32_t token;   /* special token id, or -1 for text */
+} lp__frag_t;
+
+/* Split text at special tokens as llama.cpp's tokenizer_st_partition does.
+ * *frags is malloc'd; caller frees. */
+int lp__special_split(const lp_tokenizer_t *t, const char *text, size_t len, bool parse_special,
+                      lp__frag_t **frags, size_t *n);
+
+/* A word cache for one lp_tokenize call: bytes -> token IDs. */
+typedef struct lp__wcache lp__wcache_t;
+lp__wcache_t *lp__wcache_new(void);
+void lp__wcache_free(lp__wcache_t *c);
+/* Append the cached IDs of s to out and return true, or return false. */
+bool lp__wcache_get(lp__wcache_t *c, const char *s, size_t n, lp__ivec_t *out);
+void lp__wcache_put(lp__wcache_t *c, const char *s, size_t n, const int32_t *ids, size_t n_ids);
+
+/* SPM: tokenize text (already "▁"-escaped, prefix added) into out. */
+int lp__spm_encode(const lp_tokenizer_t *t, const char *text, size_t len, lp__ivec_t *out,
+                   lp__wcache_t *cache);
+
+/* BPE pre-tokenizer: split text into words.  Invalid UTF-8 is replaced by
+ * U+FFFD first (as llama.cpp does), so words index *clean, which is text
+ * itself or a malloc'd copy that the caller frees.  *starts (malloc'd) holds
+ * n_words + 1 byte offsets. */
+int lp__pretok_split(enum lp__pre pre, const char *text, size_t len, const char **clean,
+                     char **owned, size_t **starts, size_t *n_words);
+/* BPE: tokenize one word (raw bytes) into out. */
+int lp__bpe_word(const lp_tokenizer_t *t, const char *w, size_t n, lp__ivec_t *out);
+
+#endif

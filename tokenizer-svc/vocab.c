@@ -1,0 +1,522 @@
+/* vocab.c - build a tokenizer from the tokenizer.* metadata of a GGUF, with
+ * the same defaults and fix-ups as llama.cpp's llama_vocab::load. */
+#include "tok-internal.h"
+#include "unicode.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    enum lp__pre pre;
+} pre_names[] = {
+    {"default", LP__PRE_DEFAULT},
+    {"llama3", LP__PRE_LLAMA3}, {"llama-v3", LP__PRE_LLAMA3}, {"llama-bpe", LP__PRE_LLAMA3},
+    {"falcon3", LP__PRE_LLAMA3}, {"falcon-h1", LP__PRE_LLAMA3}, {"pixtral", LP__PRE_LLAMA3},
+    {"midm-2.0", LP__PRE_LLAMA3}, {"lfm2", LP__PRE_LLAMA3},
+    {"deepseek-llm", LP__PRE_DEEPSEEK_LLM},
+    {"deepseek-coder", LP__PRE_DEEPSEEK_CODER},
+    {"falcon", LP__PRE_FALCON},
+    {"mpt", LP__PRE_MPT},
+    {"starcoder", LP__PRE_STARCODER},
+    {"gpt-2", LP__PRE_GPT2}, {"phi-2", LP__PRE_GPT2}, {"jina-es", LP__PRE_GPT2},
+    {"jina-de", LP__PRE_GPT2}, {"gigachat", LP__PRE_GPT2}, {"jina-v2-es", LP__PRE_GPT2},
+    {"jina-v2-de", LP__PRE_GPT2}, {"jina-v1-en", LP__PRE_GPT2}, {"jina-v2-code", LP__PRE_GPT2},
+    {"roberta-bpe", LP__PRE_GPT2}, {"exaone4", LP__PRE_GPT2},
+    {"refact", LP__PRE_REFACT},
+    {"command-r", LP__PRE_COMMAND_R},
+    {"qwen2", LP__PRE_QWEN2}, {"deepseek-r1-qwen", LP__PRE_QWEN2}, {"megrez", LP__PRE_QWEN2},
+    {"stablelm2", LP__PRE_STABLELM2},
+    {"olmo", LP__PRE_OLMO},
+    {"dbrx", LP__PRE_DBRX},
+    {"smaug-bpe", LP__PRE_SMAUG},
+    {"smollm", LP__PRE_SMOLLM},
+    {"codeshell", LP__PRE_CODESHELL},
+    {"exaone", LP__PRE_EXAONE},
+    {"minerva-7b", LP__PRE_MINERVA},
+    {"jais", LP__PRE_JAIS},
+};
+
+/* Texts llama.cpp treats as end of generation (and promotes to CONTROL). */
+static const char *const eog_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>",
+};
+static const char *const eot_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<end_of_utterance>",
+};
+/* FIM tokens: promoted to CONTROL; pad, repo and file-separator are EOG. */
+static const char *const fim_texts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xe2\x96\x81<PRE>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xe2\x96\x81<SUF>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xe2\x96\x81<MID>",
+};
+static const char *const fim_eog_texts[] = {
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
+    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
+};
+
+static bool text_in(const char *s, size_t n, const char *const *list, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strlen(list[i]) == n && !memcmp(list[i], s, n)) return true;
+    return false;
+}
+#define TEXT_IN(s, n, list) text_in((s), (n), (list), sizeof(list) / sizeof((list)[0]))
+
+static int get_bool_opt(const lp_gguf_t *g, const char *key, bool *v)
+{
+    int rc = lp_gguf_get_bool(g, key, v);
+    return rc == LP_ERR(ENOENT) ? 0 : rc;
+}
+
+/* A special id from the metadata; out-of-range ids keep the default, as
+ * llama.cpp does (with a warning). */
+static int get_id_opt(const lp_gguf_t *g, const char *key, int32_t n_tokens, int32_t *id)
+{
+    uint32_t v;
+    int rc = lp_gguf_get_u32(g, key, &v);
+    if (rc == LP_ERR(ENOENT)) return 0;
+    if (rc) return rc;
+    if (v >= (uint32_t)n_tokens) {
+        LP_WARN("tokenizer: %s = %u is out of range (%d tokens); ignored", key, v, n_tokens);
+        return 0;
+    }
+    *id = (int32_t)v;
+    return 0;
+}
+
+static int cmp_special(const void *a, const void *b, void *ctx)
+{
+    const lp_tokenizer_t *t = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    uint32_t lx = t->strs.len[t->tok_sid[x]], ly = t->strs.len[t->tok_sid[y]];
+    if (lx != ly) return lx > ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int build_pieces(lp_tokenizer_t *t)
+{
+    lp__buf_t arena = {0};
+    t->piece_off = malloc((size_t)t->n_tokens * sizeof(uint32_t));
+    t->piece_len = malloc((size_t)t->n_tokens * sizeof(uint32_t));
+    if (!t->piece_off || !t->piece_len) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    for (int32_t id = 0; id < t->n_tokens; id++) {
+        size_t n;
+        const char *s = lp__strtab_str(&t->strs, t->tok_sid[id], &n);
+        uint16_t a = t->attr[id];
+        size_t start = arena.n;
+        int rc = 0;
+        if (a & (LP__ATTR_UNKNOWN | LP__ATTR_CONTROL | LP__ATTR_USER_DEFINED)) {
+            rc = lp__buf_put(&arena, s, n);
+        } else if (t->kind == LP_VOCAB_SPM && (a & LP__ATTR_NORMAL)) {
+            for (size_t i = 0; i < n && !rc; i++) {
+                if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
+                    rc = lp__buf_put(&arena, " ", 1);
+                    i += 2;
+                } else {
+                    rc = lp__buf_put(&arena, s + i, 1);
+                }
+            }
+        } else if (t->kind == LP_VOCAB_SPM && (a & LP__ATTR_BYTE)) {
+            unsigned v;
+            char hex[3] = {0};
+            if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {
+                memcpy(hex, s + 3, 2);
+                v = (unsigned)strtoul(hex, NULL, 16);
+                char c = (char)v;
+                rc = lp__buf_put(&arena, &c, 1);
+            }
+        } else if (t->kind == LP_VOCAB_BPE && (a & LP__ATTR_NORMAL)) {
+            size_t off = 0;
+            while (off < n && !rc) {
+                size_t at = off;
+                int32_t cp = lp__utf8_decode((const uint8_t *)s, n, &off);
+                int b = cp < 0 ? -1 : lp__cp_to_byte((uint32_t)cp);
+                if (b >= 0) {
+                    char c = (char)b;
+                    rc = lp__buf_put(&arena, &c, 1);
+                } else {
+                    rc = lp__buf_put(&arena, s + at, off - at);
+                }
+            }
+        }
+        if (rc) {
+            free(arena.v);
+            return rc;
+        }
+        t->piece_off[id] = (uint32_t)start;
+        t->piece_len[id] = (uint32_t)(arena.n - start);
+    }
+    if (!arena.v && lp__buf_put(&arena, "", 0)) return LP_ERR(ENOMEM);
+    t->piece_arena = arena.v;
+    return 0;
+}
+
+static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
+{
+    const lp_gguf_str_t *m;
+    uint64_t n;
+    int rc = lp_gguf_get_str_arr(g, "tokenizer.ggml.merges", &m, &n);
+    if (rc == LP_ERR(ENOENT))
+        return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.merges: missing (needed by gpt2 vocabularies)");
+    if (rc) return rc;
+    if (n > INT32_MAX) return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.merges: too many entries");
+    rc = lp__pairmap_init(&t->merges, (size_t)n);
+    if (rc) return rc;
+    char *tmp = NULL;
+    size_t tmp_cap = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s = m[i].ptr;
+        size_t len = m[i].len;
+        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!sp) continue; /* llama.cpp maps it to the pair ("", ""), which never matches */
+        size_t la = (size_t)(sp - s), lb = len - la - 1;
+        uint32_t sa, sb, sab;
+        if ((rc = lp__strtab_intern(&t->strs, s, la, &sa))) break;
+        if ((rc = lp__strtab_intern(&t->strs, sp + 1, lb, &sb))) break;
+        if (la + lb > tmp_cap) {
+            tmp_cap = (la + lb) * 2 + 64;
+            char *p = realloc(tmp, tmp_cap);
+            if (!p) {
+                rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+                break;
+            }
+            tmp = p;
+        }
+        memcpy(tmp, s, la);
+        memcpy(tmp + la, sp + 1, lb);
+        if ((rc = lp__strtab_intern(&t->strs, tmp, la + lb, &sab))) break;
+        if ((rc = lp__pairmap_add(&t->merges, (uint64_t)sa << 32 | sb, (int32_t)i, sab))) break;
+    }
+    free(tmp);
+    return rc;
+}
+
+/* SPM results can be computed per chunk (split before each "▁" that follows
+ * another character) when no token spans such a boundary. */
+static bool spm_split_ok(const lp_tokenizer_t *t)
+{
+    for (int32_t id = 0; id < t->n_tokens; id++) {
+        size_t n;
+        const char *s = lp__strtab_str(&t->strs, t->tok_sid[id], &n);
+        for (size_t i = 1; i + 3 <= n; i++) {
+            if (memcmp(s + i, "\xe2\x96\x81", 3)) continue;
+            if (i >= 3 && !memcmp(s + i - 3, "\xe2\x96\x81", 3)) continue;
+            return false;
+        }
+    }
+    return true;
+}
+
+static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
+{
+    lp_gguf_str_t s;
+    int rc = lp_gguf_get_str(g, "tokenizer.ggml.model", &s);
+    if (rc == LP_ERR(ENOENT))
+        return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.model: missing (not a model with a vocabulary)");
+    if (rc) return rc;
+    if (s.len == 5 && !memcmp(s.ptr, "llama", 5)) t->kind = LP_VOCAB_SPM;
+    else if (s.len == 4 && !memcmp(s.ptr, "gpt2", 4)) t->kind = LP_VOCAB_BPE;
+    else
+        return lp_error_set(LP_ERR(ENOTSUP), "tokenizer.ggml.model: unsupported tokenizer '%.*s' (want llama or gpt2)",
+                            (int)(s.len > 64 ? 64 : s.len), s.ptr);
+
+    strcpy(t->pre_name, "default");
+    t->pre = LP__PRE_DEFAULT;
+    rc = lp_gguf_get_str(g, "tokenizer.ggml.pre", &s);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    if (!rc) snprintf(t->pre_name, sizeof(t->pre_name), "%.*s", (int)(s.len > 63 ? 63 : s.len), s.ptr);
+
+    if (t->kind == LP_VOCAB_BPE) {
+        bool found = false;
+        for (size_t i = 0; i < sizeof(pre_names) / sizeof(pre_names[0]); i++) {
+            if (!rc && strlen(pre_names[i].name) == s.len && !memcmp(pre_names[i].name, s.ptr, s.len)) {
+                t->pre = pre_names[i].pre;
+                found = true;
+            }
+        }
+        if (rc == LP_ERR(ENOENT)) {
+            LP_WARN("tokenizer.ggml.pre: missing, using 'default'");
+        } else if (!found) {
+            return lp_error_set(LP_ERR(ENOTSUP), "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", t->pre_name);
+        }
+        t->add_space_prefix = false;
+        t->clean_spaces = true;
+        t->add_bos = false;
+        t->add_eos = false;
+        switch (t->pre) {
+        case LP__PRE_LLAMA3:
+            t->ignore_merges = true;
+            t->add_bos = true;
+            break;
+        case LP__PRE_DEEPSEEK_LLM: case LP__PRE_DEEPSEEK_CODER: case LP__PRE_COMMAND_R:
+        case LP__PRE_QWEN2: case LP__PRE_SMOLLM:
+            t->clean_spaces = !(s.len == 6 && !memcmp(s.ptr, "megrez", 6)) ? false : true;
+            break;
+        default:
+            break;
+        }
+        t->bos = 11;
+        t->eos = 11;
+        t->unk = -1;
+    } else {
+        t->add_space_prefix = true;
+        t->clean_spaces = false;
+        t->add_bos = true;
+        t->add_eos = false;
+        t->bos = 1;
+        t->eos = 2;
+        t->unk = 0;
+    }
+    t->eot = t->eom = t->pad = -1;
+    if ((rc = get_bool_opt(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix))) return rc;
+
+    /* tokens, scores, types */
+    const lp_gguf_str_t *toks;
+    uint64_t n;
+    rc = lp_gguf_get_str_arr(g, "tokenizer.ggml.tokens", &toks, &n);
+    if (rc == LP_ERR(ENOENT)) return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.tokens: missing");
+    if (rc) return rc;
+    if (n == 0 || n > INT32_MAX / 2)
+        return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.tokens: bad token count %llu", (unsigned long long)n);
+    t->n_tokens = (int32_t)n;
+    if (t->bos >= t->n_tokens) t->bos = -1;
+    if (t->eos >= t->n_tokens) t->eos = -1;
+    if (t->unk >= t->n_tokens) t->unk = -1;
+
+    const void *sc = NULL, *ty = NULL;
+    uint64_t n_sc = 0, n_ty = 0;
+    rc = lp_gguf_get_arr(g, "tokenizer.ggml.scores", LP_GGUF_FLOAT32, &sc, &n_sc);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    rc = lp_gguf_get_arr(g, "tokenizer.ggml.token_type", LP_GGUF_INT32, &ty, &n_ty);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    if (ty && n_ty != n)
+        return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.token_type: %llu entries for %llu tokens",
+                            (unsigned long long)n_ty, (unsigned long long)n);
+
+    t->tok_sid = malloc(n * sizeof(*t->tok_sid));
+    t->scores = calloc(n, sizeof(*t->scores));
+    t->attr = calloc(n, sizeof(*t->attr));
+    t->eog = calloc(n, 1);
+    if (!t->tok_sid || !t->scores || !t->attr || !t->eog)
+        return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    if ((rc = lp__strtab_init(&t->strs, (size_t)n * 3))) return rc;
+
+    for (uint64_t i = 0; i < n; i++) {
+        char empty[32];
+        const char *p = toks[i].ptr;
+        size_t len = toks[i].len;
+        if (len == 0) {
+            len = (size_t)snprintf(empty, sizeof(empty), "[EMPTY_%llu]", (unsigned long long)i);
+            p = empty;
+        }
+        uint32_t sid;
+        if ((rc = lp__strtab_intern(&t->strs, p, len, &sid))) return rc;
+        t->strs.tok[sid] = (int32_t)i; /* a later duplicate wins, as in llama.cpp */
+        t->tok_sid[i] = sid;
+        if (len > t->max_token_len) t->max_token_len = len;
+        if (sc && i < n_sc) memcpy(&t->scores[i], (const char *)sc + 4 * i, 4);
+        int32_t type = LP_TOKEN_NORMAL;
+        if (ty) memcpy(&type, (const char *)ty + 4 * i, 4);
+        switch (type) {
+        case LP_TOKEN_NORMAL: t->attr[i] = LP__ATTR_NORMAL; break;
+        case LP_TOKEN_UNKNOWN: t->attr[i] = LP__ATTR_UNKNOWN; break;
+        case LP_TOKEN_CONTROL: t->attr[i] = LP__ATTR_CONTROL; break;
+        case LP_TOKEN_USER_DEFINED: t->attr[i] = LP__ATTR_USER_DEFINED; break;
+        case LP_TOKEN_UNUSED: t->attr[i] = LP__ATTR_UNUSED; break;
+        case LP_TOKEN_BYTE: t->attr[i] = LP__ATTR_BYTE; break;
+        default: t->attr[i] = 0; break;
+        }
+    }
+
+    if (t->kind == LP_VOCAB_BPE && (rc = load_merges(t, g))) return rc;
+
+    /* special ids and add_bos/add_eos */
+    if ((rc = get_id_opt(g, "tokenizer.ggml.bos_token_id", t->n_tokens, &t->bos))) return rc;
+    if ((rc = get_id_opt(g, "tokenizer.ggml.eos_token_id", t->n_tokens, &t->eos))) return rc;
+    if ((rc = get_id_opt(g, "tokenizer.ggml.eot_token_id", t->n_tokens, &t->eot))) return rc;
+    if ((rc = get_id_opt(g, "tokenizer.ggml.eom_token_id", t->n_tokens, &t->eom))) return rc;
+    if ((rc = get_id_opt(g, "tokenizer.ggml.unknown_token_id", t->n_tokens, &t->unk))) return rc;
+    if ((rc = get_id_opt(g, "tokenizer.ggml.padding_token_id", t->n_tokens, &t->pad))) return rc;
+    if ((rc = get_bool_opt(g, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
+    if ((rc = get_bool_opt(g, "tokenizer.ggml.add_eos_token", &t->add_eos))) return rc;
+
+    /* llama.cpp's fix-ups by token text: EOT/EOG/FIM-looking tokens become
+     * CONTROL, control tokens named "unused" become UNUSED. */
+    bool has_fim_keys = lp_gguf_find(g, "tokenizer.ggml.fim_pre_token_id") != NULL;
+    for (int32_t id = 0; id < t->n_tokens; id++) {
+        size_t len;
+        const char *p = lp__strtab_str(&t->strs, t->tok_sid[id], &len);
+        if (t->strs.tok[t->tok_sid[id]] != id) continue; /* shadowed duplicate */
+        if (TEXT_IN(p, len, eot_texts) && t->eot < 0) t->eot = id;
+        if (TEXT_IN(p, len, eog_texts) || TEXT_IN(p, len, eot_texts) ||
+            (!has_fim_keys && (TEXT_IN(p, len, fim_texts) || TEXT_IN(p, len, fim_eog_texts))))
+            t->attr[id] |= LP__ATTR_CONTROL;
+        if (TEXT_IN(p, len, eog_texts) || (!has_fim_keys && TEXT_IN(p, len, fim_eog_texts)))
+            t->eog[id] = 1;
+    }
+    for (int32_t id = 0; id < t->n_tokens; id++) {
+        size_t len;
+        const char *p = lp__strtab_str(&t->strs, t->tok_sid[id], &len);
+        if ((t->attr[id] & LP__ATTR_CONTROL) && memmem(p, len, "unused", 6)) t->attr[id] |= LP__ATTR_UNUSED;
+    }
+    if (t->eos >= 0) t->eog[t->eos] = 1;
+    if (t->eot >= 0) t->eog[t->eot] = 1;
+    if (t->eom >= 0) t->eog[t->eom] = 1;
+
+    /* special-token cache, longest text first */
+    t->special = malloc((size_t)t->n_tokens * sizeof(*t->special));
+    if (!t->special) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    for (int32_t id = 0; id < t->n_tokens; id++)
+        if (t->attr[id] & (LP__ATTR_CONTROL | LP__ATTR_USER_DEFINED | LP__ATTR_UNKNOWN))
+            t->special[t->n_special++] = id;
+    qsort_r(t->special, t->n_special, sizeof(*t->special), cmp_special, t);
+
+    /* phi-3 strips the whitespace after its special tokens */
+    if (lp_gguf_get_str(g, "general.name", &s) == 0) {
+        char name[128];
+        size_t k = s.len < sizeof(name) - 1 ? s.len : sizeof(name) - 1;
+        for (size_t i = 0; i < k; i++) name[i] = (char)tolower((unsigned char)s.ptr[i]);
+        name[k] = 0;
+        if (strstr(name, "phi-3") || strstr(name, "phi3")) {
+            for (size_t i = 0; i < t->n_special; i++) t->attr[t->special[i]] |= LP__ATTR_RSTRIP;
+            static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+            int64_t sid = lp__strtab_find(&t->strs, "</s>", 4);
+            if (sid >= 0 && t->strs.tok[sid] >= 0) t->attr[t->strs.tok[sid]] |= LP__ATTR_RSTRIP;
+            for (size_t i = 0; i < 3; i++) {
+                sid = lp__strtab_find(&t->strs, keep[i], strlen(keep[i]));
+                if (sid >= 0 && t->strs.tok[sid] >= 0) t->attr[t->strs.tok[sid]] &= (uint16_t)~LP__ATTR_RSTRIP;
+            }
+        }
+    }
+
+    if (t->kind == LP_VOCAB_SPM) {
+        for (int b = 0; b < 256; b++) {
+            char hex[8];
+            snprintf(hex, sizeof(hex), "<0x%02X>", b);
+            int64_t sid = lp__strtab_find(&t->strs, hex, 6);
+            if (sid < 0 || t->strs.tok[sid] < 0) {
+                char c = (char)b;
+                sid = lp__strtab_find(&t->strs, &c, 1);
+            }
+            t->byte_tok[b] = sid >= 0 ? t->strs.tok[sid] : -1;
+        }
+        t->spm_split_ok = spm_split_ok(t);
+    } else {
+        for (int b = 0; b < 256; b++) {
+            char u[4];
+            size_t k = lp__utf8_encode(lp__byte_to_cp((uint8_t)b), u);
+            if ((rc = lp__strtab_intern(&t->strs, u, k, &t->byte_sid[b]))) return rc;
+        }
+    }
+
+    if ((rc = build_pieces(t))) return rc;
+
+    rc = lp_gguf_get_str(g, "tokenizer.chat_template", &s);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    if (!rc) {
+        t->chat_template = malloc(s.len + 1);
+        if (!t->chat_template) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+        memcpy(t->chat_template, s.ptr, s.len);
+        t->chat_template[s.len] = 0;
+        t->chat_template_len = s.len;
+    }
+    return 0;
+}
+
+int lp_tokenizer_new_from_gguf(const lp_gguf_t *g, lp_tokenizer_t **out)
+{
+    *out = NULL;
+    lp_tokenizer_t *t = calloc(1, sizeof(*t));
+    if (!t) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    int rc = load(t, g);
+    if (rc) {
+        lp_tokenizer_destroy(&t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+int lp_tokenizer_new(const char *path, lp_tokenizer_t **out)
+{
+    *out = NULL;
+    lp_gguf_t *g;
+    int rc = lp_gguf_open(path, &g);
+    if (rc) return rc;
+    rc = lp_tokenizer_new_from_gguf(g, out);
+    if (rc) lp_error_prefix("%s: ", path);
+    lp_gguf_destroy(&g);
+    return rc;
+}
+
+void lp_tokenizer_destroy(lp_tokenizer_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_tokenizer_t *t = *self_p;
+    lp__strtab_free(&t->strs);
+    lp__pairmap_free(&t->merges);
+    free(t->tok_sid);
+    free(t->scores);
+    free(t->attr);
+    free(t->eog);
+    free(t->special);
+    free(t->piece_off);
+    free(t->piece_len);
+    free(t->piece_arena);
+    free(t->chat_template);
+    free(t);
+    *self_p = NULL;
+}
+
+/* ---- accessors ---- */
+
+enum lp_vocab_kind lp_tokenizer_kind(const lp_tokenizer_t *tok) { return tok->kind; }
+const char *lp_tokenizer_pre(const lp_tokenizer_t *tok) { return tok->pre_name; }
+int32_t lp_tokenizer_n_tokens(const lp_tokenizer_t *tok) { return tok->n_tokens; }
+int32_t lp_tokenizer_bos(const lp_tokenizer_t *tok) { return tok->bos; }
+int32_t lp_tokenizer_eos(const lp_tokenizer_t *tok) { return tok->eos; }
+bool lp_tokenizer_adds_bos(const lp_tokenizer_t *tok) { return tok->add_bos && tok->bos >= 0; }
+bool lp_tokenizer_adds_eos(const lp_tokenizer_t *tok) { return tok->add_eos && tok->eos >= 0; }
+
+bool lp_tokenizer_is_eog(const lp_tokenizer_t *tok, int32_t id)
+{
+    return id >= 0 && id < tok->n_tokens && tok->eog[id];
+}
+
+int lp_tokenizer_token_type(const lp_tokenizer_t *tok, int32_t id)
+{
+    if (id < 0 || id >= tok->n_tokens)
+        return lp_error_set(LP_ERR(EINVAL), "token id %d out of range (%d tokens)", id, tok->n_tokens);
+    uint16_t a = tok->attr[id];
+    if (a & LP__ATTR_CONTROL) return LP_TOKEN_CONTROL;
+    if (a & LP__ATTR_USER_DEFINED) return LP_TOKEN_USER_DEFINED;
+    if (a & LP__ATTR_UNKNOWN) return LP_TOKEN_UNKNOWN;
+    if (a & LP__ATTR_BYTE) return LP_TOKEN_BYTE;
+    if (a & LP__ATTR_UNUSED) return LP_TOKEN_UNUSED;
+    if (a & LP__ATTR_NORMAL) return LP_TOKEN_NORMAL;
+    return LP_TOKEN_UNDEFINED;
+}
+
+const char *lp_tokenizer_token_text(const lp_tokenizer_t *tok, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= tok->n_tokens) return NULL;
+    return lp__strtab_str(&tok->strs, tok->tok_sid[id], len);
+}
+
+int lp_tokenizer_chat_template(const lp_tokenizer_t *tok, const char **tmpl, size_t *len)
+{
+    if (!tok->chat_template) return lp_error_set(LP_ERR(ENOENT), "tokenizer.chat_template: missing");
+    *tmpl = tok->chat_template;
+    if (len) *len = tok->chat_template_len;
+    return 0;
+}

@@ -1,0 +1,64 @@
+/* cmd-run.c - `lmpipe run`: start a pipeline, generate once, stop it. */
+#include "lmpipe.h"
+
+#include "client.h"
+#include "error.h"
+#include "gen-args.h"
+#include "pipeline.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: lmpipe run --model M.gguf --prompt TEXT [options]\n%s"
+               "  --no-shm             logit rows inline instead of in shared memory\n"
+               "  --threads N          engine threads\n", lp_gen_args_usage);
+}
+
+int lp_cmd_run(int argc, char **argv)
+{
+    lp_gen_args_t ga;
+    lp_gen_args_init(&ga);
+    lp_pipeline_opts_t o = {0};
+    for (int i = 1; i < argc; i++) {
+        int t = lp_gen_args_take(&ga, "run", argc, argv, &i);
+        if (t < 0) return 2;
+        if (t) continue;
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) o.model = argv[++i];
+        else if (!strcmp(argv[i], "--no-shm")) o.no_shm = true;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return lp_cmd_usage_error("run", "unknown or incomplete option '%s'", argv[i]);
+        }
+    }
+    if (!o.model) return lp_cmd_usage_error("run", "--model is required");
+    Lmpipe__GenerateRequest g;
+    if (lp_gen_args_request(&ga, "run", &g)) return 2;
+
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_pipeline_t *p = NULL;
+    lp_client_t *c = NULL;
+    lp_generation_t gen = {0};
+    int status = 1;
+    int rc = lp_pipeline_start(&loop, &o, &p);
+    if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
+    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), &c);
+    if (!rc) rc = lp_client_hello(c, 10000);
+    if (!rc) rc = lp_client_generate(c, 1, &g, 120000, NULL, NULL, &gen);
+    if (rc) fprintf(stderr, "lmpipe run: %s\n", lp_error_msg());
+    else status = lp_gen_args_print(&ga, "run", &gen);
+    lp_generation_clear(&gen);
+    lp_client_destroy(&c);
+    lp_pipeline_destroy(&p);
+    uv_loop_close(&loop);
+    return status;
+}

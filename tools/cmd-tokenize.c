@@ -1,0 +1,164 @@
+/* cmd-tokenize.c - `lmpipe tokenize` and `lmpipe detokenize`: text on stdin
+ * to token IDs on one line, and IDs back to text. */
+#include "lmpipe.h"
+
+#include "error.h"
+#include "tokenizer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int read_all(FILE *f, char **buf, size_t *len)
+{
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap);
+    if (!b) return -1;
+    for (;;) {
+        if (n == cap) {
+            char *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b);
+                return -1;
+            }
+            b = nb;
+            cap *= 2;
+        }
+        size_t k = fread(b + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) break;
+    }
+    if (ferror(f)) {
+        free(b);
+        return -1;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* Parse "--model M" and the flags named in `flags`; returns the model path. */
+static const char *parse_args(const char *cmd, int argc, char **argv, const char *flag,
+                              bool *flag_set, int *status)
+{
+    const char *model = NULL;
+    *status = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+            model = argv[++i];
+        } else if (!strncmp(argv[i], "--model=", 8)) {
+            model = argv[i] + 8;
+        } else if (flag && !strcmp(argv[i], flag)) {
+            *flag_set = true;
+        } else {
+            *status = lp_cmd_usage_error(cmd, "unknown argument '%s'\nusage: lmpipe %s --model M%s%s%s",
+                                         argv[i], cmd, flag ? " [" : "", flag ? flag : "", flag ? "]" : "");
+            return NULL;
+        }
+    }
+    if (!model) {
+        *status = lp_cmd_usage_error(cmd, "--model is required\nusage: lmpipe %s --model M%s%s%s", cmd,
+                                     flag ? " [" : "", flag ? flag : "", flag ? "]" : "");
+        return NULL;
+    }
+    return model;
+}
+
+int lp_cmd_tokenize(int argc, char **argv)
+{
+    bool raw = false;
+    int status;
+    const char *model = parse_args("tokenize", argc, argv, "--raw", &raw, &status);
+    if (!model) return status;
+    lp_tokenizer_t *tok;
+    if (lp_tokenizer_new(model, &tok)) {
+        fprintf(stderr, "lmpipe tokenize: %s\n", lp_error_msg());
+        return 1;
+    }
+    char *text;
+    size_t len;
+    if (read_all(stdin, &text, &len)) {
+        fprintf(stderr, "lmpipe tokenize: reading stdin: %s\n", strerror(errno));
+        lp_tokenizer_destroy(&tok);
+        return 1;
+    }
+    int32_t *ids;
+    size_t n;
+    int rc = lp_tokenize_alloc(tok, text, len, !raw, !raw, &ids, &n);
+    free(text);
+    if (rc) {
+        fprintf(stderr, "lmpipe tokenize: %s\n", lp_error_msg());
+        lp_tokenizer_destroy(&tok);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    putchar('\n');
+    free(ids);
+    lp_tokenizer_destroy(&tok);
+    return fflush(stdout) ? 1 : 0;
+}
+
+int lp_cmd_detokenize(int argc, char **argv)
+{
+    bool special = false;
+    int status;
+    const char *model = parse_args("detokenize", argc, argv, "--special", &special, &status);
+    if (!model) return status;
+    lp_tokenizer_t *tok;
+    if (lp_tokenizer_new(model, &tok)) {
+        fprintf(stderr, "lmpipe detokenize: %s\n", lp_error_msg());
+        return 1;
+    }
+    char *in;
+    size_t len;
+    if (read_all(stdin, &in, &len)) {
+        fprintf(stderr, "lmpipe detokenize: reading stdin: %s\n", strerror(errno));
+        lp_tokenizer_destroy(&tok);
+        return 1;
+    }
+    size_t cap = 1024, n = 0;
+    int32_t *ids = malloc(cap * sizeof(*ids));
+    int ret = 0;
+    size_t i = 0;
+    while (ids && i < len) {
+        while (i < len && strchr(" \t\r\n,", in[i])) i++;
+        if (i >= len) break;
+        char *end;
+        errno = 0;
+        long v = strtol(in + i, &end, 10);
+        if (end == in + i || errno || v < 0 || v >= lp_tokenizer_n_tokens(tok) ||
+            (end < in + len && !strchr(" \t\r\n,", *end))) {
+            int k = 0;
+            while (i + k < len && k < 20 && !strchr(" \t\r\n,", in[i + k])) k++;
+            fprintf(stderr, "lmpipe detokenize: bad token id '%.*s' (want 0..%d)\n", k, in + i,
+                    lp_tokenizer_n_tokens(tok) - 1);
+            ret = 1;
+            break;
+        }
+        if (n == cap) {
+            int32_t *p = realloc(ids, cap * 2 * sizeof(*ids));
+            if (!p) break;
+            ids = p;
+            cap *= 2;
+        }
+        ids[n++] = (int32_t)v;
+        i = (size_t)(end - in);
+    }
+    free(in);
+    if (!ret) {
+        char *text;
+        size_t tl;
+        if (!ids || lp_detokenize(tok, ids, n, special, &text, &tl)) {
+            fprintf(stderr, "lmpipe detokenize: %s\n", ids ? lp_error_msg() : "out of memory");
+            ret = 1;
+        } else {
+            fwrite(text, 1, tl, stdout);
+            free(text);
+            if (fflush(stdout)) ret = 1;
+        }
+    }
+    free(ids);
+    lp_tokenizer_destroy(&tok);
+    return ret;
+}

@@ -1,0 +1,113 @@
+/* cmd-up.c - `lmpipe up`: start the four services, supervise them, and on
+ * SIGINT or SIGTERM stop them and remove what they leave behind. */
+#include "lmpipe.h"
+
+#include "config.h"
+#include "error.h"
+#include "log.h"
+#include "pipeline.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct up_state {
+    lp_pipeline_t *p;
+    uv_signal_t sigint, sigterm;
+    uv_timer_t check;
+    int status;
+    bool stop;
+} up_state_t;
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    up_state_t *s = h->data;
+    LP_INFO("lmpipe up: signal %d: stopping", signum);
+    s->stop = true;
+    uv_stop(h->loop);
+}
+
+static void on_check(uv_timer_t *t)
+{
+    up_state_t *s = t->data;
+    const char *who;
+    if (lp_pipeline_failed(s->p, &who)) {
+        fprintf(stderr, "lmpipe up: %s exited; stopping the pipeline\n", who);
+        s->status = 1;
+        s->stop = true;
+        uv_stop(t->loop);
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: lmpipe up [--config F] [--model M] [--endpoint EP] [--no-shm]\n"
+               "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n");
+}
+
+int lp_cmd_up(int argc, char **argv)
+{
+    lp_pipeline_opts_t o = {0};
+    lp_config_t *cfg = NULL;
+    const char *model = NULL, *endpoint = NULL;
+    bool no_shm = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            lp_config_destroy(&cfg);
+            if (lp_config_load(argv[++i], &cfg)) {
+                fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
+                return 1;
+            }
+        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+        else if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
+        else if (!strcmp(argv[i], "--no-shm")) no_shm = true;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            lp_config_destroy(&cfg);
+            return lp_cmd_usage_error("up", "unknown or incomplete option '%s'", argv[i]);
+        }
+    }
+    if (cfg && lp_pipeline_opts_from_config(cfg, &o)) {
+        fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
+        lp_config_destroy(&cfg);
+        return 1;
+    }
+    if (model) o.model = model;
+    if (endpoint) o.endpoint = endpoint;
+    if (no_shm) o.no_shm = true;
+
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    up_state_t s = {0};
+    /* Signals first: a SIGTERM during start-up still stops cleanly. */
+    uv_signal_init(&loop, &s.sigint);
+    uv_signal_init(&loop, &s.sigterm);
+    s.sigint.data = s.sigterm.data = &s;
+    uv_signal_start(&s.sigint, on_signal, SIGINT);
+    uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+    int rc = lp_pipeline_start(&loop, &o, &s.p);
+    if (!rc) rc = lp_pipeline_wait_ready(s.p, 60000);
+    if (rc) {
+        fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
+        s.status = 1;
+    } else {
+        printf("lmpipe up: ready on %s\n", lp_pipeline_endpoint(s.p));
+        fflush(stdout);
+        uv_timer_init(&loop, &s.check);
+        s.check.data = &s;
+        uv_timer_start(&s.check, on_check, 100, 100);
+        while (!s.stop) uv_run(&loop, UV_RUN_DEFAULT);
+        uv_close((uv_handle_t *)&s.check, NULL);
+    }
+    lp_pipeline_destroy(&s.p);
+    uv_close((uv_handle_t *)&s.sigint, NULL);
+    uv_close((uv_handle_t *)&s.sigterm, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    lp_config_destroy(&cfg);
+    return s.status;
+}

@@ -1,0 +1,307 @@
+/* pipeline.c - the four services as supervised child processes (see
+ * pipeline.h). */
+#include "pipeline.h"
+
+#include "client.h"
+#include "error.h"
+#include "log.h"
+#include "shm-ring.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { P_TOK, P_ENG, P_SAMP, P_COORD, P_COUNT };
+static const char *const svc_names[P_COUNT] = {"tokenizer-svc", "engine-svc", "sampler-svc",
+                                               "coordinator"};
+/* Where each binary lies relative to lmpipe in the build tree. */
+static const char *const build_paths[P_COUNT] = {"../tokenizer-svc/tokenizer-svc",
+                                                 "../engine-svc/engine-svc",
+                                                 "../sampler-svc/sampler-svc",
+                                                 "../coordinator/coordinator"};
+
+typedef struct child {
+    uv_process_t proc;
+    bool running;
+    int64_t status;
+    int term_signal;
+    struct lp_pipeline *owner;
+} child_t;
+
+struct lp_pipeline {
+    uv_loop_t *loop;
+    child_t kids[P_COUNT];
+    char run_dir[PATH_MAX];
+    bool own_run_dir;
+    char ep[P_COUNT][PATH_MAX + 64];
+    char shm_name[64];
+    bool failed;
+    int failed_idx;
+    bool stopping;
+};
+
+static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
+                             "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
+                             "max_seqs", "max_batch_tokens", "n_ctx", "threads"};
+
+int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
+{
+    for (int i = 0; i < lp_config_n_keys(cfg); i++) {
+        const char *k = lp_config_key_at(cfg, i);
+        bool known = false;
+        for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++) known |= !strcmp(k, keys[j]);
+        if (!known) return lp_error_set(LP_ERR(EINVAL), "config: unknown key '%s'", k);
+    }
+    o->model = lp_config_get(cfg, "model", o->model);
+    o->run_dir = lp_config_get(cfg, "run_dir", o->run_dir);
+    o->endpoint = lp_config_get(cfg, "endpoint", o->endpoint);
+    o->tokenizer_endpoint = lp_config_get(cfg, "tokenizer.endpoint", o->tokenizer_endpoint);
+    o->engine_endpoint = lp_config_get(cfg, "engine.endpoint", o->engine_endpoint);
+    o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
+    o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
+    int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
+    int64_t v;
+    const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads"};
+    int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads};
+    for (int i = 0; !rc && i < 4; i++) {
+        rc = lp_config_get_int(cfg, ints[i], *dst[i], &v);
+        if (!rc && (v < 0 || v > (1 << 24)))
+            rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is out of range", ints[i], (long long)v);
+        if (!rc) *dst[i] = (int)v;
+    }
+    return rc;
+}
+
+static void on_exit_cb(uv_process_t *h, int64_t status, int term_signal)
+{
+    child_t *k = h->data;
+    k->running = false;
+    k->status = status;
+    k->term_signal = term_signal;
+    lp_pipeline_t *p = k->owner;
+    if (!p->stopping && !p->failed) {
+        p->failed = true;
+        p->failed_idx = (int)(k - p->kids);
+        LP_ERROR("lmpipe: %s exited (status %lld, signal %d)", svc_names[p->failed_idx],
+                 (long long)status, term_signal);
+    }
+    uv_close((uv_handle_t *)h, NULL);
+}
+
+static int find_bin(const lp_pipeline_opts_t *o, int i, char *out, size_t cap)
+{
+    const char *base = strrchr(build_paths[i], '/') + 1;
+    if (o->bin_dir) {
+        snprintf(out, cap, "%s/%s", o->bin_dir, base);
+        if (access(out, X_OK) == 0) return 0;
+        return lp_error_set(LP_ERR(ENOENT), "%s not found in bin_dir %s", base, o->bin_dir);
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return lp_error_set(LP_ERR(ENOENT), "cannot read /proc/self/exe");
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    snprintf(out, cap, "%s/%s", self, build_paths[i]);
+    if (access(out, X_OK) == 0) return 0;
+    snprintf(out, cap, "%s/%s", self, base);
+    if (access(out, X_OK) == 0) return 0;
+    return lp_error_set(LP_ERR(ENOENT), "%s not found next to %s (set bin_dir)", base, self);
+}
+
+static char *int_str(char *buf, int v)
+{
+    sprintf(buf, "%d", v);
+    return buf;
+}
+
+static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **env)
+{
+    char bin[PATH_MAX + 64];
+    int rc = find_bin(o, i, bin, sizeof(bin));
+    if (rc) return rc;
+    char *argv[32];
+    int n = 0;
+    char b1[16], b2[16], b3[16], b4[16];
+    argv[n++] = bin;
+    if (i != P_COORD) {
+        argv[n++] = "--model";
+        argv[n++] = (char *)o->model;
+    }
+    argv[n++] = "--endpoint";
+    argv[n++] = p->ep[i];
+    if (i == P_ENG) {
+        if (o->no_shm) argv[n++] = "--no-shm";
+        else {
+            argv[n++] = "--shm-name";
+            argv[n++] = p->shm_name;
+        }
+        if (o->max_seqs) { argv[n++] = "--max-seqs"; argv[n++] = int_str(b1, o->max_seqs); }
+        if (o->max_batch_tokens) { argv[n++] = "--max-batch-tokens"; argv[n++] = int_str(b2, o->max_batch_tokens); }
+        if (o->n_ctx) { argv[n++] = "--n-ctx"; argv[n++] = int_str(b3, o->n_ctx); }
+        if (o->threads) { argv[n++] = "--threads"; argv[n++] = int_str(b4, o->threads); }
+    }
+    if (i == P_SAMP && o->no_shm) argv[n++] = "--no-shm";
+    if (i == P_COORD) {
+        argv[n++] = "--tokenizer";
+        argv[n++] = p->ep[P_TOK];
+        argv[n++] = "--engine";
+        argv[n++] = p->ep[P_ENG];
+        argv[n++] = "--sampler";
+        argv[n++] = p->ep[P_SAMP];
+        if (o->no_shm) argv[n++] = "--no-shm";
+    }
+    argv[n] = NULL;
+    uv_process_options_t po = {0};
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = 2; /* a service never writes to lmpipe's stdout */
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = 2;
+    po.file = bin;
+    po.args = argv;
+    po.env = env;
+    po.exit_cb = on_exit_cb;
+    po.stdio_count = 3;
+    po.stdio = stdio;
+    child_t *k = &p->kids[i];
+    k->owner = p;
+    k->proc.data = k;
+    rc = uv_spawn(p->loop, &k->proc, &po);
+    if (rc) {
+        uv_close((uv_handle_t *)&k->proc, NULL);
+        return lp_error_set(rc, "spawn %s: %s", bin, uv_strerror(rc));
+    }
+    k->running = true;
+    return 0;
+}
+
+static void default_ep(lp_pipeline_t *p, int i, const char *given)
+{
+    static const char *files[P_COUNT] = {"tokenizer.sock", "engine.sock", "sampler.sock",
+                                         "coordinator.sock"};
+    if (given) snprintf(p->ep[i], sizeof(p->ep[i]), "%s", given);
+    else snprintf(p->ep[i], sizeof(p->ep[i]), "ipc://%s/%s", p->run_dir, files[i]);
+}
+
+int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out)
+{
+    *out = NULL;
+    if (!o->model) return lp_error_set(LP_ERR(EINVAL), "no model: give --model or 'model =' in the config");
+    if (access(o->model, R_OK) != 0)
+        return lp_error_set(LP_ERR(errno), "model %s: %s", o->model, strerror(errno));
+    lp_pipeline_t *p = calloc(1, sizeof(*p));
+    if (!p) return LP_ERR(ENOMEM);
+    p->loop = loop;
+    p->failed_idx = -1;
+    if (o->run_dir) {
+        snprintf(p->run_dir, sizeof(p->run_dir), "%s", o->run_dir);
+    } else {
+        snprintf(p->run_dir, sizeof(p->run_dir), "/tmp/lmpipe-XXXXXX");
+        if (!mkdtemp(p->run_dir)) {
+            int rc = lp_error_set(LP_ERR(errno), "mkdtemp %s: %s", p->run_dir, strerror(errno));
+            free(p);
+            return rc;
+        }
+        p->own_run_dir = true;
+    }
+    default_ep(p, P_TOK, o->tokenizer_endpoint);
+    default_ep(p, P_ENG, o->engine_endpoint);
+    default_ep(p, P_SAMP, o->sampler_endpoint);
+    default_ep(p, P_COORD, o->endpoint);
+    lp_shm_ring_random_name(p->shm_name, sizeof(p->shm_name));
+
+    /* The environment, plus the parent pid for PR_SET_PDEATHSIG. */
+    size_t n_env = 0;
+    while (environ[n_env]) n_env++;
+    char **env = calloc(n_env + 2, sizeof(char *));
+    char parent[64];
+    snprintf(parent, sizeof(parent), "LMPIPE_PARENT_PID=%d", (int)getpid());
+    size_t k = 0;
+    for (size_t i = 0; env && i < n_env; i++)
+        if (strncmp(environ[i], "LMPIPE_PARENT_PID=", 18)) env[k++] = environ[i];
+    int rc = env ? 0 : LP_ERR(ENOMEM);
+    if (env) env[k++] = parent;
+    for (int i = 0; !rc && i < P_COUNT; i++) rc = spawn(p, o, i, env);
+    free(env);
+    *out = p;
+    return rc; /* on failure the caller destroys p, which stops what started */
+}
+
+const char *lp_pipeline_endpoint(const lp_pipeline_t *p) { return p->ep[P_COORD]; }
+
+bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name)
+{
+    if (name) *name = p->failed ? svc_names[p->failed_idx] : NULL;
+    return p->failed;
+}
+
+int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms)
+{
+    lp_client_t *c;
+    int rc = lp_client_new(p->ep[P_COORD], &c);
+    if (rc) return rc;
+    rc = LP_ERR(ETIMEDOUT);
+    for (int waited = 0; waited < timeout_ms; waited += 250) {
+        uv_run(p->loop, UV_RUN_NOWAIT);
+        const char *who;
+        if (lp_pipeline_failed(p, &who)) {
+            rc = lp_error_set(LP_ERR(ECHILD), "%s exited while the pipeline started", who);
+            break;
+        }
+        rc = lp_client_hello(c, 250);
+        if (rc != LP_ERR(ETIMEDOUT)) break;
+    }
+    lp_client_destroy(&c);
+    return rc;
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+    lp_pipeline_t *p = t->data;
+    for (int i = 0; i < P_COUNT; i++)
+        if (p->kids[i].running) {
+            LP_WARN("lmpipe: %s did not stop in 5 s; killing it", svc_names[i]);
+            uv_process_kill(&p->kids[i].proc, SIGKILL);
+        }
+}
+
+static void unlink_ep(const char *ep)
+{
+    if (!strncmp(ep, "ipc://", 6)) unlink(ep + 6);
+}
+
+void lp_pipeline_destroy(lp_pipeline_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_pipeline_t *p = *self_p;
+    p->stopping = true;
+    /* The coordinator first, so that it stops sending to the others. */
+    for (int i = P_COUNT - 1; i >= 0; i--)
+        if (p->kids[i].running) uv_process_kill(&p->kids[i].proc, SIGTERM);
+    uv_timer_t timer;
+    uv_timer_init(p->loop, &timer);
+    timer.data = p;
+    uv_timer_start(&timer, on_kill_timer, 5000, 0);
+    for (;;) {
+        bool any = false;
+        for (int i = 0; i < P_COUNT; i++) any |= p->kids[i].running;
+        if (!any) break;
+        uv_run(p->loop, UV_RUN_ONCE);
+    }
+    uv_close((uv_handle_t *)&timer, NULL);
+    uv_run(p->loop, UV_RUN_NOWAIT); /* the close callbacks */
+    /* What a killed service could not remove. */
+    shm_unlink(p->shm_name);
+    for (int i = 0; i < P_COUNT; i++) unlink_ep(p->ep[i]);
+    if (p->own_run_dir) rmdir(p->run_dir);
+    free(p);
+    *self_p = NULL;
+}

@@ -1,0 +1,43 @@
+/* pipeline.h - start the four services as child processes and supervise
+ * them with libuv (lmpipe up, lmpipe run, lmpipe bench).  Stopping sends
+ * SIGTERM, then SIGKILL after 5 s, and removes what the pipeline leaves:
+ * socket files, the run folder, the shared-memory segment. */
+#ifndef LP_TOOLS_PIPELINE_H
+#define LP_TOOLS_PIPELINE_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config.h"
+
+typedef struct lp_pipeline_opts {
+    const char *model;
+    const char *run_dir;            /* NULL: a new /tmp/lmpipe-XXXXXX */
+    const char *endpoint;           /* client API; NULL: ipc://RUN_DIR/coordinator.sock */
+    const char *tokenizer_endpoint; /* NULL: ipc://RUN_DIR/tokenizer.sock, and so on */
+    const char *engine_endpoint;
+    const char *sampler_endpoint;
+    const char *bin_dir;            /* NULL: next to lmpipe (build tree or install) */
+    bool no_shm;
+    int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
+} lp_pipeline_opts_t;
+
+typedef struct lp_pipeline lp_pipeline_t;
+
+/* Fill opts from config keys (deploy/lmpipe.conf); strings are borrowed from
+ * the config.  Unknown keys are an error naming the key. */
+int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o);
+
+int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out);
+/* The client endpoint; borrowed. */
+const char *lp_pipeline_endpoint(const lp_pipeline_t *p);
+/* Run the loop and say hello until the coordinator answers (0), a child
+ * exits, or timeout_ms passes. */
+int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms);
+/* A child has exited; *name gets which (borrowed). */
+bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name);
+/* Stop every child (SIGTERM, then SIGKILL after 5 s), wait for them, and
+ * remove the files and the segment.  Safe on NULL. */
+void lp_pipeline_destroy(lp_pipeline_t **self_p);
+
+#endif

@@ -1,0 +1,433 @@
+/* synth.c - random-weight GGUF models with real shapes.
+ *
+ * Order of work: pick the shape and the file type, copy the tokenizer keys
+ * from the vocab file (padding the token list to the shape's vocab size),
+ * lay out the tensors with llama.cpp's per-tensor type choice, then stream
+ * each tensor through the writer: rows are generated and quantized on the
+ * thread pool a few MB at a time. */
+#include "synth.h"
+
+#include "error.h"
+#include "ggml-type.h"
+#include "gguf-write.h"
+#include "gguf.h"
+#include "log.h"
+#include "quant.h"
+#include "threadpool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- shapes ---- */
+
+typedef struct shape {
+    const char *name;
+    const char *arch;
+    uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff;
+    uint32_t n_vocab; /* 0: as many as the vocab file has */
+    uint32_t n_ctx;
+    float rope_base, eps;
+} shape_t;
+
+/* The real models' hyperparameters; `tiny` matches the shared synth-*.gguf
+ * files that llama.cpp quantized, so their tensor tables can be compared. */
+static const shape_t shapes[] = {
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f},
+    {"tiny", "llama", 256, 4, 8, 4, 768, 0, 4096, 10000.0f, 1e-5f},
+    {"tiny", "qwen2", 128, 3, 2, 1, 384, 0, 4096, 1000000.0f, 1e-6f},
+};
+const char *const lp_synth_shape_names = "tinyllama-1.1b (llama), qwen2.5-0.5b (qwen2), tiny";
+
+/* ---- file types and llama.cpp's per-tensor choice ---- */
+
+typedef struct ftype {
+    const char *name;
+    uint32_t file_type; /* general.file_type (llama_ftype) */
+    uint32_t base;      /* the type of most tensors */
+    int quantized;      /* output gets Q6_K (or Q8_0) as llama-quantize does */
+    int k_mix;          /* Q4_K_M / Q5_K_M: more bits for some attn_v, ffn_down */
+} ftype_t;
+
+static const ftype_t ftypes[] = {
+    {"F32", 0, LP_TYPE_F32, 0, 0},    {"F16", 1, LP_TYPE_F16, 0, 0},
+    {"BF16", 32, LP_TYPE_BF16, 0, 0}, {"Q4_0", 2, LP_TYPE_Q4_0, 1, 0},
+    {"Q4_1", 3, LP_TYPE_Q4_1, 1, 0},  {"Q5_0", 8, LP_TYPE_Q5_0, 1, 0},
+    {"Q5_1", 9, LP_TYPE_Q5_1, 1, 0},  {"Q8_0", 7, LP_TYPE_Q8_0, 1, 0},
+    {"Q6_K", 18, LP_TYPE_Q6_K, 1, 0}, {"Q4_K_M", 15, LP_TYPE_Q4_K, 1, 1},
+    {"Q5_K_M", 17, LP_TYPE_Q5_K, 1, 1},
+};
+const char *const lp_synth_type_names = "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K, "
+                                        "Q4_K_M, Q5_K_M";
+
+/* llama.cpp's use_more_bits(): the first and last eighth of the layers and
+ * every third one in between. */
+static int use_more_bits(uint32_t i, uint32_t n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The type llama-quantize gives a 2-D tensor (llama_tensor_get_type, for the
+ * file types above).  `what` is the name without "blk.N.". */
+static uint32_t pick_type(const ftype_t *ft, const char *what, int64_t ne0, int is_output,
+                          uint32_t layer, uint32_t n_layer)
+{
+    uint32_t t = ft->base;
+    if (!ft->quantized) return t;
+    if (is_output) {
+        if (ne0 % LP_QK_K) return LP_TYPE_Q8_0;
+        return t == LP_TYPE_Q8_0 ? t : LP_TYPE_Q6_K;
+    }
+    if (ft->k_mix && (!strcmp(what, "attn_v.weight") || !strcmp(what, "ffn_down.weight")) &&
+        use_more_bits(layer, n_layer))
+        t = LP_TYPE_Q6_K;
+    if (ne0 % LP_QK_K) { /* rows that are no whole K-quant super-block */
+        if (t == LP_TYPE_Q4_K) t = LP_TYPE_Q5_0;
+        else if (t == LP_TYPE_Q5_K) t = LP_TYPE_Q5_1;
+        else if (t == LP_TYPE_Q6_K) t = LP_TYPE_Q8_0;
+    }
+    return t;
+}
+
+uint32_t lp_synth_tensor_type(const char *type_name, const char *name, uint32_t n_dims,
+                              int64_t ne0, int tied, uint32_t n_layer)
+{
+    const ftype_t *ft = NULL;
+    for (size_t i = 0; i < sizeof(ftypes) / sizeof(ftypes[0]); i++)
+        if (!strcmp(type_name, ftypes[i].name)) ft = &ftypes[i];
+    if (!ft) return UINT32_MAX;
+    if (n_dims < 2) return LP_TYPE_F32; /* norms and biases */
+    int is_output = !strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight"));
+    uint32_t layer = 0;
+    const char *what = name;
+    if (!strncmp(name, "blk.", 4)) {
+        char *end;
+        layer = (uint32_t)strtoul(name + 4, &end, 10);
+        what = *end == '.' ? end + 1 : end;
+    }
+    return pick_type(ft, what, ne0, is_output, layer, n_layer);
+}
+
+/* ---- the weights ---- */
+
+enum fill { FILL_NORMAL, FILL_ONE };
+#define WEIGHT_STD 0.02
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Element i of a tensor: the sum of four 16-bit uniforms from one hash of
+ * (tensor key + i), centred and scaled to unit variance (Irwin-Hall, n = 4:
+ * close to normal, bounded at 3.46 sigma).  Integer work and one rounding
+ * per value, so the same seed gives the same bits on every machine, and any
+ * row can be made on any thread. */
+static float normal_at(uint64_t key, uint64_t i)
+{
+    uint64_t h = splitmix64(key + i);
+    uint32_t s = (uint32_t)(h & 0xffff) + (uint32_t)((h >> 16) & 0xffff) +
+                 (uint32_t)((h >> 32) & 0xffff) + (uint32_t)(h >> 48);
+    /* (s + 2) / 65536 is the sum of the four uniforms, mean 2, variance 1/3 */
+    return (float)(((double)s + 2.0 - 131072.0) * (1.7320508075688772 / 65536.0));
+}
+
+typedef struct synth_tensor {
+    char name[64];
+    uint32_t type;
+    uint32_t n_dims;
+    int64_t ne[2];
+    enum fill fill;
+    uint64_t key;
+    struct synth_run *run; /* borrowed */
+} synth_tensor_t;
+
+typedef struct synth_run {
+    lp_threadpool_t *pool;
+    float *scratch;        /* n_threads rows of max_ne0 floats */
+    int64_t max_ne0;
+    /* the current callback call */
+    const synth_tensor_t *t;
+    int64_t row0, n_rows;
+    uint8_t *dst;
+    int rc;
+} synth_run_t;
+
+static void gen_rows(void *ctx, int ith, int nth)
+{
+    synth_run_t *run = ctx;
+    const synth_tensor_t *t = run->t;
+    int64_t ne0 = t->ne[0];
+    size_t row_bytes = lp_type_row_bytes(t->type, ne0);
+    float *row = run->scratch + (size_t)ith * (size_t)run->max_ne0;
+    int64_t a = run->n_rows * ith / nth, b = run->n_rows * (ith + 1) / nth;
+    for (int64_t r = a; r < b; r++) {
+        uint64_t first = (uint64_t)(run->row0 + r) * (uint64_t)ne0;
+        for (int64_t i = 0; i < ne0; i++)
+            row[i] = t->fill == FILL_ONE ? 1.0f
+                                         : (float)WEIGHT_STD * normal_at(t->key, first + (uint64_t)i);
+        if (lp_quant_row(t->type, row, run->dst + (size_t)r * row_bytes, ne0)) run->rc = -1;
+    }
+}
+
+static int rows_cb(void *ctx, int64_t row0, int64_t n_rows, void *dst)
+{
+    synth_tensor_t *t = ctx;
+    synth_run_t *run = t->run;
+    run->t = t;
+    run->row0 = row0;
+    run->n_rows = n_rows;
+    run->dst = dst;
+    run->rc = 0;
+    lp_threadpool_run(run->pool, gen_rows, run);
+    if (run->rc)
+        return lp_error_set(LP_ERR(EINVAL), "tensor '%s': cannot quantize to %s", t->name,
+                            lp_type_name(t->type));
+    return 0;
+}
+
+/* ---- the tokenizer ---- */
+
+static int is_token_array(const char *key)
+{
+    return !strcmp(key, "tokenizer.ggml.tokens") || !strcmp(key, "tokenizer.ggml.token_type") ||
+           !strcmp(key, "tokenizer.ggml.scores");
+}
+
+/* A per-token array padded from n to n_vocab entries: tokens "[PADi]",
+ * token type 5 (unused), score -1000, as llama.cpp's converter pads. */
+static int add_padded(lp_gguf_writer_t *w, const lp_gguf_kv_t *kv, uint64_t n_vocab,
+                      const char *vocab)
+{
+    uint64_t n = kv->arr_n;
+    int rc = 0;
+    if (kv->arr_type == LP_GGUF_STRING) {
+        lp_gguf_str_t *s = malloc(sizeof(*s) * n_vocab);
+        char *names = malloc((n_vocab - n) * 24 + 1);
+        if (!s || !names) rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
+        size_t at = 0;
+        for (uint64_t i = 0; i < n_vocab && !rc; i++) {
+            if (i < n) {
+                s[i] = kv->strs[i];
+                continue;
+            }
+            int len = snprintf(names + at, 24, "[PAD%llu]", (unsigned long long)i);
+            s[i] = (lp_gguf_str_t){names + at, (uint64_t)len};
+            at += (size_t)len + 1;
+        }
+        if (!rc) rc = lp_gguf_writer_add_str_arr(w, kv->key, s, n_vocab);
+        free(s);
+        free(names);
+        return rc;
+    }
+    if (kv->arr_type != LP_GGUF_INT32 && kv->arr_type != LP_GGUF_UINT32 &&
+        kv->arr_type != LP_GGUF_FLOAT32)
+        return lp_error_set(LP_ERR(EINVAL), "%s: key '%s': cannot pad an array of %s", vocab,
+                            kv->key, lp_gguf_vtype_name(kv->arr_type));
+    uint32_t *v = malloc(4 * n_vocab);
+    if (!v) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    memcpy(v, kv->data, 4 * n);
+    float score = -1000.0f;
+    uint32_t pad = 5; /* LLAMA_TOKEN_TYPE_UNUSED */
+    if (kv->arr_type == LP_GGUF_FLOAT32) memcpy(&pad, &score, 4);
+    for (uint64_t i = n; i < n_vocab; i++) v[i] = pad;
+    rc = lp_gguf_writer_add_arr(w, kv->key, kv->arr_type, v, n_vocab);
+    free(v);
+    return rc;
+}
+
+/* Copies every tokenizer.* key; *n_vocab is the shape's size (0: take the
+ * vocab's).  Returns the final size in *n_vocab. */
+static int add_tokenizer(lp_gguf_writer_t *w, const char *vocab, uint32_t *n_vocab)
+{
+    lp_gguf_t *g;
+    int rc = lp_gguf_open(vocab, &g);
+    if (rc) return rc;
+    const lp_gguf_str_t *toks;
+    uint64_t n;
+    rc = lp_gguf_get_str_arr(g, "tokenizer.ggml.tokens", &toks, &n);
+    if (rc == LP_ERR(ENOENT))
+        rc = lp_error_set(LP_ERR(EINVAL), "%s: no tokenizer.ggml.tokens: not a vocab file", vocab);
+    else if (rc) lp_error_prefix("%s: ", vocab);
+    if (!rc && (n == 0 || n > UINT32_MAX))
+        rc = lp_error_set(LP_ERR(EINVAL), "%s: tokenizer.ggml.tokens holds %llu tokens", vocab,
+                          (unsigned long long)n);
+    if (!rc && *n_vocab && n > *n_vocab)
+        rc = lp_error_set(LP_ERR(EINVAL), "%s: %llu tokens, more than the vocab size %u", vocab,
+                          (unsigned long long)n, *n_vocab);
+    if (!rc && !*n_vocab) *n_vocab = (uint32_t)n;
+    for (int64_t i = 0; i < lp_gguf_n_kv(g) && !rc; i++) {
+        const lp_gguf_kv_t *kv = lp_gguf_kv_at(g, i);
+        if (strncmp(kv->key, "tokenizer.", 10)) continue;
+        if (!is_token_array(kv->key)) {
+            rc = lp_gguf_writer_add_kv(w, kv);
+            continue;
+        }
+        if (kv->type != LP_GGUF_ARRAY || kv->arr_n != n)
+            rc = lp_error_set(LP_ERR(EINVAL), "%s: key '%s' is not an array of %llu entries",
+                              vocab, kv->key, (unsigned long long)n);
+        else if (n == *n_vocab) rc = lp_gguf_writer_add_kv(w, kv);
+        else rc = add_padded(w, kv, *n_vocab, vocab);
+    }
+    lp_gguf_destroy(&g);
+    return rc;
+}
+
+/* ---- the model ---- */
+
+static int find_options(const lp_synth_opts_t *o, const shape_t **shape, const ftype_t **ft)
+{
+    if (!o->arch || (strcmp(o->arch, "llama") && strcmp(o->arch, "qwen2")))
+        return lp_error_set(LP_ERR(EINVAL), "--arch '%s': unknown (llama, qwen2)",
+                            o->arch ? o->arch : "");
+    *shape = NULL;
+    int known = 0;
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        if (!o->shape || strcmp(o->shape, shapes[i].name)) continue;
+        known = 1;
+        if (!strcmp(o->arch, shapes[i].arch)) *shape = &shapes[i];
+    }
+    if (!*shape && known)
+        return lp_error_set(LP_ERR(EINVAL), "--shape '%s': not a %s shape (%s)", o->shape,
+                            o->arch, lp_synth_shape_names);
+    if (!*shape)
+        return lp_error_set(LP_ERR(EINVAL), "--shape '%s': unknown (%s)",
+                            o->shape ? o->shape : "", lp_synth_shape_names);
+    *ft = NULL;
+    for (size_t i = 0; i < sizeof(ftypes) / sizeof(ftypes[0]); i++)
+        if (o->type && !strcmp(o->type, ftypes[i].name)) *ft = &ftypes[i];
+    if (!*ft)
+        return lp_error_set(LP_ERR(EINVAL), "--type '%s': unknown (%s)", o->type ? o->type : "",
+                            lp_synth_type_names);
+    if (!o->vocab) return lp_error_set(LP_ERR(EINVAL), "--vocab: missing");
+    return 0;
+}
+
+static int add_hparams(lp_gguf_writer_t *w, const char *arch, const shape_t *s, const char *type)
+{
+    char key[96], name[96];
+    int rc = lp_gguf_writer_add_cstr(w, "general.architecture", arch);
+    snprintf(name, sizeof(name), "synthetic-%s-%s-%s", arch, s->name, type);
+    if (!rc) rc = lp_gguf_writer_add_cstr(w, "general.name", name);
+    if (!rc) rc = lp_gguf_writer_set_alignment(w, 32);
+#define U32(k, v) \
+    if (!rc) { snprintf(key, sizeof(key), "%s." k, arch); rc = lp_gguf_writer_add_u32(w, key, v); }
+#define F32(k, v) \
+    if (!rc) { snprintf(key, sizeof(key), "%s." k, arch); rc = lp_gguf_writer_add_f32(w, key, v); }
+    U32("context_length", s->n_ctx)
+    U32("embedding_length", s->n_embd)
+    U32("block_count", s->n_layer)
+    U32("feed_forward_length", s->n_ff)
+    U32("attention.head_count", s->n_head)
+    U32("attention.head_count_kv", s->n_head_kv)
+    U32("rope.dimension_count", s->n_embd / s->n_head)
+    F32("attention.layer_norm_rms_epsilon", s->eps)
+    F32("rope.freq_base", s->rope_base)
+#undef U32
+#undef F32
+    return rc;
+}
+
+/* The tensor list, in the order of the shared llama.cpp-made files: output,
+ * output_norm, token_embd, then each layer's tensors by name. */
+static int plan_tensors(const shape_t *s, const ftype_t *ft, int qwen2, uint32_t n_vocab,
+                        synth_tensor_t **out, int *n_out)
+{
+    int per_layer = qwen2 ? 12 : 9;
+    int cap = 3 + per_layer * (int)s->n_layer;
+    synth_tensor_t *ts = calloc((size_t)cap, sizeof(*ts));
+    if (!ts) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    int n = 0;
+    int64_t E = s->n_embd, hd = s->n_embd / s->n_head;
+    int64_t q = hd * s->n_head, kv = hd * s->n_head_kv;
+    int tied = qwen2; /* Qwen2.5-0.5B ties the output to the embedding */
+#define ADD(nm, layer, fl, nd, a, b)                                              \
+    do {                                                                                   \
+        synth_tensor_t *t = &ts[n++];                                                      \
+        if ((layer) < 0) snprintf(t->name, sizeof(t->name), "%s", nm);                     \
+        else snprintf(t->name, sizeof(t->name), "blk.%d.%s", (int)(layer), nm);            \
+        t->n_dims = nd;                                                                    \
+        t->ne[0] = a;                                                                      \
+        t->ne[1] = b;                                                                      \
+        t->fill = fl;                                                                      \
+        t->type = lp_synth_tensor_type(ft->name, t->name, nd, a, tied, s->n_layer);        \
+    } while (0)
+    if (!tied) ADD("output.weight", -1, FILL_NORMAL, 2, E, n_vocab);
+    ADD("output_norm.weight", -1, FILL_ONE, 1, E, 1);
+    ADD("token_embd.weight", -1, FILL_NORMAL, 2, E, n_vocab);
+    for (int l = 0; l < (int)s->n_layer; l++) {
+        if (qwen2) ADD("attn_k.bias", l, FILL_NORMAL, 1, kv, 1);
+        ADD("attn_k.weight", l, FILL_NORMAL, 2, E, kv);
+        ADD("attn_norm.weight", l, FILL_ONE, 1, E, 1);
+        ADD("attn_output.weight", l, FILL_NORMAL, 2, q, E);
+        if (qwen2) ADD("attn_q.bias", l, FILL_NORMAL, 1, q, 1);
+        ADD("attn_q.weight", l, FILL_NORMAL, 2, E, q);
+        if (qwen2) ADD("attn_v.bias", l, FILL_NORMAL, 1, kv, 1);
+        ADD("attn_v.weight", l, FILL_NORMAL, 2, E, kv);
+        ADD("ffn_down.weight", l, FILL_NORMAL, 2, (int64_t)s->n_ff, E);
+        ADD("ffn_gate.weight", l, FILL_NORMAL, 2, E, (int64_t)s->n_ff);
+        ADD("ffn_norm.weight", l, FILL_ONE, 1, E, 1);
+        ADD("ffn_up.weight", l, FILL_NORMAL, 2, E, (int64_t)s->n_ff);
+    }
+#undef ADD
+    *out = ts;
+    *n_out = n;
+    return 0;
+}
+
+int lp_synth_write(const lp_synth_opts_t *o, const char *path)
+{
+    const shape_t *s = NULL;
+    const ftype_t *ft = NULL;
+    int rc = find_options(o, &s, &ft);
+    if (rc) return rc;
+    int qwen2 = !strcmp(o->arch, "qwen2");
+
+    lp_gguf_writer_t *w = NULL;
+    synth_tensor_t *ts = NULL;
+    int n_t = 0;
+    synth_run_t run = {0};
+    uint32_t n_vocab = o->n_vocab ? o->n_vocab : s->n_vocab;
+    rc = lp_gguf_writer_new(&w);
+    if (!rc) rc = add_hparams(w, o->arch, s, ft->name);
+    if (!rc) rc = add_tokenizer(w, o->vocab, &n_vocab);
+    if (!rc) rc = lp_gguf_writer_add_u32(w, "general.quantization_version", 2);
+    if (!rc) rc = lp_gguf_writer_add_u32(w, "general.file_type", ft->file_type);
+    if (!rc) rc = plan_tensors(s, ft, qwen2, n_vocab, &ts, &n_t);
+    if (!rc && !(run.pool = lp_threadpool_new(o->n_threads))) rc = LP_ERR(ENOMEM);
+    if (!rc) {
+        for (int i = 0; i < n_t; i++)
+            if (ts[i].ne[0] > run.max_ne0) run.max_ne0 = ts[i].ne[0];
+        size_t nth = (size_t)lp_threadpool_n_threads(run.pool);
+        run.scratch = malloc(sizeof(float) * nth * (size_t)run.max_ne0);
+        if (!run.scratch) rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    }
+    for (int i = 0; i < n_t && !rc; i++) {
+        synth_tensor_t *t = &ts[i];
+        if (!lp_quant_supported(t->type))
+            rc = lp_error_set(LP_ERR(ENOTSUP), "tensor '%s': no quantizer for %s", t->name,
+                              lp_type_name(t->type));
+        t->key = splitmix64(o->seed ^ hash_name(t->name));
+        t->run = &run;
+        if (!rc) rc = lp_gguf_writer_add_tensor_cb(w, t->name, t->type, t->n_dims, t->ne, rows_cb, t);
+        LP_DEBUG("synth: %s %s %lld x %lld", t->name, lp_type_name(t->type), (long long)t->ne[0],
+                 (long long)t->ne[1]);
+    }
+    if (!rc) rc = lp_gguf_writer_write_file(w, path);
+    free(run.scratch);
+    lp_threadpool_destroy(&run.pool);
+    free(ts);
+    lp_gguf_writer_destroy(&w);
+    return rc;
+}
