@@ -28,7 +28,6 @@
 #include "ggml-type.h"
 #include "log.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
@@ -57,7 +56,7 @@ typedef struct cuda_ctx {
     lp_engine_params_t p;
     int device;
     cudaStream_t stream;
-    cublasHandle_t blas;
+    lp_cuda_blas_t *blas;  /* prefill products */
     uint8_t *d_weights;    /* one allocation holding every weight below */
     dweight_t tok_embd;    /* (n_vocab rows of n_embd) */
     dweight_t output;      /* (n_embd -> n_vocab); tok_embd's copy when tied */
@@ -99,12 +98,6 @@ static int cu_check(cudaError_t err, const char *what)
                         "CUDA %s: %s", what, cudaGetErrorString(err));
 }
 
-static int blas_check(cublasStatus_t st, const char *what)
-{
-    if (st == CUBLAS_STATUS_SUCCESS) return 0;
-    return lp_error_set(LP_ERR(EIO), "cuBLAS %s: %s", what, cublasGetStatusString(st));
-}
-
 /* ---- availability ----------------------------------------------------- */
 
 static int cuda_available(void)
@@ -141,7 +134,7 @@ static void cuda_destroy(void *vctx)
     /* A range unmapped before destroy fails to unregister: nothing to do. */
     for (size_t i = 0; i < c->n_reg; i++) cudaHostUnregister(c->reg[i]);
     free(c->reg);
-    if (c->blas) cublasDestroy(c->blas);
+    lp_cuda_blas_destroy(&c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
     cudaGetLastError();
     free(c);
@@ -291,10 +284,7 @@ static int cuda_create(const lp_model_t *m, const lp_engine_params_t *p, void **
     }
     if (!rc) rc = cu_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
                            "creating a stream");
-    if (!rc) rc = blas_check(cublasCreate(&c->blas), "creating the handle");
-    if (!rc) rc = blas_check(cublasSetStream(c->blas, c->stream), "setting the stream");
-    /* float32 products stay float32: no TF32 tensor-op rounding */
-    if (!rc) rc = blas_check(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH), "math mode");
+    if (!rc) rc = lp_cuda_blas_new(c->stream, &c->blas);
 
     c->layers = calloc((size_t)hp->n_layer, sizeof(*c->layers));
     c->kv = calloc((size_t)p->max_seqs, sizeof(*c->kv));

@@ -37,7 +37,6 @@
 #include "ops.h"
 #include "quant.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <float.h>
 #include <math.h>
@@ -285,7 +284,7 @@ static void test_matvec(cudaStream_t st)
 /* The cuBLAS layout mapping of gemm.c: a non-square product with padded
  * strides against lp_matmul, plain and accumulating; then the prefill
  * path (dequantize, then GEMM) for every type. */
-static void test_gemm(cudaStream_t st, cublasHandle_t h)
+static void test_gemm(cudaStream_t st, lp_cuda_blas_t *h)
 {
     {
         const int64_t n_in = 96, n_out = 80, n_tok = 24, x_stride = 100, y_stride = 90;
@@ -680,12 +679,9 @@ int main(int argc, char **argv)
     printf("seed %llu (set LP_TEST_SEED to repeat)\n", (unsigned long long)rng_state);
 
     cudaStream_t st;
-    cublasHandle_t h;
+    lp_cuda_blas_t *h;
     CU(cudaStreamCreate(&st));
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cublasSetStream(h, st) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "cuBLAS handle\n");
-        return 1;
-    }
+    OK(lp_cuda_blas_new(st, &h));
     test_dequant(st);
     test_matvec(st);
     test_gemm(st, h);
@@ -693,7 +689,7 @@ int main(int argc, char **argv)
     test_rope(st);
     test_attention(st);
     test_swiglu_add(st);
-    cublasDestroy(h);
+    lp_cuda_blas_destroy(&h);
     cudaStreamDestroy(st);
     test_forward(argv[1], "stories260K.gguf");
     test_forward(argv[1], "synth-llama-Q4_K_M.gguf");
