@@ -112,6 +112,12 @@ struct lp_coord {
     size_t n_entries;
     int32_t *tokbuf; /* the tokens of the step being built */
     uint8_t *eog;    /* n_vocab flags: end-of-generation tokens */
+    /* While sample results are handled, tokenizer messages wait here so that
+     * the next engine step goes out first (detokenizing overlaps it). */
+    size_t rr;       /* round-robin start of the decode pass */
+    bool hold_tok;
+    struct held { uint8_t *buf; size_t len; } *held;
+    size_t n_held, cap_held;
 };
 
 static uint64_t now_ns(void)
@@ -191,6 +197,27 @@ static int bsend(lp_coord_t *c, int which, enum opkind kind, uint64_t req, Lmpip
     m->id = ++b->next_id;
     int rc = op_push(b, (op_t){m->id, kind, req});
     if (rc) return rc;
+    if (which == B_TOK && c->hold_tok && !raw_len) {
+        if (c->n_held == c->cap_held) {
+            size_t cap = c->cap_held ? 2 * c->cap_held : 32;
+            struct held *n = realloc(c->held, cap * sizeof(*n));
+            if (!n) {
+                b->n--;
+                return LP_ERR(ENOMEM);
+            }
+            c->held = n;
+            c->cap_held = cap;
+        }
+        size_t len = lmpipe__msg__get_packed_size(m);
+        uint8_t *buf = malloc(len ? len : 1);
+        if (!buf) {
+            b->n--;
+            return LP_ERR(ENOMEM);
+        }
+        lmpipe__msg__pack(m, buf);
+        c->held[c->n_held++] = (struct held){buf, len};
+        return 0;
+    }
     rc = lp_frame_send(b->sock, NULL, 0, m, raw, raw_len);
     lp_zsock_kick(b->zs);
     if (rc) {
@@ -205,6 +232,18 @@ static void fail_pipeline(lp_coord_t *c, const char *msg)
     if (!c->failed) LP_ERROR("coordinator: %s", msg);
     c->failed = true;
     snprintf(c->fail_msg, sizeof(c->fail_msg), "%s", msg);
+}
+
+static void send_held(lp_coord_t *c)
+{
+    backend_t *b = &c->b[B_TOK];
+    for (size_t i = 0; i < c->n_held; i++) {
+        if (zmq_send(b->sock, c->held[i].buf, c->held[i].len, ZMQ_DONTWAIT) < 0)
+            LP_ERROR("coordinator: send to %s: %s", b->name, zmq_strerror(zmq_errno()));
+        free(c->held[i].buf);
+    }
+    if (c->n_held) lp_zsock_kick(b->zs);
+    c->n_held = 0;
 }
 
 /* ---- client events --------------------------------------------------------- */
@@ -609,9 +648,12 @@ static void schedule(lp_coord_t *c)
     size_t n_seqs = 0, n_tok = 0;
     int32_t budget = c->max_batch_tokens;
     Lmpipe__StepSeq seqs[c->max_seqs], *sp[c->max_seqs];
+    /* Decode tokens first, starting one request further each step so that
+     * a budget smaller than the running requests starves none of them. */
+    size_t start = c->n_reqs ? c->rr++ % c->n_reqs : 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < c->n_reqs && budget > 0; i++) {
-            req_t *r = c->reqs[i];
+        for (size_t j = 0; j < c->n_reqs && budget > 0; j++) {
+            req_t *r = c->reqs[pass == 0 ? (start + j) % c->n_reqs : j];
             if (r->state != R_RUNNING || r->in_step) continue;
             bool decode = r->n_past >= (int32_t)r->n_prompt;
             if (decode != (pass == 0)) continue;
@@ -787,7 +829,13 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
         if (f.msg->body_case == LMPIPE__MSG__BODY_ERROR)
             LP_DEBUG("coordinator: sampler_close: %s", f.msg->error->message);
         break;
-    case OP_SAMPLE: on_sampled(c, f.msg); break;
+    case OP_SAMPLE:
+        c->hold_tok = true;
+        on_sampled(c, f.msg);
+        pump(c); /* the next step first ... */
+        c->hold_tok = false;
+        send_held(c); /* ... then the pieces to detokenize */
+        break;
     }
     lp_frame_clear(&f);
     pump(c);
@@ -1073,6 +1121,8 @@ void lp_coord_destroy(lp_coord_t **self_p)
     free(c->entries);
     free(c->tokbuf);
     free(c->eog);
+    for (size_t i = 0; i < c->n_held; i++) free(c->held[i].buf);
+    free(c->held);
     free(c);
     *self_p = NULL;
 }

@@ -388,6 +388,8 @@ static int parse_value(parser_t *ps, lp_json_t *v)
             v->type = LP_JSON_NUMBER;
             return parse_number(ps, &v->u.num);
         }
+        if (*ps->p == 'N' || *ps->p == 'I')
+            return fail(ps, "expected a value (NaN and Infinity are not JSON numbers)");
         return fail(ps, "expected a value");
     }
 }

@@ -40,6 +40,10 @@ void lp_service_sockopts(void *sock)
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof(zero));
     zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+    /* A peer that sends more than any message can hold is disconnected
+     * before the bytes are buffered. */
+    int64_t max = (int64_t)LP_FRAME_MAX_BYTES + 4096;
+    zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof(max));
 }
 
 void lp_service_watch_parent(void)
@@ -101,8 +105,12 @@ static void on_hello(lp_service_t *svc, const lp_frame_t *f)
     lp_hello_init(&mine, svc->ops->role);
     if (!rc && svc->ops->hello) rc = svc->ops->hello(svc->ctx, peer, &mine);
     if (rc) {
-        LP_WARN("%s: refused hello from %s (pid %u): %s", svc->ops->name, lp_role_name(peer->role),
-                peer->pid, lp_error_msg());
+        if (rc == LP_ERR(EAGAIN)) /* "not ready yet": the client retries */
+            LP_DEBUG("%s: deferred hello from %s (pid %u): %s", svc->ops->name,
+                     lp_role_name(peer->role), peer->pid, lp_error_msg());
+        else
+            LP_WARN("%s: refused hello from %s (pid %u): %s", svc->ops->name,
+                    lp_role_name(peer->role), peer->pid, lp_error_msg());
         reply_error(svc, f, f->msg->id, rc, lp_error_msg());
         return;
     }

@@ -10,6 +10,7 @@
 struct lp_zsock {
     uv_poll_t poll;
     uv_idle_t idle;
+    uv_prepare_t prep;
     void *sock;
     lp_zsock_cb on_msg;
     void *arg;
@@ -46,6 +47,13 @@ static void on_poll(uv_poll_t *h, int status, int events)
     drain(h->data);
 }
 
+/* Right before the loop blocks: one more look, so that an edge consumed by
+ * anything since the last drain cannot leave a message waiting. */
+static void on_prepare(uv_prepare_t *h)
+{
+    drain(h->data);
+}
+
 static void on_idle(uv_idle_t *h)
 {
     lp_zsock_t *zs = h->data;
@@ -73,7 +81,10 @@ int lp_zsock_new(uv_loop_t *loop, void *sock, lp_zsock_cb on_msg, void *arg, lp_
     zs->poll.data = zs;
     uv_idle_init(loop, &zs->idle);
     zs->idle.data = zs;
-    zs->n_open = 2;
+    uv_prepare_init(loop, &zs->prep);
+    zs->prep.data = zs;
+    uv_prepare_start(&zs->prep, on_prepare);
+    zs->n_open = 3;
     uv_poll_start(&zs->poll, UV_READABLE, on_poll);
     lp_zsock_kick(zs); /* messages may already wait: no edge will come for them */
     *out = zs;
@@ -101,4 +112,5 @@ void lp_zsock_destroy(lp_zsock_t **self_p)
     zs->closing = true;
     uv_close((uv_handle_t *)&zs->poll, on_close);
     uv_close((uv_handle_t *)&zs->idle, on_close);
+    uv_close((uv_handle_t *)&zs->prep, on_close);
 }

@@ -4,7 +4,8 @@
  * that a message is waiting.  So after every wakeup the socket is drained,
  * one message per callback, until ZMQ_EVENTS shows no POLLIN; and after every
  * send, which can consume an edge, lp_zsock_kick() schedules another drain
- * from a libuv idle handle (the loop does not block until it has run). */
+ * from a libuv idle handle (the loop does not block until it has run).  A
+ * prepare handle looks once more right before the loop blocks. */
 #ifndef LP_ZLOOP_H
 #define LP_ZLOOP_H
 

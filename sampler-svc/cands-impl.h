@@ -3,14 +3,13 @@
 #define LP_SAMPLER_CANDS_IMPL_H
 
 #include "chain.h"
+#include "row.h"
 
 int lp__cands_tmp(lp_cands_t *c, size_t n);
 int lp__cands_fscratch(lp_cands_t *c, int32_t n);
 void lp__sort_desc(lp_token_data_t *d, size_t n);
 /* Move the k largest logits to d[0..k), unordered; expected O(n). */
 void lp__select_top(lp_token_data_t *d, size_t n, size_t k);
-/* Largest logit of a row and its first index (-1 when all are -INFINITY). */
-float lp__row_max(const float *x, int32_t n, int32_t *arg);
 /* The k highest of a row, sorted descending, into out (k entries); returns
  * how many (min(k, n)).  A heap with whole blocks skipped: O(n) in practice. */
 size_t lp__row_top_k(const float *x, int32_t n, int32_t k, lp_token_data_t *out);

@@ -3,7 +3,7 @@
 #include "cands-impl.h"
 
 #include "error.h"
-#include "vexp.h"
+#include "row.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -65,10 +65,7 @@ int lp_cands_set_row(lp_cands_t *c, const float *logits, int32_t n)
         c->row = nr;
         c->row_cap = n;
     }
-    for (int32_t i = 0; i < n; i++) {
-        float x = logits[i];
-        c->row[i] = x == x ? x : -INFINITY; /* NaN never wins */
-    }
+    c->row_max = lp__row_load(c->row, logits, n); /* NaN never wins */
     c->n_row = n;
     c->dense = true;
     c->arr.data = c->buf;
@@ -246,40 +243,6 @@ void lp_cands_top_k(lp_cands_t *c, int32_t k)
 
 /* ---- dense helpers -------------------------------------------------------------- */
 
-float lp__row_max(const float *x, int32_t n, int32_t *arg)
-{
-    float m = -INFINITY;
-    int32_t at = -1;
-    /* vectorised block maxima; the arg is found only in the winning block */
-    int32_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        float bm = x[i];
-        for (int32_t j = 1; j < 64; j++) bm = x[i + j] > bm ? x[i + j] : bm;
-        if (bm > m) {
-            m = bm;
-            at = i;
-        }
-    }
-    int32_t tail = i;
-    for (; i < n; i++)
-        if (x[i] > m) {
-            m = x[i];
-            at = -2 - i; /* exact index */
-        }
-    if (arg) {
-        if (at <= -2)
-            *arg = -2 - at;
-        else if (at >= 0) {
-            int32_t j = at;
-            while (x[j] != m) j++;
-            *arg = j;
-        } else
-            *arg = -1;
-        (void)tail;
-    }
-    return m;
-}
-
 size_t lp__row_top_k(const float *x, int32_t n, int32_t k, lp_token_data_t *h)
 {
     size_t filled = 0;
@@ -294,8 +257,12 @@ size_t lp__row_top_k(const float *x, int32_t n, int32_t k, lp_token_data_t *h)
     /* skip whole blocks whose maximum cannot enter the heap */
     while (i < n) {
         int32_t end = i + 64 <= n ? i + 64 : n;
-        float bm = x[i];
-        for (int32_t j = i + 1; j < end; j++) bm = x[j] > bm ? x[j] : bm;
+        float bm;
+        if (end - i == 64) bm = lp__block_max64(x + i);
+        else {
+            bm = x[i];
+            for (int32_t j = i + 1; j < end; j++) bm = x[j] > bm ? x[j] : bm;
+        }
         if (bm > h[0].logit) {
             for (int32_t j = i; j < end; j++)
                 if (x[j] > h[0].logit) {

@@ -26,6 +26,7 @@ typedef struct lp_cands {
     float *row;           /* dense: n_row logits, owned; -INFINITY = excluded */
     int32_t n_row;
     int32_t row_cap;
+    float row_max;        /* maximum of row when loaded (before any sampler) */
     lp_token_array_t arr; /* list form: arr.data points into buf */
     lp_token_data_t *buf; /* owned */
     size_t buf_cap;

@@ -44,8 +44,8 @@ uint64_t lp_sampler_store_version(lp_sampler_store_t *st);
 /* Lay `json` (strict: unknown keys are refused) over the current default. */
 int lp_sampler_store_swap(lp_sampler_store_t *st, const char *json, size_t len,
                           uint64_t *version_out);
-/* Load a plugin (dlopen) and append its step to the default "samplers"
- * (before the final choice).  `config` is handed to the plugin's init for
+/* Load a plugin (dlopen) and put its step first in the default "samplers"
+ * (where logit bias acts, before any truncation).  `config` is handed to the plugin's init for
  * each sequence (NULL = "").  The step's name is the plugin's name. */
 int lp_sampler_store_load_plugin(lp_sampler_store_t *st, const char *path, const char *config,
                                  uint64_t *version_out);

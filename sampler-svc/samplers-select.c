@@ -4,7 +4,6 @@
 #include "cands-impl.h"
 
 #include "error.h"
-#include "vexp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -117,7 +116,7 @@ static int dist_apply(lp_sampler_t *s, lp_cands_t *c)
         float max = lp__row_max(c->row, n, NULL);
         if (max == -INFINITY) return no_candidates();
         float *e = c->fscratch;
-        double sum = lp_vexp_row(c->row, e, n, max);
+        double sum = lp__row_expsum(c->row, e, n, max);
         double target = lp_rng_uniform(ctx->rng) * sum, run = 0.0;
         int32_t last = -1;
         for (int32_t i = 0; i < n; i++) {

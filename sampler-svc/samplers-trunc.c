@@ -4,7 +4,6 @@
 #include "cands-impl.h"
 
 #include "error.h"
-#include "vexp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -72,17 +71,27 @@ static const char *top_p_name(const lp_sampler_t *s)
 }
 
 #define TOP_P_BUCKETS 2048
-#define TOP_P_RANGE 40.0f /* nats below the maximum covered by the histogram */
+#define TOP_P_RANGE 40.0f /* at most this many nats below the maximum are bucketed */
 
-static inline int bucket_of(float x, float max)
+typedef struct hist {
+    float max, scale;
+} hist_t;
+
+/* Bucket 0 holds the largest logits; everything beyond the range falls in
+ * the last bucket.  The same inline code runs in every pass, so a logit
+ * always lands in the same bucket. */
+static inline int bucket_of(const hist_t *h, float x)
 {
-    float f = (max - x) * (TOP_P_BUCKETS / TOP_P_RANGE);
+    float f = (h->max - x) * h->scale;
     return f < (float)(TOP_P_BUCKETS - 1) ? (int)f : TOP_P_BUCKETS - 1;
 }
 
-/* Dense top-p: softmax mass per logit bucket (counting down from the maximum)
- * finds the bucket where the cumulative mass crosses p; only that bucket's
- * entries go through a mass-weighted selection. */
+/* Dense top-p: the softmax mass per logit bucket, counted down from the
+ * maximum, finds the bucket where the cumulative mass reaches p; only that
+ * bucket's entries go through a mass-weighted selection.  The buckets span
+ * the row's own range (at most 40 nats), so a flat row spreads out too.
+ * When most of the row survives it stays dense (cut tokens become -inf);
+ * otherwise the survivors become a list. */
 static int top_p_dense(const trunc_ctx_t *ctx, lp_cands_t *c)
 {
     int32_t n = c->n_row;
@@ -90,8 +99,12 @@ static int top_p_dense(const trunc_ctx_t *ctx, lp_cands_t *c)
     if (rc) return rc;
     float max = lp__row_max(c->row, n, NULL);
     if (max == -INFINITY) return lp_cands_materialize(c);
+    float range = max - lp__row_min_finite(c->row, n);
+    if (!(range <= TOP_P_RANGE)) range = TOP_P_RANGE;
+    if (range < 1e-30f) range = 1e-30f;
+    hist_t h = {max, (float)TOP_P_BUCKETS / range};
     float *e = c->fscratch;
-    double sum = lp_vexp_row(c->row, e, n, max);
+    double sum = lp__row_expsum(c->row, e, n, max);
     double need = (double)ctx->p * sum;
 
     static _Thread_local double mass[TOP_P_BUCKETS];
@@ -101,7 +114,7 @@ static int top_p_dense(const trunc_ctx_t *ctx, lp_cands_t *c)
     for (int32_t i = 0; i < n; i++) {
         float x = c->row[i];
         if (x == -INFINITY) continue;
-        int b = bucket_of(x, max);
+        int b = bucket_of(&h, x);
         mass[b] += e[i];
         count[b]++;
     }
@@ -118,22 +131,34 @@ static int top_p_dense(const trunc_ctx_t *ctx, lp_cands_t *c)
     }
     if (B < 0) return lp_cands_materialize(c); /* rounding: keep every candidate */
 
-    if ((rc = lp_cands_reserve(c, taken + (size_t)count[B] + 1))) return rc;
-    if ((rc = lp__cands_tmp(c, (size_t)count[B] + 1))) return rc;
+    size_t nb = (size_t)count[B];
+    size_t keep_min = ctx->min_keep > taken ? ctx->min_keep - taken : 0;
+    if ((rc = lp__cands_tmp(c, nb + 1))) return rc;
+    bool stay_dense = taken + nb > (size_t)n / 4;
+    if (stay_dense) {
+        size_t kb = 0;
+        for (int32_t i = 0; i < n; i++) {
+            float x = c->row[i];
+            if (x == -INFINITY) continue;
+            int b = bucket_of(&h, x);
+            if (b > B) c->row[i] = -INFINITY;
+            else if (b == B) c->tmp[kb++] = (lp_token_data_t){i, x, e[i]};
+        }
+        size_t t = lp__select_mass(c->tmp, kb, need - cum, keep_min);
+        for (size_t j = t; j < kb; j++) c->row[c->tmp[j].id] = -INFINITY;
+        return 0;
+    }
+    if ((rc = lp_cands_reserve(c, taken + nb + 1))) return rc;
     size_t k = 0, kb = 0;
     float inv = (float)(1.0 / sum);
     for (int32_t i = 0; i < n; i++) {
         float x = c->row[i];
         if (x == -INFINITY) continue;
-        int b = bucket_of(x, max);
-        if (b < B) {
-            c->buf[k++] = (lp_token_data_t){i, x, e[i] * inv};
-        } else if (b == B) {
-            c->tmp[kb++] = (lp_token_data_t){i, x, e[i]};
-        }
+        int b = bucket_of(&h, x);
+        if (b < B) c->buf[k++] = (lp_token_data_t){i, x, e[i] * inv};
+        else if (b == B) c->tmp[kb++] = (lp_token_data_t){i, x, e[i]};
     }
-    size_t t = lp__select_mass(c->tmp, kb, need - cum,
-                               ctx->min_keep > taken ? ctx->min_keep - taken : 0);
+    size_t t = lp__select_mass(c->tmp, kb, need - cum, keep_min);
     for (size_t j = 0; j < t; j++) {
         c->buf[k] = c->tmp[j];
         c->buf[k].p *= inv;

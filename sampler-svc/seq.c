@@ -5,7 +5,6 @@
 
 #include "error.h"
 #include "log.h"
-#include "vexp.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -145,15 +144,21 @@ int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_
     lp_cands_t *cd = &seq->cands;
     int rc = lp_cands_set_row(cd, logits, n);
     if (rc) return rc;
-    for (int32_t i = 0; i < st->n_masked; i++)
-        if (st->masked[i] < n) cd->row[st->masked[i]] = -INFINITY;
+    float max = cd->row_max;
+    bool max_masked = false;
+    for (int32_t i = 0; i < st->n_masked; i++) {
+        int32_t m = st->masked[i];
+        if (m >= n) continue;
+        max_masked |= cd->row[m] == max;
+        cd->row[m] = -INFINITY;
+    }
+    if (max_masked) max = lp__row_max(cd->row, n, NULL);
 
     /* logprobs are over the guarded row before the chain (llama.cpp's
      * server without post_sampling_probs) */
-    float max = lp__row_max(cd->row, n, NULL);
     if (max == -INFINITY)
         return lp_error_set(LP_ERR(ENOENT), "sample: every token of the row is masked or NaN");
-    double lse = (double)max + log(lp_vexp_row(cd->row, NULL, n, max));
+    double lse = (double)max + log(lp__row_expsum(cd->row, NULL, n, max));
     int32_t n_top = seq->eff.n_probs;
     if (n_top > 0) n_top = (int32_t)lp__row_top_k(cd->row, n, n_top, seq->top);
 

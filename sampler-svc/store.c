@@ -262,7 +262,12 @@ int lp_sampler_store_load_plugin(lp_sampler_store_t *st, const char *path, const
     next->plugins[next->n_plugins].config = cfg;
     next->n_plugins++;
     pl = NULL; /* next owns it now */
-    lp_sampler_step_t *step = &next->params.steps[next->params.n_steps++];
+    /* first in the chain, like logit bias: a step that removes tokens must
+     * act before truncation and temperature 0 narrow the list */
+    memmove(&next->params.steps[1], &next->params.steps[0],
+            (size_t)next->params.n_steps * sizeof(next->params.steps[0]));
+    next->params.n_steps++;
+    lp_sampler_step_t *step = &next->params.steps[0];
     memset(step, 0, sizeof(*step));
     step->kind = LP_SAMPLER_PLUGIN;
     snprintf(step->plugin, sizeof(step->plugin), "%s", d->name);

@@ -6,9 +6,10 @@
  *   pipeline_test goldens MODELS_DIR GOLDENS_DIR [--no-shm]
  *       every shared golden's greedy continuation, up to the first step
  *       whose top-1 margin is below the golden's tau (goldens/README.md)
- *   pipeline_test concurrent MODEL [--no-shm]
+ *   pipeline_test concurrent MODEL [--no-shm] [--max-batch-tokens=N]
  *       eight requests with different prompts, lengths and samplers give,
- *       all at once, exactly the tokens each gives alone
+ *       all at once, exactly the tokens each gives alone (a small N splits
+ *       prompts into prefill chunks that share steps with decode tokens)
  *   pipeline_test robust MODEL GOLDEN_FROM_BOS
  *       while a greedy request runs: a client that disconnects, a cancel,
  *       bad parameters, hostile and malformed frames to every socket; the
@@ -57,11 +58,14 @@ static int ids_from_json(const lp_json_t *arr, int32_t *out, size_t cap, size_t 
     return 0;
 }
 
+static int max_batch_tokens; /* 0: the engine's default */
+
 static lp_pipeline_t *start(uv_loop_t *loop, const char *model, bool no_shm, lp_client_t **client)
 {
     lp_pipeline_opts_t o = {0};
     o.model = model;
     o.no_shm = no_shm;
+    o.max_batch_tokens = max_batch_tokens;
     o.threads = 1;
     lp_pipeline_t *p = NULL;
     int rc = lp_pipeline_start(loop, &o, &p);
@@ -551,6 +555,10 @@ static void test_robust(const char *model, const char *golden_path)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strncmp(argv[argc - 1], "--max-batch-tokens=", 19)) {
+        max_batch_tokens = atoi(argv[argc - 1] + 19);
+        argc--;
+    }
     bool no_shm = argc > 1 && !strcmp(argv[argc - 1], "--no-shm");
     if (no_shm) argc--;
     if (argc == 4 && !strcmp(argv[1], "goldens")) test_goldens(argv[2], argv[3], no_shm);

@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 bash deploy/setup-debian.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 jobs=$(nproc)
+# meson 1.0 sets no UBSAN_OPTIONS: without halt_on_error a UBSan report
+# would only print, and the test would still pass.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 status=0
 setup() { # dir, options...
     local dir=$1; shift

@@ -69,6 +69,8 @@ static int run_decode(bench_t *b, int32_t n, double *secs)
 
 int lp_cmd_bench(int argc, char **argv)
 {
+    /* The pipeline's per-step overhead lives in cmd-bench-pipeline.c. */
+    if (argc > 1 && !strcmp(argv[1], "--pipeline")) return lp_cmd_bench_pipeline(argc - 1, argv + 1);
     static const struct option opts[] = {
         {"model", required_argument, NULL, 'm'},
         {"prompt-tokens", required_argument, NULL, 'p'},

@@ -1,0 +1,83 @@
+/* guard_test.c - the vocabulary guard on the padded qwen2 vocabulary: the
+ * engine's n_tokens_real and token mask go into the store, every excluded
+ * token gets the largest logits of the row, and no sampling setting may
+ * return one of them.
+ *
+ * args: synth-qwen2-Q8_0.gguf */
+#include "engine.h"
+#include "sampler.h"
+
+#include "check.h"
+#include "error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: guard_test MODEL.gguf\n");
+        return 2;
+    }
+    lp_model_t *m;
+    if (lp_model_load(argv[1], &m)) {
+        fprintf(stderr, "%s\n", lp_error_msg());
+        return 1;
+    }
+    const lp_hparams_t *hp = lp_model_hparams(m);
+    const uint8_t *mask = lp_model_token_mask(m);
+    int32_t n = hp->n_vocab;
+    int32_t excluded = 0;
+    for (int32_t i = 0; i < n; i++) excluded += mask[i] != 0;
+    /* the padded qwen2 vocabulary: 151936 rows, fewer real tokens */
+    CHECK(n == 151936);
+    CHECK(hp->n_tokens_real < n);
+    CHECK(excluded >= n - hp->n_tokens_real && excluded > 0);
+
+    lp_sampler_store_t *st;
+    CHECK_RC(lp_sampler_store_new(NULL, &st), 0);
+    CHECK_RC(lp_sampler_store_set_vocab(st, hp->n_tokens_real, mask, n), 0);
+
+    /* a row where every excluded token stands far above the rest */
+    float *row = malloc((size_t)n * sizeof(float));
+    for (int32_t i = 0; i < n; i++)
+        row[i] = mask[i] ? 40.0f + (float)(i % 7) : (float)((i * 7919) % 1000) / 250.0f;
+
+    const char *settings[] = {
+        "{\"seed\":1,\"temperature\":0}",
+        "{\"seed\":2,\"temperature\":3,\"top_k\":0,\"top_p\":1,\"min_p\":0}",
+        "{\"seed\":3}",
+        "{\"seed\":4,\"temperature\":1,\"top_k\":0,\"top_p\":0.5,\"samplers\":[\"top_p\"]}",
+        "{\"seed\":5,\"temperature\":2,\"mirostat\":2}",
+        "{\"seed\":6,\"temperature\":2,\"typical_p\":0.9,\"top_k\":0,\"min_p\":0,\"top_p\":1}",
+        "{\"seed\":7,\"temperature\":1,\"xtc_probability\":1,\"xtc_threshold\":0.001}",
+        "{\"seed\":8,\"top_n_sigma\":1,\"top_k\":0}",
+        "{\"seed\":9,\"n_probs\":8}",
+    };
+    for (size_t s = 0; s < sizeof(settings) / sizeof(settings[0]); s++) {
+        lp_sampler_seq_t *seq;
+        CHECK_RC(lp_sampler_seq_new(st, settings[s], strlen(settings[s]), &seq), 0);
+        if (!seq) continue;
+        int bad = 0;
+        for (int d = 0; d < 60; d++) {
+            lp_sampler_result_t r;
+            if (lp_sampler_seq_sample(seq, row, n, &r)) {
+                fprintf(stderr, "%s: %s\n", settings[s], lp_error_msg());
+                bad++;
+                break;
+            }
+            if (r.id < 0 || r.id >= hp->n_tokens_real || mask[r.id]) bad++;
+            for (int32_t k = 0; k < r.n_top; k++)
+                if (mask[r.top[k].id] || r.top[k].id >= hp->n_tokens_real) bad++;
+            lp_sampler_seq_accept(seq, r.id);
+        }
+        if (bad) fprintf(stderr, "%s: %d excluded tokens returned\n", settings[s], bad);
+        CHECK(bad == 0);
+        lp_sampler_seq_destroy(&seq);
+    }
+    free(row);
+    lp_sampler_store_destroy(&st);
+    lp_model_destroy(&m);
+    return CHECK_DONE();
+}
