@@ -207,8 +207,41 @@ static int build_pieces(lp_tokenizer_t *t)
 }
 
 /* Merges are "A B": intern A, B and AB and map (A, B) -> (rank, AB).  The
- * lookups are done in batches whose hash slots are prefetched first: the
- * tables are larger than the cache, and this is most of the load time. */
+ * tables are larger than the cache and this is most of the load time, so:
+ * AB is first tried at token id 256 + rank (where Hugging Face converters
+ * put it), frequent parts hit a small direct-mapped cache, and the other
+ * lookups run in batches whose hash slots are prefetched first. */
+typedef struct part_cache {
+    uint64_t h;
+    uint32_t sid1; /* sid + 1; 0 = empty */
+} part_cache_t;
+
+static int intern_part(lp_tokenizer_t *t, part_cache_t *pc, const char *s, size_t n, uint64_t h,
+                       uint32_t *sid)
+{
+    part_cache_t *e = &pc[(h >> 7) & 8191];
+    if (e->sid1 && e->h == h) {
+        size_t len;
+        const char *p = lp__strtab_str(&t->strs, e->sid1 - 1, &len);
+        if (len == n && !memcmp(p, s, n)) {
+            *sid = e->sid1 - 1;
+            return 0;
+        }
+    }
+    int rc = lp__strtab_intern_h(&t->strs, s, n, h, sid);
+    if (!rc) *e = (part_cache_t){h, *sid + 1};
+    return rc;
+}
+
+static bool is_token_text(const lp_tokenizer_t *t, int64_t id, const char *a, size_t la,
+                          const char *b, size_t lb)
+{
+    if (id < 0 || id >= t->n_tokens) return false;
+    size_t n;
+    const char *s = lp__strtab_str(&t->strs, t->tok_sid[id], &n);
+    return n == la + lb && !memcmp(s, a, la) && !memcmp(s + la, b, lb);
+}
+
 static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
 {
     const lp_gguf_str_t *m;
@@ -220,28 +253,19 @@ static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
     if (n > INT32_MAX) return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.merges: too many entries");
     rc = lp__pairmap_init(&t->merges, (size_t)n);
     if (rc) return rc;
+    part_cache_t *pc = calloc(8192, sizeof(*pc));
+    if (!pc) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     enum { BATCH = 16 };
     struct {
         const char *a, *b;
-        size_t la, lb, lab;
+        size_t la, lb;
         uint64_t ha, hb, hab;
-        char *ab;
+        int64_t ab_id; /* token id of AB when found by the guess, else -1 */
     } q[BATCH];
     char *tmp = NULL;
     size_t tmp_cap = 0;
     for (uint64_t base = 0; base < n && !rc; base += BATCH) {
-        size_t k = n - base < BATCH ? (size_t)(n - base) : BATCH, need = 0;
-        for (size_t j = 0; j < k; j++) need += m[base + j].len;
-        if (need > tmp_cap) {
-            tmp_cap = need * 2 + 256;
-            char *p = realloc(tmp, tmp_cap);
-            if (!p) {
-                rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-                break;
-            }
-            tmp = p;
-        }
-        size_t at = 0;
+        size_t k = n - base < BATCH ? (size_t)(n - base) : BATCH;
         for (size_t j = 0; j < k; j++) {
             const char *s = m[base + j].ptr;
             size_t len = m[base + j].len;
@@ -252,34 +276,43 @@ static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
             q[j].la = (size_t)(sp - s);
             q[j].b = sp + 1;
             q[j].lb = len - q[j].la - 1;
-            q[j].ab = tmp + at;
-            q[j].lab = q[j].la + q[j].lb;
-            memcpy(q[j].ab, q[j].a, q[j].la);
-            memcpy(q[j].ab + q[j].la, q[j].b, q[j].lb);
-            at += q[j].lab;
             q[j].ha = lp__hash(q[j].a, q[j].la);
             q[j].hb = lp__hash(q[j].b, q[j].lb);
-            q[j].hab = lp__hash(q[j].ab, q[j].lab);
             lp__strtab_prefetch(&t->strs, q[j].ha);
             lp__strtab_prefetch(&t->strs, q[j].hb);
-            lp__strtab_prefetch(&t->strs, q[j].hab);
-        }
-        for (size_t j = 0; j < k; j++) {
-            if (!q[j].a) continue;
-            lp__strtab_prefetch2(&t->strs, q[j].ha);
-            lp__strtab_prefetch2(&t->strs, q[j].hb);
-            lp__strtab_prefetch2(&t->strs, q[j].hab);
+            int64_t guess = 256 + (int64_t)(base + j);
+            q[j].ab_id = is_token_text(t, guess, q[j].a, q[j].la, q[j].b, q[j].lb) &&
+                                 t->strs.tok[t->tok_sid[guess]] >= 0
+                             ? guess
+                             : -1;
         }
         for (size_t j = 0; j < k && !rc; j++) {
             if (!q[j].a) continue;
             uint32_t sa, sb, sab;
-            if ((rc = lp__strtab_intern_h(&t->strs, q[j].a, q[j].la, q[j].ha, &sa))) break;
-            if ((rc = lp__strtab_intern_h(&t->strs, q[j].b, q[j].lb, q[j].hb, &sb))) break;
-            if ((rc = lp__strtab_intern_h(&t->strs, q[j].ab, q[j].lab, q[j].hab, &sab))) break;
+            if ((rc = intern_part(t, pc, q[j].a, q[j].la, q[j].ha, &sa))) break;
+            if ((rc = intern_part(t, pc, q[j].b, q[j].lb, q[j].hb, &sb))) break;
+            if (q[j].ab_id >= 0) {
+                sab = t->tok_sid[q[j].ab_id];
+            } else {
+                size_t lab = q[j].la + q[j].lb;
+                if (lab > tmp_cap) {
+                    tmp_cap = lab * 2 + 64;
+                    char *p = realloc(tmp, tmp_cap);
+                    if (!p) {
+                        rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+                        break;
+                    }
+                    tmp = p;
+                }
+                memcpy(tmp, q[j].a, q[j].la);
+                memcpy(tmp + q[j].la, q[j].b, q[j].lb);
+                if ((rc = lp__strtab_intern(&t->strs, tmp, lab, &sab))) break;
+            }
             rc = lp__pairmap_add(&t->merges, (uint64_t)sa << 32 | sb, (int32_t)(base + j), sab);
         }
     }
     free(tmp);
+    free(pc);
     return rc;
 }
 
