@@ -573,10 +573,13 @@ static double max_logprob_diff(const float *a, const float *b, int32_t n)
 }
 
 /* One schedule of steps on both backends: two prefills in one batch (one
- * over the matvec limit, so on cuBLAS), then batched decode steps, then a
- * rewind.  Every logit row of the CUDA backend within 2e-3 in log-softmax. */
-static void test_forward(const char *dir, const char *file)
+ * over the matvec limit, so on cuBLAS), then batched decode steps (the same
+ * decode graph replayed at new positions), then a rewind, then a sequence
+ * growing past 256 positions (a new attention split, a larger cache).  Every logit row of the CUDA backend within 2e-3 in log-softmax. */
+static void test_forward(const char *dir, const char *file, bool graphs)
 {
+    /* read by the CUDA backend at create */
+    setenv("LMPIPE_CUDA_GRAPHS", graphs ? "1" : "0", 1);
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, file);
     lp_model_t *m;
@@ -650,10 +653,20 @@ static void test_forward(const char *dir, const char *file)
         }
         worst = fmax(worst, max_logprob_diff(out[0], out[1], nv));
     }
-    printf("forward %s: max |dlogprob| cuda vs cpu %.3g over %d steps\n", file, worst,
-           step_no);
-    CHECK(worst <= 2e-3, "%s: CUDA logits differ from the CPU backend's by %.3g in "
-          "log-softmax (> 2e-3)", file, worst);
+    /* steps 13..15: seq 2 decodes at positions 301.. (two attention splits) */
+    for (int s = 0; s < 3; s++, step_no++) {
+        for (int b = 0; b < 2; b++) {
+            lp_batch_seq_t batch = {2, 301 + s, 1, a + 301 + s, 1};
+            float *rows[1] = {out[b]};
+            CHECK(lp_engine_step(e[b], &batch, 1, rows) == 0, "%s %s long decode: %s", file,
+                  names[b], lp_error_msg());
+        }
+        worst = fmax(worst, max_logprob_diff(out[0], out[1], nv));
+    }
+    printf("forward %s (graphs %s): max |dlogprob| cuda vs cpu %.3g over %d steps\n", file,
+           graphs ? "on" : "off", worst, step_no);
+    CHECK(worst <= 2e-3, "%s (graphs %s): CUDA logits differ from the CPU backend's by %.3g "
+          "in log-softmax (> 2e-3)", file, graphs ? "on" : "off", worst);
     lp_engine_destroy(&e[1]);
     lp_engine_destroy(&e[0]);
     munmap(seg, bytes);
@@ -691,9 +704,12 @@ int main(int argc, char **argv)
     test_swiglu_add(st);
     lp_cuda_blas_destroy(&h);
     cudaStreamDestroy(st);
-    test_forward(argv[1], "stories260K.gguf");
-    test_forward(argv[1], "synth-llama-Q4_K_M.gguf");
-    test_forward(argv[1], "synth-qwen2-Q8_0.gguf");
+    /* decode steps replay CUDA graphs by default; the direct path too */
+    test_forward(argv[1], "stories260K.gguf", true);
+    test_forward(argv[1], "stories260K.gguf", false);
+    test_forward(argv[1], "synth-llama-Q4_K_M.gguf", true);
+    test_forward(argv[1], "synth-qwen2-Q8_0.gguf", true);
+    test_forward(argv[1], "synth-qwen2-Q8_0.gguf", false);
     if (failures) fprintf(stderr, "%d failures\n", failures);
     else printf("cuda backend: all passed\n");
     return failures ? 1 : 0;
