@@ -506,9 +506,17 @@ static int run_layers(cuda_ctx_t *c, int32_t T, int32_t max_pos)
         /* feed-forward block */
         if (!rc) rc = lp_cuda_rmsnorm(c->stream, c->xn, c->x, L->ffn_norm, n_embd, T, NULL,
                                       hp->rms_eps);
-        if (!rc) rc = matmul(c, &L->w_gate, c->xn, T, NULL, c->gate, n_ff, false);
-        if (!rc) rc = matmul(c, &L->w_up, c->xn, T, NULL, c->up, n_ff, false);
-        if (!rc) rc = lp_cuda_swiglu(c->stream, c->gate, c->gate, c->up, (int64_t)T * n_ff);
+        const dweight_t *G = &L->w_gate, *U = &L->w_up;
+        if (!rc && T <= LP_CUDA_MMV_MAX_TOKENS && G->type == U->type && G->n_in == U->n_in &&
+            G->n_out == U->n_out) {
+            /* decode: gate, up and SwiGLU in one pass */
+            rc = lp_cuda_matvec_glu(c->stream, G->type, G->d, U->d, G->row_bytes, G->n_in,
+                                    G->n_out, c->xn, G->n_in, T, c->gate, n_ff);
+        } else {
+            if (!rc) rc = matmul(c, G, c->xn, T, NULL, c->gate, n_ff, false);
+            if (!rc) rc = matmul(c, U, c->xn, T, NULL, c->up, n_ff, false);
+            if (!rc) rc = lp_cuda_swiglu(c->stream, c->gate, c->gate, c->up, (int64_t)T * n_ff);
+        }
         if (!rc) rc = matmul(c, &L->w_down, c->gate, T, NULL, c->x, n_embd, true);
         LP_DEBUG("layer %d enqueued (%d tokens)", l, T);
     }

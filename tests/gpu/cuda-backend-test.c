@@ -281,6 +281,65 @@ static void test_matvec(cudaStream_t st)
     }
 }
 
+/* Gate, up and SwiGLU in one launch, per type, against lp_matmul twice and
+ * lp_op_swiglu: the error of silu(g) * u is at most |silu'(g)| dg |u| +
+ * |silu(g)| du plus SwiGLU's own 8 eps, with |silu'| < 1.1 and dg, du the
+ * product bounds above. */
+static void test_matvec_glu(cudaStream_t st)
+{
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t type = types[ti];
+        const int64_t n_in = 512, n_out = 45;
+        const int32_t n_tok = ti % 2 ? 1 : 5;
+        size_t rb;
+        float *gref, *uref;
+        uint8_t *wg = make_weight(type, n_in, n_out, &rb, &gref);
+        uint8_t *wu = make_weight(type, n_in, n_out, &rb, &uref);
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+        fill(x, (size_t)(n_tok * n_in), 1.0f);
+        void *dwg = dev_from(wg, rb * (size_t)n_out), *dwu = dev_from(wu, rb * (size_t)n_out);
+        float *dx = dev_from(x, sizeof(float) * (size_t)(n_tok * n_in));
+        float *dy = dev_poison((size_t)(n_tok * n_out));
+        OK(lp_cuda_matvec_glu(st, type, dwg, dwu, rb, n_in, n_out, dx, n_in, n_tok, dy, n_out));
+        float *got = host_of(dy, (size_t)(n_tok * n_out));
+        float *g = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        float *u = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        float *ref = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        lp_matmul_t mg = {.type = LP_TYPE_F32, .w = gref, .n_in = n_in, .n_out = n_out, .x = x,
+                          .x_stride = n_in, .n_tok = n_tok, .y = g, .y_stride = n_out};
+        lp_matmul_t mu = mg;
+        mu.w = uref;
+        mu.y = u;
+        lp_matmul(NULL, &mg, true);
+        lp_matmul(NULL, &mu, true);
+        lp_op_swiglu(ref, g, u, (int64_t)n_tok * n_out);
+        int bad = 0;
+        for (int32_t t = 0; t < n_tok; t++) {
+            for (int64_t o = 0; o < n_out; o++) {
+                double mg_ = 0, mu_ = 0;
+                for (int64_t i = 0; i < n_in; i++) {
+                    mg_ += fabs((double)gref[o * n_in + i] * x[t * n_in + i]);
+                    mu_ += fabs((double)uref[o * n_in + i] * x[t * n_in + i]);
+                }
+                const double dg = gamma_n(n_in + 1) * mg_, du = gamma_n(n_in + 1) * mu_;
+                const double gv = g[t * n_out + o], uv = u[t * n_out + o];
+                const double silu = gv / (1 + exp(-gv));
+                const double tol = 1.1 * dg * (fabs(uv) + du) + fabs(silu) * du +
+                                   8 * FLT_EPSILON * fabs(ref[t * n_out + o]);
+                if (!(fabs(got[t * n_out + o] - ref[t * n_out + o]) <= tol) && bad++ < 3)
+                    fprintf(stderr, "  matvec_glu %s y[%d][%lld] = %.9g, reference %.9g\n",
+                            lp_type_name(type), t, (long long)o, got[t * n_out + o],
+                            ref[t * n_out + o]);
+            }
+        }
+        CHECK(!bad, "matvec_glu %s x%d: %d values out of tolerance", lp_type_name(type), n_tok,
+              bad);
+        free(wg); free(wu); free(gref); free(uref); free(x); free(got); free(g); free(u);
+        free(ref);
+        cudaFree(dwg); cudaFree(dwu); cudaFree(dx); cudaFree(dy);
+    }
+}
+
 /* The cuBLAS layout mapping of gemm.c: a non-square product with padded
  * strides against lp_matmul, plain and accumulating; then the prefill
  * path (dequantize, then GEMM) for every type. */
@@ -445,11 +504,13 @@ static void test_rope(cudaStream_t st)
  * masked. */
 static void test_attention(cudaStream_t st)
 {
-    const int32_t hds[] = {64, 128};
-    for (int hi = 0; hi < 2; hi++) {
+    const int32_t hds[] = {64, 128, 64};
+    /* several splits, then every row within one split (no merge launch) */
+    const int32_t pos_long[] = {0, 5, 300, 700, 640, 513}, pos_short[] = {0, 5, 200, 255, 30, 7};
+    for (int hi = 0; hi < 3; hi++) {
         const int32_t n_head = 8, n_head_kv = 2, hd = hds[hi], n_layer = 2, cap = 800;
         const int64_t kv_dim = (int64_t)n_head_kv * hd, q_dim = (int64_t)n_head * hd;
-        const int32_t pos[] = {0, 5, 300, 700, 640, 513};
+        const int32_t *pos = hi < 2 ? pos_long : pos_short, max_pos = hi < 2 ? 700 : 255;
         const int32_t n_tok = 6, layer = 1;
         const float scale = 1.0f / sqrtf((float)hd);
         const size_t cache_n = (size_t)n_layer * cap * (size_t)kv_dim;
@@ -462,19 +523,20 @@ static void test_attention(cudaStream_t st)
         for (int32_t j = 0; j <= pos[2]; j++) mask[2 * cap + j] = frand() > 0.3f;
         mask[2 * cap] = 0;                                   /* never empty by chance */
         memset(mask + 3 * cap, 1, (size_t)pos[3] + 1);       /* all masked */
-        memset(mask + 4 * cap, 1, LP_CUDA_ATTN_SPLIT);       /* first split masked */
+        memset(mask + 4 * cap, 1, (size_t)(pos[4] < LP_CUDA_ATTN_SPLIT ? pos[4] / 2
+                                           : LP_CUDA_ATTN_SPLIT)); /* first split masked */
         float *dkc = dev_from(kc, sizeof(float) * cache_n), *dvc = dev_from(vc, sizeof(float) * cache_n);
         float *dq = dev_from(q, sizeof(float) * (size_t)(n_tok * q_dim));
         uint8_t *dmask = dev_from(mask, (size_t)n_tok * cap);
         lp_cuda_tok_t tok[6];
         for (int t = 0; t < n_tok; t++) tok[t] = (lp_cuda_tok_t){dkc, dvc, cap, pos[t]};
         lp_cuda_tok_t *dtok = dev_from(tok, sizeof(tok));
-        float *dscr = dev_poison(lp_cuda_attention_scratch(n_tok, n_head, hd, 700));
+        float *dscr = dev_poison(lp_cuda_attention_scratch(n_tok, n_head, hd, max_pos));
         float *dout = dev_poison((size_t)(n_tok * q_dim));
         float *got;
         for (int masked = 0; masked < 2; masked++) {
             OK(lp_cuda_attention(st, dout, dq, dtok, n_tok, n_head, n_head_kv, hd, scale, layer,
-                                 700, masked ? dmask : NULL, cap, dscr));
+                                 max_pos, masked ? dmask : NULL, cap, dscr));
             got = host_of(dout, (size_t)(n_tok * q_dim));
             int bad = 0;
             float ref[128], scores[800];
@@ -697,6 +759,7 @@ int main(int argc, char **argv)
     OK(lp_cuda_blas_new(st, &h));
     test_dequant(st);
     test_matvec(st);
+    test_matvec_glu(st);
     test_gemm(st, h);
     test_rmsnorm(st);
     test_rope(st);
