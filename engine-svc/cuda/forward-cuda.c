@@ -481,6 +481,36 @@ static int logits_copy(cuda_ctx_t *c, int32_t r0, int32_t n, float *const *logit
 
 /* ---- the step --------------------------------------------------------- */
 
+/* q, k, v (+ biases) = W xn.  On the matvec path, the ones whose weights
+ * share a type go in one launch (all three in F16/Q8_0 files; q and k where
+ * Q4_K_M gives v a Q6_K). */
+static int qkv(cuda_ctx_t *c, const dlayer_t *L, int32_t T)
+{
+    const dweight_t *w[3] = {&L->wq, &L->wk, &L->wv};
+    const float *b[3] = {L->bq, L->bk, L->bv};
+    float *y[3] = {c->q, c->k, c->v};
+    const int64_t ys[3] = {c->q_dim, c->kv_dim, c->kv_dim};
+    int rc = 0;
+    if (T > LP_CUDA_MMV_MAX_TOKENS) {
+        for (int i = 0; i < 3 && !rc; i++) rc = matmul(c, w[i], c->xn, T, b[i], y[i], ys[i], false);
+        return rc;
+    }
+    bool done[3] = {false, false, false};
+    for (int i = 0; i < 3 && !rc; i++) {
+        if (done[i]) continue;
+        lp_cuda_mv_out_t outs[3];
+        int n = 0;
+        for (int j = i; j < 3; j++) {
+            if (done[j] || w[j]->type != w[i]->type || w[j]->n_in != w[i]->n_in) continue;
+            outs[n++] = (lp_cuda_mv_out_t){w[j]->d, w[j]->row_bytes, w[j]->n_out, b[j], y[j], ys[j]};
+            done[j] = true;
+        }
+        rc = lp_cuda_matvec_multi(c->stream, w[i]->type, w[i]->n_in, c->xn, w[i]->n_in, T, outs,
+                                  n, false);
+    }
+    return rc;
+}
+
 static int run_layers(cuda_ctx_t *c, int32_t T, int32_t max_pos)
 {
     const lp_model_t *m = c->m;
@@ -493,9 +523,7 @@ static int run_layers(cuda_ctx_t *c, int32_t T, int32_t max_pos)
         const dlayer_t *L = &c->layers[l];
         /* attention block */
         rc = lp_cuda_rmsnorm(c->stream, c->xn, c->x, L->attn_norm, n_embd, T, NULL, hp->rms_eps);
-        if (!rc) rc = matmul(c, &L->wq, c->xn, T, L->bq, c->q, c->q_dim, false);
-        if (!rc) rc = matmul(c, &L->wk, c->xn, T, L->bk, c->k, c->kv_dim, false);
-        if (!rc) rc = matmul(c, &L->wv, c->xn, T, L->bv, c->v, c->kv_dim, false);
+        if (!rc) rc = qkv(c, L, T);
         if (!rc) rc = lp_cuda_rope_store(c->stream, c->q, c->k, c->v, c->d_tok, T, hp->n_head,
                                          hp->n_head_kv, hp->head_dim, hp->n_rot, theta_scale,
                                          hp->rope_neox, l);

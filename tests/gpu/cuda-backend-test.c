@@ -281,6 +281,50 @@ static void test_matvec(cudaStream_t st)
     }
 }
 
+/* Three products of one input in one launch (q, k, v): different row
+ * counts and strides, a bias on two of them. */
+static void test_matvec_multi(cudaStream_t st)
+{
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t type = types[ti];
+        const int64_t n_in = 256, n_outs[3] = {37, 20, 9};
+        const int32_t n_tok = 2;
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+        fill(x, (size_t)(n_tok * n_in), 1.0f);
+        float *dx = dev_from(x, sizeof(float) * (size_t)(n_tok * n_in));
+        lp_cuda_mv_out_t outs[3];
+        uint8_t *w[3];
+        float *wref[3], *bias[3], *y0[3], *dw[3], *db[3], *dy[3];
+        for (int k = 0; k < 3; k++) {
+            size_t rb;
+            const int64_t ys = n_outs[k] + k;
+            w[k] = make_weight(type, n_in, n_outs[k], &rb, &wref[k]);
+            bias[k] = malloc(sizeof(float) * (size_t)n_outs[k]);
+            y0[k] = malloc(sizeof(float) * (size_t)(n_tok * ys));
+            fill(bias[k], (size_t)n_outs[k], 0.5f);
+            fill(y0[k], (size_t)(n_tok * ys), 1.0f);
+            dw[k] = dev_from(w[k], rb * (size_t)n_outs[k]);
+            db[k] = dev_from(bias[k], sizeof(float) * (size_t)n_outs[k]);
+            dy[k] = dev_from(y0[k], sizeof(float) * (size_t)(n_tok * ys));
+            outs[k] = (lp_cuda_mv_out_t){dw[k], rb, n_outs[k], k == 1 ? NULL : db[k], dy[k], ys};
+        }
+        OK(lp_cuda_matvec_multi(st, type, n_in, dx, n_in, n_tok, outs, 3, false));
+        int bad = 0;
+        for (int k = 0; k < 3; k++) {
+            float *got = host_of(dy[k], (size_t)(n_tok * outs[k].y_stride));
+            char what[64];
+            snprintf(what, sizeof(what), "matvec_multi %s out %d", lp_type_name(type), k);
+            bad += check_product(what, got, y0[k], wref[k], x, k == 1 ? NULL : bias[k], n_in,
+                                 n_outs[k], n_tok, n_in, outs[k].y_stride, false);
+            free(got); free(w[k]); free(wref[k]); free(bias[k]); free(y0[k]);
+            cudaFree(dw[k]); cudaFree(db[k]); cudaFree(dy[k]);
+        }
+        CHECK(!bad, "matvec_multi %s: %d values out of tolerance", lp_type_name(type), bad);
+        free(x);
+        cudaFree(dx);
+    }
+}
+
 /* Gate, up and SwiGLU in one launch, per type, against lp_matmul twice and
  * lp_op_swiglu: the error of silu(g) * u is at most |silu'(g)| dg |u| +
  * |silu(g)| du plus SwiGLU's own 8 eps, with |silu'| < 1.1 and dg, du the
@@ -759,6 +803,7 @@ int main(int argc, char **argv)
     OK(lp_cuda_blas_new(st, &h));
     test_dequant(st);
     test_matvec(st);
+    test_matvec_multi(st);
     test_matvec_glu(st);
     test_gemm(st, h);
     test_rmsnorm(st);
