@@ -26,6 +26,8 @@
  *    ds = gamma_hd * scale * sum|q k| changes each weight by about 2 ds
  *    relatively, and expf adds 2 ulp: tolerance max|v| (4 ds + 1e-5).
  *  - swiglu: expf within 2 ulp, one division, one product: 8 eps relative.
+ *  - gate/up/SwiGLU in one kernel: the product bounds dg, du carried through
+ *    silu(g) * u (|silu'| < 1.1), plus SwiGLU's 8 eps.
  *  - whole forward pass: every logit row's log-softmax within 2e-3 of the
  *    CPU backend in exact mode, the eps of ../shared/goldens/exact, which
  *    both backends must meet against the float64 reference anyway. */
