@@ -963,7 +963,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
                 rc = LP_ERR(ENOMEM);
                 break;
             }
-            memcpy(r->stops[i], g->stop[i].data, g->stop[i].len);
+            if (g->stop[i].len) memcpy(r->stops[i], g->stop[i].data, g->stop[i].len);
             r->stop_lens[i] = g->stop[i].len;
             r->n_stops++;
         }
