@@ -688,6 +688,7 @@ static void schedule(lp_coord_t *c)
     st.n_seqs = n_seqs;
     st.seqs = sp;
     st.inline_rows = !c->use_shm;
+    if (c->use_shm) st.ring = c->b[B_ENG].hello->hello->shm_name;
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STEP;
     m.step = &st;
