@@ -54,6 +54,7 @@ enum rstate { R_TOKENIZING, R_WAIT_SLOT, R_OPENING, R_RUNNING, R_DONE };
 typedef struct tokinfo { /* a sampled token waiting for its piece */
     int32_t id;
     float logprob;
+    uint64_t strategy_version; /* the sampler strategy that chose it */
     size_t n_top;
     Lmpipe__TokenProb top[32];
 } tokinfo_t;
@@ -426,6 +427,7 @@ static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     ev.piece.data = (uint8_t *)out;
     ev.piece.len = out_len;
     ev.logprob = ti->logprob;
+    ev.strategy_version = ti->strategy_version;
     ev.n_top = ti->n_top;
     for (size_t k = 0; k < ti->n_top; k++) tpp[k] = &ti->top[k];
     ev.top = tpp;
@@ -490,7 +492,7 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res)
         return;
     }
     r->n_gen++;
-    tokinfo_t ti = {.id = t, .logprob = res->logprob};
+    tokinfo_t ti = {.id = t, .logprob = res->logprob, .strategy_version = res->strategy_version};
     for (size_t k = 0; k < res->n_top && k < 32; k++) {
         lmpipe__token_prob__init(&ti.top[k]);
         ti.top[k].id = res->top[k]->id;

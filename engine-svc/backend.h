@@ -22,6 +22,10 @@ typedef struct lp_backend_ops {
      * the entries' n_tokens. */
     int (*step)(void *ctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int32_t n_tokens_total,
                 float *const *logits);
+    /* Page-lock [ptr, ptr + len), where logit rows will be written, so that
+     * the device copies into it by DMA (lp_engine_register_host).  May be
+     * NULL: the CPU backend has nothing to do. */
+    int (*register_host)(void *ctx, void *ptr, size_t len);
 } lp_backend_ops_t;
 
 extern const lp_backend_ops_t lp_backend_cpu;

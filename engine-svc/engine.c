@@ -87,6 +87,13 @@ void lp_engine_destroy(lp_engine_t **self_p)
 
 const char *lp_engine_backend_name(const lp_engine_t *e) { return e->ops->name; }
 
+int lp_engine_register_host(lp_engine_t *e, void *ptr, size_t len)
+{
+    if (!ptr || !len)
+        return lp_error_set(LP_ERR(EINVAL), "register_host: empty range");
+    return e->ops->register_host ? e->ops->register_host(e->ctx, ptr, len) : 0;
+}
+
 void lp_engine_seq_reset(lp_engine_t *e, int32_t seq_id)
 {
     if (seq_id < 0 || seq_id >= e->params.max_seqs) return;

@@ -67,6 +67,13 @@ int lp_engine_new(lp_model_t *model, const lp_engine_params_t *params, lp_engine
 void lp_engine_destroy(lp_engine_t **self_p);
 const char *lp_engine_backend_name(const lp_engine_t *e);
 
+/* Declare that logit rows passed to lp_engine_step may lie in
+ * [ptr, ptr + len), e.g. engine-svc's shared-memory ring.  The CUDA backend
+ * page-locks the range (cudaHostRegister) so that logits go from the device
+ * straight into it by DMA; other backends ignore it.  The range must stay
+ * mapped until lp_engine_destroy.  Returns 0 or a negative code. */
+int lp_engine_register_host(lp_engine_t *e, void *ptr, size_t len);
+
 /* Forget a sequence's KV cache (a new request can then use the slot). */
 void lp_engine_seq_reset(lp_engine_t *e, int32_t seq_id);
 int32_t lp_engine_seq_len(const lp_engine_t *e, int32_t seq_id);

@@ -189,6 +189,9 @@ struct fast_ctx {
     const lp_matmul_t *mm;
     lp_threadpool_t *pool;  /* NULL: one thread */
     lp__gemm_fn gemm;
+    lp__gemm_pp_fn gemm_pp; /* NULL: gemm for batches too */
+    uint8_t *pp_scratch;    /* LP_PP_SCRATCH(n_in) bytes per thread */
+    size_t pp_stride;
     lp__act_fn quant;       /* NULL: float activations used in place */
     const void *xq;         /* activation rows */
     size_t xrb;             /* bytes per activation row */
@@ -205,8 +208,15 @@ static void fast_work(void *p, int ith, int nth)
     }
     size_t wrb = lp_type_row_bytes(mm->type, mm->n_in);
     int64_t per = (mm->n_out + nth - 1) / nth;
-    per = (per + 3) & ~(int64_t)3; /* keep the kernels' row tiles whole */
+    per = (per + LP_PP_ROWS - 1) / LP_PP_ROWS * LP_PP_ROWS; /* whole row groups */
     int64_t o0 = per * ith, o1 = o0 + per < mm->n_out ? o0 + per : mm->n_out;
+    if (o0 >= o1) return;
+    if (c->gemm_pp) {
+        c->gemm_pp(mm->n_in, (const uint8_t *)mm->w + (size_t)o0 * wrb, wrb, o1 - o0, c->xq,
+                   c->xrb, mm->n_tok, mm->y + o0, mm->y_stride,
+                   c->pp_scratch + (size_t)ith * c->pp_stride);
+        return;
+    }
     for (int64_t o = o0; o < o1; o += ROW_BLOCK) {
         int64_t nr = o1 - o < ROW_BLOCK ? o1 - o : ROW_BLOCK;
         c->gemm(mm->n_in, (const uint8_t *)mm->w + (size_t)o * wrb, wrb, nr, c->xq, c->xrb,
@@ -234,11 +244,19 @@ static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm)
         c.xrb = (size_t)(mm->n_in / LP_QK_K) * sizeof(lp__q8k_t);
         break;
     }
-    if (c.quant) {
-        size_t bytes = c.xrb * (size_t)mm->n_tok;
-        buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (mm->n_tok >= LP_PP_MIN_TOK && k->gemm_pp[mm->type]) {
+        c.gemm_pp = k->gemm_pp[mm->type];
+        c.pp_stride = (LP_PP_SCRATCH(mm->n_in) + 63) & ~(size_t)63;
+    }
+    /* scratch: [quantized activations][per-thread repacking space] */
+    int nth = pool ? lp_threadpool_n_threads(pool) : 1;
+    size_t xbytes = c.quant ? (c.xrb * (size_t)mm->n_tok + 63) & ~(size_t)63 : 0;
+    size_t bytes = xbytes + c.pp_stride * (size_t)nth;
+    if (bytes) {
+        buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, bytes);
         assert(buf && "matmul: out of memory for scratch");
-        c.xq = buf;
+        if (c.quant) c.xq = buf;
+        c.pp_scratch = (uint8_t *)buf + xbytes;
     }
     if (pool) lp_threadpool_run(pool, fast_work, &c);
     else fast_work(&c, 0, 1);

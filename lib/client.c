@@ -71,6 +71,11 @@ int lp_client_recv(lp_client_t *c, int timeout_ms, lp_frame_t *f)
 
 int lp_client_hello(lp_client_t *c, int timeout_ms)
 {
+    return lp_client_hello_as(c, LMPIPE__ROLE__ROLE_COORDINATOR, timeout_ms);
+}
+
+int lp_client_hello_as(lp_client_t *c, Lmpipe__Role role, int timeout_ms)
+{
     int64_t deadline = now_ms() + timeout_ms;
     char last[512] = "no reply";
     while (now_ms() < deadline) {
@@ -96,7 +101,7 @@ int lp_client_hello(lp_client_t *c, int timeout_ms)
                 continue;
             }
             if (f.msg->body_case == LMPIPE__MSG__BODY_HELLO) {
-                rc = lp_hello_check(f.msg->hello, LMPIPE__ROLE__ROLE_COORDINATOR);
+                rc = lp_hello_check(f.msg->hello, role);
                 if (rc) {
                     lp_frame_clear(&f);
                     return rc;
@@ -156,9 +161,13 @@ int lp_generation_add(lp_generation_t *out, const Lmpipe__Msg *m)
     if (m->body_case == LMPIPE__MSG__BODY_TOKEN) {
         const Lmpipe__TokenEvent *t = m->token;
         int32_t *ids = realloc(out->ids, (out->n_ids + 1) * sizeof(int32_t));
-        if (ids) {
-            out->ids = ids;
-            out->ids[out->n_ids++] = t->id;
+        if (ids) out->ids = ids;
+        uint64_t *vs = realloc(out->versions, (out->n_ids + 1) * sizeof(uint64_t));
+        if (vs) out->versions = vs;
+        if (ids && vs) {
+            out->ids[out->n_ids] = t->id;
+            out->versions[out->n_ids] = t->strategy_version;
+            out->n_ids++;
         }
         append(&out->text, &out->text_len, t->piece.data, t->piece.len);
         return 0;
@@ -183,6 +192,7 @@ int lp_generation_add(lp_generation_t *out, const Lmpipe__Msg *m)
 void lp_generation_clear(lp_generation_t *g)
 {
     free(g->ids);
+    free(g->versions);
     free(g->text);
     memset(g, 0, sizeof(*g));
 }

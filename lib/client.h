@@ -19,6 +19,8 @@ void *lp_client_socket(lp_client_t *c);
 /* Say hello, retrying while the pipeline answers "not ready", for up to
  * timeout_ms.  The coordinator's Hello is kept: lp_client_server_hello(). */
 int lp_client_hello(lp_client_t *c, int timeout_ms);
+/* The same with another service: the peer must answer with `role`. */
+int lp_client_hello_as(lp_client_t *c, Lmpipe__Role role, int timeout_ms);
 const Lmpipe__Hello *lp_client_server_hello(const lp_client_t *c);
 
 int lp_client_send_generate(lp_client_t *c, uint64_t id, const Lmpipe__GenerateRequest *g);
@@ -30,6 +32,7 @@ int lp_client_recv(lp_client_t *c, int timeout_ms, lp_frame_t *f);
 /* One whole generation. */
 typedef struct lp_generation {
     int32_t *ids;       /* generated tokens; owned */
+    uint64_t *versions; /* sampler strategy version of each token; owned */
     size_t n_ids;
     char *text;         /* pieces and the final tail, NUL-terminated; owned */
     size_t text_len;

@@ -186,6 +186,7 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, const 
     }
     res->token = r->id;
     res->logprob = r->logprob;
+    res->strategy_version = r->version;
     res->n_top = (size_t)r->n_top;
     res->top = tpp;
     for (int32_t k = 0; k < r->n_top; k++) {
@@ -245,6 +246,28 @@ out:
     return rc;
 }
 
+/* ---- live swap: one control message against the strategy store ------------ */
+
+static int do_control(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
+{
+    const char *json = req->msg->sampler_control->json ? req->msg->sampler_control->json : "";
+    char *reply = NULL;
+    int rc = lp_sampler_store_control(s->store, json, strlen(json), &reply);
+    if (!reply) return rc ? rc : LP_ERR(ENOMEM);
+    if (rc) LP_INFO("sampler-svc: control refused: %s", lp_error_msg());
+    else LP_INFO("sampler-svc: control: %.200s", reply);
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__SamplerControlReply rep = LMPIPE__SAMPLER_CONTROL_REPLY__INIT;
+    rep.ok = rc == 0;
+    rep.version = lp_sampler_store_version(s->store);
+    rep.json = reply;
+    m.body_case = LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY;
+    m.sampler_control_reply = &rep;
+    rc = lp_service_reply(svc, req, &m, NULL, 0);
+    free(reply);
+    return rc;
+}
+
 static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
 {
     lp_sampler_svc_t *s = ctx;
@@ -255,6 +278,7 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
     case LMPIPE__MSG__BODY_SAMPLER_OPEN: return do_open(s, svc, req);
     case LMPIPE__MSG__BODY_SAMPLER_CLOSE: return do_close(s, svc, req);
     case LMPIPE__MSG__BODY_SAMPLE: return do_sample(s, svc, req);
+    case LMPIPE__MSG__BODY_SAMPLER_CONTROL: return do_control(s, svc, req);
     default:
         return lp_error_set(LP_ERR(EPROTO), "sampler-svc does not serve '%s' messages",
                             lp_msg_body_name(bc));

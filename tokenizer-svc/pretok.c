@@ -425,6 +425,7 @@ int lp__pretok_split(enum lp__pre pre, const char *text, size_t len, const char 
                 goto out;
             }
             memcpy(copy, text, at);
+            out_off = at;
         }
         if (c < 0) c = 0xFFFD;
         cp[n] = (uint32_t)c;

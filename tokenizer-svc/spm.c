@@ -3,12 +3,14 @@
  * concatenation is the highest-scoring token (ties: leftmost), then emit each
  * symbol's token, or its bytes as <0xXX> tokens when it is not one.
  *
- * A binary heap and a linked list of symbols make it O(n log n) in the
- * length, even for one long word.  When no token has "▁" after another
+ * A 4-ary heap of packed keys (heap.h) and a linked list of symbols make it
+ * O(n log n) in the length, even for one long word.  A queued pair is stale
+ * when its left symbol's latest queued pair differs in priority or length.  When no token has "▁" after another
  * character, text is cut before each such "▁" and the chunks (words) are
  * encoded independently, with a per-call cache: merges never cross those
  * cuts, so the result is the same. */
 #include "tok-internal.h"
+#include "heap.h"
 #include "unicode.h"
 
 #include "error.h"
@@ -18,71 +20,21 @@
 
 typedef struct sym {
     int32_t prev, next;
-    uint32_t start, n; /* bytes of the chunk; n = 0 once merged away */
+    uint32_t start, n;     /* bytes of the chunk; n = 0 once merged away */
+    uint32_t bprio, bsize; /* the latest pair queued with this symbol on the left */
 } sym_t;
-
-typedef struct bigram {
-    float score;
-    int32_t left, right;
-    uint32_t size;
-} bigram_t;
-
-typedef struct heap {
-    bigram_t *v;
-    size_t n, cap;
-} heap_t;
-
-/* a before b: higher score, then smaller left */
-static inline bool before(const bigram_t *a, const bigram_t *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static int heap_push(heap_t *h, bigram_t x)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        bigram_t *v = realloc(h->v, cap * sizeof(*v));
-        if (!v) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(&x, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = x;
-    return 0;
-}
-
-static bigram_t heap_pop(heap_t *h)
-{
-    bigram_t top = h->v[0], x = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c])) c++;
-        if (!before(&h->v[c], &x)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = x;
-    return top;
-}
 
 typedef struct spm_ctx {
     const lp_tokenizer_t *t;
     const char *text;
     sym_t *sym;
     size_t cap;
-    heap_t heap;
+    lp__heap_t heap;
 } spm_ctx_t;
 
-static int try_bigram(spm_ctx_t *c, int32_t left, int32_t right)
+/* Queue the pair (left, right) when its text is a token; the priority is
+ * the token's score rank (0 = highest score). */
+static int try_bigram(spm_ctx_t *c, int32_t left, int32_t right, bool append)
 {
     if (left < 0 || right < 0) return 0;
     uint32_t size = c->sym[left].n + c->sym[right].n;
@@ -91,7 +43,15 @@ static int try_bigram(spm_ctx_t *c, int32_t left, int32_t right)
     if (sid < 0) return 0;
     int32_t tok = c->t->strs.tok[sid];
     if (tok < 0) return 0;
-    return heap_push(&c->heap, (bigram_t){c->t->scores[tok], left, right, size});
+    uint32_t prio = c->t->score_rank[tok];
+    c->sym[left].bprio = prio;
+    c->sym[left].bsize = size;
+    uint64_t key = (uint64_t)prio << 32 | (uint32_t)left;
+    if (append && c->heap.n < c->heap.cap) {
+        c->heap.v[c->heap.n++] = key;
+        return 0;
+    }
+    return lp__heap_push(&c->heap, key) ? lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory") : 0;
 }
 
 static int emit_symbol(const lp_tokenizer_t *t, const char *s, size_t n, lp__ivec_t *out)
@@ -113,32 +73,39 @@ static int emit_symbol(const lp_tokenizer_t *t, const char *s, size_t n, lp__ive
 static int encode_chunk(spm_ctx_t *c, const char *text, size_t len, lp__ivec_t *out)
 {
     c->text = text;
-    c->heap.n = 0;
     if (len > c->cap) {
         sym_t *s = realloc(c->sym, len * sizeof(*s));
-        if (!s) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-        c->sym = s;
+        uint64_t *h = c->heap.own ? realloc(c->heap.own, len * sizeof(*h)) : malloc(len * sizeof(*h));
+        if (s) c->sym = s;
+        if (h) c->heap.v = c->heap.own = h;
+        if (!s || !h) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
         c->cap = len;
+        c->heap.cap = len;
     }
+    c->heap.n = 0;
     int32_t n = 0;
     for (size_t off = 0; off < len; n++) {
         size_t l = lp__utf8_len((uint8_t)text[off]);
         if (l > len - off) l = len - off;
-        c->sym[n] = (sym_t){n - 1, off + l == len ? -1 : n + 1, (uint32_t)off, (uint32_t)l};
+        c->sym[n] = (sym_t){n - 1, off + l == len ? -1 : n + 1, (uint32_t)off, (uint32_t)l, 0, 0};
         off += l;
     }
     int rc = 0;
-    for (int32_t i = 1; i < n && !rc; i++) rc = try_bigram(c, i - 1, i);
+    for (int32_t i = 1; i < n && !rc; i++) rc = try_bigram(c, i - 1, i, true);
+    lp__heap_build(&c->heap);
     while (c->heap.n && !rc) {
-        bigram_t bg = heap_pop(&c->heap);
-        sym_t *l = &c->sym[bg.left], *r = &c->sym[bg.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != bg.size) continue;
+        uint64_t key = lp__heap_pop(&c->heap);
+        int32_t li = (int32_t)(uint32_t)key;
+        sym_t *l = &c->sym[li];
+        if (l->n == 0 || l->next < 0 || l->bprio != (uint32_t)(key >> 32)) continue;
+        sym_t *r = &c->sym[l->next];
+        if (r->n == 0 || l->n + r->n != l->bsize) continue;
         l->n += r->n;
         r->n = 0;
         l->next = r->next;
-        if (r->next >= 0) c->sym[r->next].prev = bg.left;
-        rc = try_bigram(c, l->prev, bg.left);
-        if (!rc) rc = try_bigram(c, bg.left, l->next);
+        if (r->next >= 0) c->sym[r->next].prev = li;
+        rc = try_bigram(c, l->prev, li, false);
+        if (!rc) rc = try_bigram(c, li, l->next, false);
     }
     for (int32_t i = 0; i != -1 && n > 0 && !rc; i = c->sym[i].next)
         rc = emit_symbol(c->t, text + c->sym[i].start, c->sym[i].n, out);
@@ -168,6 +135,6 @@ int lp__spm_encode(const lp_tokenizer_t *t, const char *text, size_t len, lp__iv
         }
     }
     free(c.sym);
-    free(c.heap.v);
+    lp__heap_free(&c.heap);
     return rc;
 }

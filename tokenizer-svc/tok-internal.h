@@ -121,6 +121,7 @@ struct lp_tokenizer {
     lp__strtab_t strs;   /* token texts first, then BPE merge parts */
     uint32_t *tok_sid;   /* (n_tokens) sid of each token's text */
     float *scores;       /* (n_tokens) SPM merge scores */
+    uint32_t *score_rank; /* (n_tokens) SPM: 0 for the highest score, equal scores equal */
     uint16_t *attr;      /* (n_tokens) LP__ATTR_* bits */
     uint8_t *eog;        /* (n_tokens) 1 for end-of-generation tokens */
     size_t max_token_len;

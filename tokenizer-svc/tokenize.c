@@ -26,8 +26,8 @@ static int spm_fragment(const lp_tokenizer_t *t, const char *s, size_t n, bool p
     return rc;
 }
 
-static int bpe_fragment(const lp_tokenizer_t *t, const char *s, size_t n, lp__ivec_t *out,
-                        lp__wcache_t *cache)
+static int bpe_block(const lp_tokenizer_t *t, const char *s, size_t n, lp__ivec_t *out,
+                     lp__wcache_t *cache)
 {
     const char *clean;
     char *owned;
@@ -44,6 +44,38 @@ static int bpe_fragment(const lp_tokenizer_t *t, const char *s, size_t n, lp__iv
     }
     free(starts);
     free(owned);
+    return rc;
+}
+
+static bool graphic_ascii(char c) { return c > 0x20 && c < 0x7f; }
+
+/* BPE over long text in blocks of about 64 KiB, so that the working arrays
+ * stay in cache and the cost stays linear.  A block ends after a "\n" that
+ * has a visible ASCII character on both sides: every supported
+ * pre-tokenizer puts a word boundary there and decides the words on either
+ * side without looking across it. */
+static int bpe_fragment(const lp_tokenizer_t *t, const char *s, size_t n, lp__ivec_t *out,
+                        lp__wcache_t *cache)
+{
+    const size_t block = 65536;
+    size_t start = 0;
+    int rc = 0;
+    while (!rc && start < n) {
+        size_t end = n;
+        if (n - start > 2 * block) {
+            for (size_t p = start + block; p + 1 < n; p++) {
+                const char *nl = memchr(s + p, '\n', n - 1 - p);
+                if (!nl) break;
+                p = (size_t)(nl - s);
+                if (p + 1 < n && graphic_ascii(s[p - 1]) && graphic_ascii(s[p + 1])) {
+                    end = p + 1;
+                    break;
+                }
+            }
+        }
+        rc = bpe_block(t, s + start, end - start, out, cache);
+        start = end;
+    }
     return rc;
 }
 

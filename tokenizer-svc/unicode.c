@@ -61,21 +61,29 @@ static int keeps_itself(unsigned b)
     return (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
 }
 
+static uint32_t byte_cp[256];
+static int16_t cp_byte[256 + 68];
+static int maps_ready;
+
+static void build_maps(void)
+{
+    uint32_t n = 0;
+    for (unsigned c = 0; c < 256 + 68; c++) cp_byte[c] = -1;
+    for (unsigned b = 0; b < 256; b++) {
+        byte_cp[b] = keeps_itself(b) ? b : 256 + n++;
+        cp_byte[byte_cp[b]] = (int16_t)b;
+    }
+    __atomic_store_n(&maps_ready, 1, __ATOMIC_RELEASE);
+}
+
 uint32_t lp__byte_to_cp(uint8_t b)
 {
-    if (keeps_itself(b)) return b;
-    uint32_t n = 0;
-    for (unsigned c = 0; c < b; c++)
-        if (!keeps_itself(c)) n++;
-    return 256 + n;
+    if (!__atomic_load_n(&maps_ready, __ATOMIC_ACQUIRE)) build_maps();
+    return byte_cp[b];
 }
 
 int lp__cp_to_byte(uint32_t cp)
 {
-    if (cp < 256) return keeps_itself(cp) ? (int)cp : -1;
-    if (cp >= 256 + 68) return -1;
-    uint32_t n = 0;
-    for (unsigned c = 0; c < 256; c++)
-        if (!keeps_itself(c) && n++ == cp - 256) return (int)c;
-    return -1;
+    if (!__atomic_load_n(&maps_ready, __ATOMIC_ACQUIRE)) build_maps();
+    return cp < 256 + 68 ? cp_byte[cp] : -1;
 }

@@ -7,6 +7,7 @@
 #include "log.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ static const char *const eog_texts[] = {
 };
 static const char *const eot_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<EOT>", "_<EOT>", "[EOT]", "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>",
     "<end_of_utterance>",
 };
 /* FIM tokens: promoted to CONTROL; pad, repo and file-separator are EOG. */
@@ -64,13 +65,20 @@ static const char *const fim_eog_texts[] = {
     "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
 };
 
-static bool text_in(const char *s, size_t n, const char *const *list, size_t count)
+/* Mark the tokens with these texts CONTROL (and EOG); *first gets the
+ * lowest such id when given. */
+static void mark_texts(lp_tokenizer_t *t, const char *const *list, size_t count, bool eog,
+                       int32_t *first)
 {
-    for (size_t i = 0; i < count; i++)
-        if (strlen(list[i]) == n && !memcmp(list[i], s, n)) return true;
-    return false;
+    for (size_t i = 0; i < count; i++) {
+        int64_t sid = lp__strtab_find(&t->strs, list[i], strlen(list[i]));
+        if (sid < 0 || t->strs.tok[sid] < 0) continue;
+        int32_t id = t->strs.tok[sid];
+        t->attr[id] |= LP__ATTR_CONTROL;
+        if (eog) t->eog[id] = 1;
+        if (first && (*first < 0 || id < *first)) *first = id;
+    }
 }
-#define TEXT_IN(s, n, list) text_in((s), (n), (list), sizeof(list) / sizeof((list)[0]))
 
 static int get_bool_opt(const lp_gguf_t *g, const char *key, bool *v)
 {
@@ -87,6 +95,7 @@ static int get_id_opt(const lp_gguf_t *g, const char *key, int32_t n_tokens, int
     if (rc == LP_ERR(ENOENT)) return 0;
     if (rc) return rc;
     if (v >= (uint32_t)n_tokens) {
+        if (v == UINT32_MAX) return 0; /* written by some converters for "none" */
         LP_WARN("tokenizer: %s = %u is out of range (%d tokens); ignored", key, v, n_tokens);
         return 0;
     }
@@ -101,6 +110,36 @@ static int cmp_special(const void *a, const void *b, void *ctx)
     uint32_t lx = t->strs.len[t->tok_sid[x]], ly = t->strs.len[t->tok_sid[y]];
     if (lx != ly) return lx > ly ? -1 : 1;
     return x < y ? -1 : x > y;
+}
+
+static int cmp_score_desc(const void *a, const void *b, void *ctx)
+{
+    const float *sc = ctx;
+    float x = sc[*(const int32_t *)a], y = sc[*(const int32_t *)b];
+    return x > y ? -1 : x < y ? 1 : 0;
+}
+
+/* SPM merge priority: dense rank of the score, highest first. */
+static int build_score_rank(lp_tokenizer_t *t)
+{
+    int32_t *order = malloc((size_t)t->n_tokens * sizeof(*order));
+    t->score_rank = malloc((size_t)t->n_tokens * sizeof(*t->score_rank));
+    if (!order || !t->score_rank) {
+        free(order);
+        return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    }
+    for (int32_t i = 0; i < t->n_tokens; i++) {
+        if (t->scores[i] != t->scores[i]) t->scores[i] = -INFINITY; /* NaN */
+        order[i] = i;
+    }
+    qsort_r(order, (size_t)t->n_tokens, sizeof(*order), cmp_score_desc, t->scores);
+    uint32_t rank = 0;
+    for (int32_t i = 0; i < t->n_tokens; i++) {
+        if (i > 0 && t->scores[order[i]] != t->scores[order[i - 1]]) rank++;
+        t->score_rank[order[i]] = rank;
+    }
+    free(order);
+    return 0;
 }
 
 static int build_pieces(lp_tokenizer_t *t)
@@ -350,19 +389,15 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
     if ((rc = get_bool_opt(g, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
     if ((rc = get_bool_opt(g, "tokenizer.ggml.add_eos_token", &t->add_eos))) return rc;
 
-    /* llama.cpp's fix-ups by token text: EOT/EOG/FIM-looking tokens become
-     * CONTROL, control tokens named "unused" become UNUSED. */
+    /* llama.cpp's fix-ups by token text (over its text -> id map, where a
+     * later duplicate wins): EOT/EOG/FIM-looking tokens become CONTROL,
+     * control tokens named "unused" become UNUSED. */
     bool has_fim_keys = lp_gguf_find(g, "tokenizer.ggml.fim_pre_token_id") != NULL;
-    for (int32_t id = 0; id < t->n_tokens; id++) {
-        size_t len;
-        const char *p = lp__strtab_str(&t->strs, t->tok_sid[id], &len);
-        if (t->strs.tok[t->tok_sid[id]] != id) continue; /* shadowed duplicate */
-        if (TEXT_IN(p, len, eot_texts) && t->eot < 0) t->eot = id;
-        if (TEXT_IN(p, len, eog_texts) || TEXT_IN(p, len, eot_texts) ||
-            (!has_fim_keys && (TEXT_IN(p, len, fim_texts) || TEXT_IN(p, len, fim_eog_texts))))
-            t->attr[id] |= LP__ATTR_CONTROL;
-        if (TEXT_IN(p, len, eog_texts) || (!has_fim_keys && TEXT_IN(p, len, fim_eog_texts)))
-            t->eog[id] = 1;
+    mark_texts(t, eot_texts, sizeof(eot_texts) / sizeof(eot_texts[0]), false, t->eot < 0 ? &t->eot : NULL);
+    mark_texts(t, eog_texts, sizeof(eog_texts) / sizeof(eog_texts[0]), true, NULL);
+    if (!has_fim_keys) {
+        mark_texts(t, fim_texts, sizeof(fim_texts) / sizeof(fim_texts[0]), false, NULL);
+        mark_texts(t, fim_eog_texts, sizeof(fim_eog_texts) / sizeof(fim_eog_texts[0]), true, NULL);
     }
     for (int32_t id = 0; id < t->n_tokens; id++) {
         size_t len;
@@ -411,6 +446,7 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
             t->byte_tok[b] = sid >= 0 ? t->strs.tok[sid] : -1;
         }
         t->spm_split_ok = spm_split_ok(t);
+        if ((rc = build_score_rank(t))) return rc;
     } else {
         for (int b = 0; b < 256; b++) {
             char u[4];
@@ -467,6 +503,7 @@ void lp_tokenizer_destroy(lp_tokenizer_t **self_p)
     lp__pairmap_free(&t->merges);
     free(t->tok_sid);
     free(t->scores);
+    free(t->score_rank);
     free(t->attr);
     free(t->eog);
     free(t->special);

@@ -12,6 +12,7 @@ int lp_cmd_generate(int argc, char **argv);
 int lp_cmd_tokenize(int argc, char **argv);
 int lp_cmd_detokenize(int argc, char **argv);
 int lp_cmd_sample(int argc, char **argv);
+int lp_cmd_sampler(int argc, char **argv);
 int lp_cmd_score(int argc, char **argv);
 int lp_cmd_synth(int argc, char **argv);
 int lp_cmd_bench(int argc, char **argv);

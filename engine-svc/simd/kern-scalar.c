@@ -40,6 +40,8 @@ void lp__quant_q8a_scalar(const float *x, void *xq, int64_t n)
         }
         b->d = fp16_round(d);
         b->sum = (int16_t)sum;
+        b->fsum = (float)sum;
+        b->pad = 0;
         b->s = lp_f32_to_fp16(d * (float)sum);
     }
 }
@@ -68,6 +70,7 @@ void lp__quant_q8k_scalar(const float *x, void *xq, int64_t n)
             int s = 0;
             for (int l = 0; l < 16; l++) s += b->qs[16 * j + l];
             b->bsums[j] = (int16_t)s;
+            b->fbsums[j] = (float)s;
         }
         b->d = 1.0f / iscale;
     }

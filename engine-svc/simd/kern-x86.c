@@ -102,7 +102,7 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
         for (int64_t t0 = 0; t0 < nt; t0 += NT) {                                         \
             int m = nt - t0 < NT ? (int)(nt - t0) : NT;                                   \
             const void *x[NT];                                                            \
-            for (int t = 0; t < NT; t++)                                                  \
+            _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++)                                                  \
                 x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;         \
             for (int64_t r = 0; r < nr; r++) {                                            \
                 float out[NT];                                                            \
@@ -148,14 +148,14 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
     {                                                                                     \
         const wtype *w = wv;                                                              \
         FV acc[NT];                                                                       \
-        for (int t = 0; t < nt; t++) acc[t] = f_zero();                                   \
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = f_zero();                                   \
         int64_t i = 0;                                                                    \
         for (; i + FW <= n; i += FW) {                                                    \
             FV wf = load_w(w + i);                                                        \
-            for (int t = 0; t < nt; t++)                                                  \
+            _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++)                                                  \
                 acc[t] = f_fmadd(wf, f_load((const float *)xv[t] + i), acc[t]);           \
         }                                                                                 \
-        for (int t = 0; t < nt; t++) {                                                    \
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {                                                    \
             float s = f_hsum(acc[t]);                                                     \
             for (int64_t j = i; j < n; j++) s += scalar_w(w[j]) * ((const float *)xv[t])[j]; \
             out[t] = s;                                                                   \
@@ -176,19 +176,19 @@ INLINE void tile_q8_0(int64_t n, const void *wv, const void *const *xv, const in
 {
     const lp_block_q8_0_t *b = wv;
     __m256 acc[NT];
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / LP_QK; i++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs);
         __m256i aq = _mm256_sign_epi8(q, q); /* |q| as unsigned bytes (-128 -> 128) */
         float d = f16(b[i].d);
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
             const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
             __m256i x = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
             __m256i s = dot_us(_mm256_setzero_si256(), aq, x);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
         }
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
 }
 
 /* Q4_0 / Q5_0: unsigned q with an offset: sum((q - off) * x) =
@@ -197,34 +197,34 @@ INLINE void tile_q4_0(int64_t n, const void *wv, const void *const *xv, const in
 {
     const lp_block_q4_0_t *b = wv;
     __m256 acc[NT];
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / LP_QK; i++) {
         __m256i q = unpack_nibbles16(b[i].qs);
         float d = f16(b[i].d);
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
             const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
             __m256i s = dot_us(lane0(-8 * a->sum), q, _mm256_loadu_si256((const __m256i *)a->qs));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
         }
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
 }
 
 INLINE void tile_q5_0(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
 {
     const lp_block_q5_0_t *b = wv;
     __m256 acc[NT];
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / LP_QK; i++) {
         __m256i q = _mm256_or_si256(unpack_nibbles16(b[i].qs), bits_to_0x10(b[i].qh));
         float d = f16(b[i].d);
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
             const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
             __m256i s = dot_us(lane0(-16 * a->sum), q, _mm256_loadu_si256((const __m256i *)a->qs));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
         }
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
 }
 
 /* Q4_1 / Q5_1: d_w*d_x*sum(q*x) + m_w*s_x. */
@@ -233,18 +233,18 @@ INLINE void tile_q4_1(int64_t n, const void *wv, const void *const *xv, const in
     const lp_block_q4_1_t *b = wv;
     __m256 acc[NT];
     float mins[NT];
-    for (int t = 0; t < nt; t++) { acc[t] = _mm256_setzero_ps(); mins[t] = 0; }
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) { acc[t] = _mm256_setzero_ps(); mins[t] = 0; }
     for (int64_t i = 0; i < n / LP_QK; i++) {
         __m256i q = unpack_nibbles16(b[i].qs);
         float d = f16(b[i].d), m = f16(b[i].m);
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
             const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
             __m256i s = dot_us(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a->qs));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
             mins[t] += m * f16(a->s);
         }
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + mins[t];
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + mins[t];
 }
 
 INLINE void tile_q5_1(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
@@ -252,18 +252,18 @@ INLINE void tile_q5_1(int64_t n, const void *wv, const void *const *xv, const in
     const lp_block_q5_1_t *b = wv;
     __m256 acc[NT];
     float mins[NT];
-    for (int t = 0; t < nt; t++) { acc[t] = _mm256_setzero_ps(); mins[t] = 0; }
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) { acc[t] = _mm256_setzero_ps(); mins[t] = 0; }
     for (int64_t i = 0; i < n / LP_QK; i++) {
         __m256i q = _mm256_or_si256(unpack_nibbles16(b[i].qs), bits_to_0x10(b[i].qh));
         float d = f16(b[i].d), m = f16(b[i].m);
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
             const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
             __m256i s = dot_us(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a->qs));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
             mins[t] += m * f16(a->s);
         }
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + mins[t];
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + mins[t];
 }
 
 DEFINE_GEMM(gemm_q8_0, tile_q8_0)
@@ -274,10 +274,11 @@ DEFINE_GEMM(gemm_q5_1, tile_q5_1)
 
 /* ---- K-quants: 256-element super-blocks, Q8_K activations --------------- */
 
-/* The 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K/Q5_K block. */
-INLINE void k_scales_mins(const uint8_t *q, uint8_t out[16])
+/* The 8 scales and 8 mins of a Q4_K/Q5_K block as 16 int16 in one vector:
+ * scales in the low 128 bits, mins in the high 128 bits. */
+INLINE __m256i k_scales_mins(const uint8_t *q)
 {
-    uint32_t u[4];
+    uint32_t u[3];
     memcpy(u, q, 12);
     const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
     /* scales 0-3: q[0..3] & 63; scales 4-7: q[8..11] low nibbles | q[0..3] top bits;
@@ -285,10 +286,29 @@ INLINE void k_scales_mins(const uint8_t *q, uint8_t out[16])
     uint32_t s03 = u[0] & m6, m03 = u[1] & m6;
     uint32_t s47 = (u[2] & m4) | ((u[0] >> 6) & m2) << 4;
     uint32_t m47 = ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4;
-    memcpy(out, &s03, 4);
-    memcpy(out + 4, &s47, 4);
-    memcpy(out + 8, &m03, 4);
-    memcpy(out + 12, &m47, 4);
+    return _mm256_cvtepu8_epi16(_mm_set_epi32((int)m47, (int)m03, (int)s47, (int)s03));
+}
+
+/* Shuffle controls: int16 element j of a 128-bit lane into every int16 of
+ * the lane (for the low lane) ... */
+static const uint8_t bcast16_ctrl[8][32] __attribute__((aligned(32))) = {
+#define B(j) {2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, \
+              2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, \
+              2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1}
+    B(0), B(1), B(2), B(3), B(4), B(5), B(6), B(7),
+#undef B
+};
+
+/* ... and int16 pairs (m0 m0 m1 m1 m2 m2 m3 m3 | m4 m4 .. m7 m7) from a
+ * lane pair that both hold m0..m7. */
+static const uint8_t dup16_ctrl[32] __attribute__((aligned(32))) = {
+    0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7,
+    8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15,
+};
+
+INLINE __m256i bcast16(__m256i v, int j)
+{
+    return _mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *)bcast16_ctrl[j]));
 }
 
 /* Q4_K / Q5_K (hbits = 1): per super-block
@@ -297,24 +317,22 @@ INLINE void tile_qk_affine(int64_t n, const uint8_t *w, size_t bb, int hbits,
                            const void *const *xv, const int nt, float *out)
 {
     __m256 acc[NT];
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < n / LP_QK_K; i++, w += bb) {
         /* Q4_K and Q5_K share the d, dmin, scales prefix */
         const lp_block_q4_k_t *b = (const lp_block_q4_k_t *)w;
         const uint8_t *qs = hbits ? ((const lp_block_q5_k_t *)w)->qs : b->qs;
-        uint8_t sm[16];
-        k_scales_mins(b->scales, sm);
-        __m128i mins8 = _mm_loadl_epi64((const __m128i *)(sm + 8));
-        __m128i mins16 = _mm_cvtepu8_epi16(mins8);
+        __m256i sm = k_scales_mins(b->scales);
+        __m256i scb = _mm256_permute4x64_epi64(sm, 0x44); /* scales in both lanes */
+        __m256i mnb = _mm256_permute4x64_epi64(sm, 0xee); /* mins in both lanes */
         /* lane k of mdup = m_{k/2}, matching bsums[k] */
-        __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(mins16, mins16),
-                                        _mm_unpacklo_epi16(mins16, mins16));
+        __m256i mdup = _mm256_shuffle_epi8(mnb, _mm256_load_si256((const __m256i *)dup16_ctrl));
         __m256i hv = hbits ? _mm256_loadu_si256((const __m256i *)((const lp_block_q5_k_t *)w)->qh)
                            : _mm256_setzero_si256();
-        __m256i isum[NT];
-        for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
+        __m256i isum[NT], isum2[NT]; /* two chains per token: shorter latency */
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) isum[t] = isum2[t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 16") for (int c = 0; c < 4; c++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -324,23 +342,26 @@ INLINE void tile_qk_affine(int64_t n, const uint8_t *w, size_t bb, int hbits,
                                              _mm256_and_si256(_mm256_srli_epi16(hv, 1), one), 4));
                 hv = _mm256_srli_epi16(hv, 2);
             }
-            __m256i s_lo = _mm256_set1_epi16(sm[2 * c]), s_hi = _mm256_set1_epi16(sm[2 * c + 1]);
-            for (int t = 0; t < nt; t++) {
+            __m256i s_lo = bcast16(scb, 2 * c), s_hi = bcast16(scb, 2 * c + 1);
+            _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
                 const int8_t *xq = ((const lp__q8k_t *)xv[t])[i].qs + 64 * c;
                 isum[t] = dot_us_scaled(isum[t], lo, _mm256_load_si256((const __m256i *)xq), s_lo);
-                isum[t] = dot_us_scaled(isum[t], hi, _mm256_load_si256((const __m256i *)(xq + 32)),
-                                        s_hi);
+                /* a second chain only where registers are plentiful (nt is a
+                 * constant here, so the branch folds away) */
+                __m256i *h2 = nt <= 2 ? &isum2[t] : &isum[t];
+                *h2 = dot_us_scaled(*h2, hi, _mm256_load_si256((const __m256i *)(xq + 32)), s_hi);
             }
         }
         float d = f16(b->d), dmin = f16(b->dmin);
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
             const lp__q8k_t *a = (const lp__q8k_t *)xv[t] + i;
             __m256i mm = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)a->bsums), mdup);
+            isum[t] = _mm256_add_epi32(isum[t], isum2[t]);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a->d), acc[t]);
             acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmin * a->d), acc[t]);
         }
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
 }
 
 INLINE void tile_q4_k(int64_t n, const void *w, const void *const *xv, const int nt, float *out)
@@ -354,47 +375,367 @@ INLINE void tile_q5_k(int64_t n, const void *w, const void *const *xv, const int
 }
 
 /* Q6_K: d_w * d_x * sum_j sc_j * (sum(q x) - 32 * bsum_j), q in 0..63. */
+
+/* int16 element 2k into the low lane, 2k+1 into the high lane. */
+static const uint8_t q6_scale_ctrl[4][32] __attribute__((aligned(32))) = {
+#define P(a, b) {2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, \
+                 2*a, 2*a+1, 2*a, 2*a+1, 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1, \
+                 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1}
+    P(0, 1), P(2, 3), P(4, 5), P(6, 7),
+#undef P
+};
 INLINE void tile_q6_k(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
 {
     const lp_block_q6_k_t *b = wv;
     __m256 acc[NT];
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     for (int64_t i = 0; i < n / LP_QK_K; i++, b++) {
         __m256i isum[NT];
-        for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        _Pragma("GCC unroll 16") for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-            for (int k = 0; k < 4; k++) {
-                __m256i lo4 = k & 2 ? _mm256_srli_epi16(k & 1 ? ql1 : ql0, 4) : (k & 1 ? ql1 : ql0);
-                __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2);
-                __m256i q = _mm256_or_si256(_mm256_and_si256(lo4, m4), _mm256_slli_epi16(h2, 4));
-                int j = 8 * h + 2 * k; /* sub-blocks j (elements 0-15) and j+1 (16-31) */
-                __m256i sc = _mm256_set_m128i(_mm_set1_epi16(b->scales[j + 1]),
-                                              _mm_set1_epi16(b->scales[j]));
-                for (int t = 0; t < nt; t++) {
+            /* scales 8h..8h+7 in both lanes */
+            __m256i sch = h ? _mm256_permute4x64_epi64(sc16, 0xee)
+                            : _mm256_permute4x64_epi64(sc16, 0x44);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                   _mm256_and_si256(qh, m30));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            _Pragma("GCC unroll 16") for (int k = 0; k < 4; k++) {
+                /* sub-blocks 8h+2k (elements 0-15: low lane) and 8h+2k+1 (high lane) */
+                __m256i sc = _mm256_shuffle_epi8(
+                    sch, _mm256_load_si256((const __m256i *)q6_scale_ctrl[k]));
+                _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
                     const int8_t *xq = ((const lp__q8k_t *)xv[t])[i].qs + 128 * h + 32 * k;
-                    isum[t] = dot_us_scaled(isum[t], q, _mm256_load_si256((const __m256i *)xq), sc);
+                    isum[t] = dot_us_scaled(isum[t], q[k], _mm256_load_si256((const __m256i *)xq), sc);
                 }
             }
         }
-        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
         float d = f16(b->d);
-        for (int t = 0; t < nt; t++) {
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
             const lp__q8k_t *a = (const lp__q8k_t *)xv[t] + i;
             __m256i corr = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)a->bsums), sc16);
             __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
         }
     }
-    for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
 }
 
 DEFINE_GEMM(gemm_q4_k, tile_q4_k)
 DEFINE_GEMM(gemm_q5_k, tile_q5_k)
 DEFINE_GEMM(gemm_q6_k, tile_q6_k)
+
+/* ---- batched GEMM (VNNI): repacked row groups ---------------------------
+ *
+ * For prefill, eight weight rows at a time are unpacked into bytes and
+ * interleaved so that one 256-bit vector holds four consecutive weights of
+ * each of the eight rows ("group" g of a unit).  vpdpbusd of that vector
+ * with four activation bytes broadcast from one token then adds four
+ * products to each row's lane: no horizontal sums, and the per-unit
+ * scales apply to all eight rows with one FMA.  A unit is a run of weights
+ * sharing a scale: 32 (Q4_K, Q5_K, legacy blocks) or 16 (Q6_K).  Each
+ * weight is stored as an unsigned byte q with w = SC*q - MN per unit and
+ * row, so a dot over a unit is SC * sum(q*x) - MN * sum(x).
+ *
+ * Scratch layout for a row group: qv[unit][group][row][4] bytes, then
+ * SC[unit][row] and MN[unit][row] as floats. */
+#if defined(LP_KERN_AVX512)
+
+/* acc + four-byte dot products: vpdpbusd, or without VNNI vpmaddubsw +
+ * vpmaddwd (exact as long as a pair of products fits int16: every type
+ * but Q8_0, whose flipped bytes reach 255, so Q8_0 batches need VNNI). */
+INLINE __m512i dpbusd512(__m512i acc, __m512i u, __m512i s)
+{
+#if defined(LP_KERN_VNNI)
+    return _mm512_dpbusd_epi32(acc, u, s);
+#else
+    __m512i p = _mm512_maddubs_epi16(u, s);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+#endif
+}
+
+#define RG 16 /* rows per group: one 512-bit vector holds 4 weights of each */
+#define PT 8 /* tokens per tile */
+
+/* r[i] holds eight dwords of row i; store dword g of every row as vector g. */
+INLINE void transpose_store(__m256i r[8], uint8_t *dst, size_t stride)
+{
+    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    /* t0: r0g0 r1g0 r0g1 r1g1 | r0g4 r1g4 r0g5 r1g5 ; t1: g2 g3 | g6 g7 */
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    /* u0: rows 0-3 of g0 | rows 0-3 of g4; u4: rows 4-7 of g0 | g4 ... */
+    _mm256_store_si256((__m256i *)(dst + 0 * stride), _mm256_permute2x128_si256(u0, u4, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 1 * stride), _mm256_permute2x128_si256(u1, u5, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 2 * stride), _mm256_permute2x128_si256(u2, u6, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 3 * stride), _mm256_permute2x128_si256(u3, u7, 0x20));
+    _mm256_store_si256((__m256i *)(dst + 4 * stride), _mm256_permute2x128_si256(u0, u4, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 5 * stride), _mm256_permute2x128_si256(u1, u5, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 6 * stride), _mm256_permute2x128_si256(u2, u6, 0x31));
+    _mm256_store_si256((__m256i *)(dst + 7 * stride), _mm256_permute2x128_si256(u3, u7, 0x31));
+}
+
+/* Rows 0-7 and 8-15: vector g of the group is [rows 0-7 | rows 8-15]. */
+INLINE void transpose16_store(__m256i r[RG], uint8_t *dst)
+{
+    transpose_store(r, dst, 64);
+    transpose_store(r + 8, dst + 32, 64);
+}
+
+/* Q4_K / Q5_K: units of 32, SC = d*sc_j, MN = dmin*m_j. */
+static void repack_qk_affine(int64_t n, const uint8_t *w, size_t wrb, int hbits, uint8_t *qv,
+                             float *sc, float *mn)
+{
+    size_t bb = hbits ? sizeof(lp_block_q5_k_t) : sizeof(lp_block_q4_k_t);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    for (int64_t sb = 0; sb < n / LP_QK_K; sb++) {
+        const uint8_t *qs[RG], *qh[RG];
+        _Pragma("GCC unroll 16") for (int r = 0; r < RG; r++) {
+            const uint8_t *blk = w + (size_t)r * wrb + (size_t)sb * bb;
+            const lp_block_q4_k_t *b = (const lp_block_q4_k_t *)blk;
+            qs[r] = hbits ? ((const lp_block_q5_k_t *)blk)->qs : b->qs;
+            qh[r] = hbits ? ((const lp_block_q5_k_t *)blk)->qh : NULL;
+            float d = f16(b->d), dmin = f16(b->dmin);
+            for (int j = 0; j < 8; j++) {
+                uint8_t s6, m6;
+                lp_k_scale_min(j, b->scales, &s6, &m6);
+                sc[(sb * 8 + j) * RG + r] = d * (float)s6;
+                mn[(sb * 8 + j) * RG + r] = dmin * (float)m6;
+            }
+        }
+        _Pragma("GCC unroll 16") for (int c = 0; c < 4; c++) {
+            __m256i lo[RG], hi[RG];
+            _Pragma("GCC unroll 16") for (int r = 0; r < RG; r++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(qs[r] + 32 * c));
+                lo[r] = _mm256_and_si256(q, m4);
+                hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (hbits) {
+                    __m256i hv = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)qh[r]),
+                                                  _mm_cvtsi32_si128(2 * c));
+                    lo[r] = _mm256_or_si256(lo[r], _mm256_slli_epi16(_mm256_and_si256(hv, one), 4));
+                    hi[r] = _mm256_or_si256(hi[r], _mm256_slli_epi16(
+                                                       _mm256_and_si256(_mm256_srli_epi16(hv, 1), one), 4));
+                }
+            }
+            transpose16_store(lo, qv + (size_t)(sb * 8 + 2 * c) * 8 * 64);
+            transpose16_store(hi, qv + (size_t)(sb * 8 + 2 * c + 1) * 8 * 64);
+        }
+    }
+}
+
+static void repack_q4_k(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc, float *mn)
+{
+    repack_qk_affine(n, w, wrb, 0, qv, sc, mn);
+}
+
+static void repack_q5_k(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc, float *mn)
+{
+    repack_qk_affine(n, w, wrb, 1, qv, sc, mn);
+}
+
+/* Q6_K: units of 16, SC = d*sc_j, MN = 32*d*sc_j. */
+static void repack_q6_k(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc, float *mn)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < n / LP_QK_K; sb++) {
+        const lp_block_q6_k_t *b[RG];
+        _Pragma("GCC unroll 16") for (int r = 0; r < RG; r++) {
+            b[r] = (const lp_block_q6_k_t *)(w + (size_t)r * wrb) + sb;
+            float d = f16(b[r]->d);
+            for (int j = 0; j < 16; j++) {
+                sc[(sb * 16 + j) * RG + r] = d * (float)b[r]->scales[j];
+                mn[(sb * 16 + j) * RG + r] = 32.0f * d * (float)b[r]->scales[j];
+            }
+        }
+        _Pragma("GCC unroll 16") for (int h = 0; h < 2; h++) {
+            _Pragma("GCC unroll 16") for (int k = 0; k < 4; k++) {
+                __m256i q[RG];
+                _Pragma("GCC unroll 16") for (int r = 0; r < RG; r++) {
+                    __m256i ql = _mm256_loadu_si256((const __m256i *)(b[r]->ql + 64 * h + 32 * (k & 1)));
+                    __m256i qh = _mm256_loadu_si256((const __m256i *)(b[r]->qh + 32 * h));
+                    if (k & 2) ql = _mm256_srli_epi16(ql, 4);
+                    /* bits 2k..2k+1 of qh to bits 4..5 */
+                    __m256i h2 = k < 2 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - 2 * k))
+                                       : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k - 4));
+                    q[r] = _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_and_si256(h2, m30));
+                }
+                /* units 16sb + 8h + 2k and the next: groups 4u .. 4u+7 */
+                transpose16_store(q, qv + (size_t)(sb * 16 + 8 * h + 2 * k) * 4 * 64);
+            }
+        }
+    }
+}
+
+/* Legacy blocks: units of 32 = one block; SC = d, MN = offset*d. */
+#if defined(LP_KERN_VNNI)
+static void repack_q8_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc, float *mn)
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80); /* q + 128 as unsigned */
+    for (int64_t i = 0; i < n / LP_QK; i++) {
+        __m256i q[RG];
+        _Pragma("GCC unroll 16") for (int r = 0; r < RG; r++) {
+            const lp_block_q8_0_t *b = (const lp_block_q8_0_t *)(w + (size_t)r * wrb) + i;
+            float d = f16(b->d);
+            sc[i * RG + r] = d;
+            mn[i * RG + r] = 128.0f * d;
+            q[r] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip);
+        }
+        transpose16_store(q, qv + (size_t)i * 8 * 64);
+    }
+}
+#endif
+
+static void repack_q4_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc, float *mn)
+{
+    for (int64_t i = 0; i < n / LP_QK; i++) {
+        __m256i q[RG];
+        _Pragma("GCC unroll 16") for (int r = 0; r < RG; r++) {
+            const lp_block_q4_0_t *b = (const lp_block_q4_0_t *)(w + (size_t)r * wrb) + i;
+            float d = f16(b->d);
+            sc[i * RG + r] = d;
+            mn[i * RG + r] = 8.0f * d;
+            q[r] = unpack_nibbles16(b->qs);
+        }
+        transpose16_store(q, qv + (size_t)i * 8 * 64);
+    }
+}
+
+static void repack_q5_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc, float *mn)
+{
+    for (int64_t i = 0; i < n / LP_QK; i++) {
+        __m256i q[RG];
+        _Pragma("GCC unroll 16") for (int r = 0; r < RG; r++) {
+            const lp_block_q5_0_t *b = (const lp_block_q5_0_t *)(w + (size_t)r * wrb) + i;
+            float d = f16(b->d);
+            sc[i * RG + r] = d;
+            mn[i * RG + r] = 16.0f * d;
+            q[r] = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
+        }
+        transpose16_store(q, qv + (size_t)i * 8 * 64);
+    }
+}
+
+/* Activation kinds of the batched tile. */
+enum { PP_K32, PP_K16, PP_A32 };
+
+/* y[t*ys + 0..15] = the sixteen rows of the group dotted with token t. */
+INLINE void pp_tile(const int kind, int64_t n, const uint8_t *qv, const float *sc,
+                    const float *mn, const uint8_t *const *x, const int nt, float *y, int64_t ys)
+{
+    const int S = kind == PP_K16 ? 16 : 32, G = S / 4;
+    const int U = kind == PP_K32 ? 8 : kind == PP_K16 ? 16 : 1; /* units per activation block */
+    const size_t xbb = kind == PP_A32 ? sizeof(lp__q8a_t) : sizeof(lp__q8k_t);
+    __m512 tot[PT];
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) tot[t] = _mm512_setzero_ps();
+    for (int64_t blk = 0; blk < n / (S * U); blk++) {
+        __m512 fs[PT];
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) fs[t] = _mm512_setzero_ps();
+        for (int u = 0; u < U; u++) {
+            int64_t unit = blk * U + u;
+            const uint8_t *wq = qv + (size_t)unit * G * 64;
+            __m512i W[8];
+            _Pragma("GCC unroll 16") for (int g = 0; g < G; g++)
+                W[g] = _mm512_load_si512((const void *)(wq + 64 * g));
+            __m512 SC = _mm512_load_ps(sc + unit * RG), MN = _mm512_load_ps(mn + unit * RG);
+            _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
+                const uint8_t *xb = x[t] + (size_t)blk * xbb;
+                const uint8_t *xs = xb + u * S; /* qs is at offset 0 of both block types */
+                __m512i acc = _mm512_setzero_si512();
+                _Pragma("GCC unroll 16") for (int g = 0; g < G; g++) {
+                    int32_t v;
+                    memcpy(&v, xs + 4 * g, 4);
+                    acc = dpbusd512(acc, W[g], _mm512_set1_epi32(v));
+                }
+                fs[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), SC, fs[t]);
+                if (kind == PP_K32) {
+                    const lp__q8k_t *a = (const lp__q8k_t *)xb;
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[2 * u]), fs[t]);
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[2 * u + 1]), fs[t]);
+                } else if (kind == PP_K16) {
+                    const lp__q8k_t *a = (const lp__q8k_t *)xb;
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[u]), fs[t]);
+                } else {
+                    const lp__q8a_t *a = (const lp__q8a_t *)xb;
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fsum), fs[t]);
+                }
+            }
+        }
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
+            float dx = kind == PP_A32 ? ((const lp__q8a_t *)(x[t] + (size_t)blk * xbb))->d
+                                      : ((const lp__q8k_t *)(x[t] + (size_t)blk * xbb))->d;
+            tot[t] = _mm512_fmadd_ps(fs[t], _mm512_set1_ps(dx), tot[t]);
+        }
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, tot[t]);
+}
+
+typedef void (*repack_fn)(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc,
+                          float *mn);
+
+INLINE void gemm_pp(const int kind, repack_fn repack, lp__gemm_fn rows, int64_t n,
+                    const void *w, size_t wrb, int64_t nr, const void *xq, size_t xrb,
+                    int64_t nt, float *y, int64_t ys, void *scratch)
+{
+    const int S = kind == PP_K16 ? 16 : 32;
+    uint8_t *qv = scratch;
+    float *sc = (float *)(qv + (size_t)n * RG); /* n*RG is a multiple of 64 */
+    float *mn = sc + (size_t)(n / S) * RG;
+    int64_t r = 0;
+    for (; r + RG <= nr; r += RG) {
+        repack(n, (const uint8_t *)w + (size_t)r * wrb, wrb, qv, sc, mn);
+        for (int64_t t0 = 0; t0 < nt; t0 += PT) {
+            int m = nt - t0 < PT ? (int)(nt - t0) : PT;
+            const uint8_t *x[PT];
+            for (int t = 0; t < PT; t++)
+                x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;
+            float *yt = y + t0 * ys + r;
+            switch (m) {
+            case 8: pp_tile(kind, n, qv, sc, mn, x, 8, yt, ys); break;
+            case 7: pp_tile(kind, n, qv, sc, mn, x, 7, yt, ys); break;
+            case 6: pp_tile(kind, n, qv, sc, mn, x, 6, yt, ys); break;
+            case 5: pp_tile(kind, n, qv, sc, mn, x, 5, yt, ys); break;
+            case 4: pp_tile(kind, n, qv, sc, mn, x, 4, yt, ys); break;
+            case 3: pp_tile(kind, n, qv, sc, mn, x, 3, yt, ys); break;
+            case 2: pp_tile(kind, n, qv, sc, mn, x, 2, yt, ys); break;
+            default: pp_tile(kind, n, qv, sc, mn, x, 1, yt, ys); break;
+            }
+        }
+    }
+    if (r < nr) rows(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, nt, y + r, ys);
+}
+
+#define DEFINE_GEMM_PP(name, kind, repack, rows)                                          \
+    static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
+                     size_t xrb, int64_t nt, float *y, int64_t ys, void *scratch)         \
+    {                                                                                     \
+        gemm_pp(kind, repack, rows, n, w, wrb, nr, xq, xrb, nt, y, ys, scratch);          \
+    }
+
+DEFINE_GEMM_PP(gemm_pp_q4_k, PP_K32, repack_q4_k, gemm_q4_k)
+DEFINE_GEMM_PP(gemm_pp_q5_k, PP_K32, repack_q5_k, gemm_q5_k)
+DEFINE_GEMM_PP(gemm_pp_q6_k, PP_K16, repack_q6_k, gemm_q6_k)
+#if defined(LP_KERN_VNNI)
+DEFINE_GEMM_PP(gemm_pp_q8_0, PP_A32, repack_q8_0, gemm_q8_0)
+#endif
+DEFINE_GEMM_PP(gemm_pp_q4_0, PP_A32, repack_q4_0, gemm_q4_0)
+DEFINE_GEMM_PP(gemm_pp_q5_0, PP_A32, repack_q5_0, gemm_q5_0)
+
+#endif /* LP_KERN_AVX512 */
 
 /* ---- activation quantization ------------------------------------------- */
 
@@ -430,7 +771,7 @@ static void quant_q8a(const float *x, void *xq, int64_t n)
     for (int64_t i = 0; i < n / LP_QK; i++, b++, x += LP_QK) {
         __m256 v[4];
         __m256 mx = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) {
+        _Pragma("GCC unroll 16") for (int k = 0; k < 4; k++) {
             v[k] = _mm256_loadu_ps(x + 8 * k);
             mx = _mm256_max_ps(mx, _mm256_and_ps(v[k], absm));
         }
@@ -439,12 +780,14 @@ static void quant_q8a(const float *x, void *xq, int64_t n)
         float id = amax != 0 ? 127.0f / amax : 0.0f;
         __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
-        for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
+        _Pragma("GCC unroll 16") for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));
         _mm256_storeu_si256((__m256i *)b->qs, pack_i32x4(q[0], q[1], q[2], q[3]));
         int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
                                               _mm256_add_epi32(q[2], q[3])));
         b->d = _cvtsh_ss(_cvtss_sh(d, 0));
         b->sum = (int16_t)sum;
+        b->fsum = (float)sum;
+        b->pad = 0;
         b->s = _cvtss_sh(d * (float)sum, 0);
     }
 }
@@ -469,7 +812,7 @@ static void quant_q8k(const float *x, void *xq, int64_t n)
         __m256i sums[8];
         for (int g = 0; g < 8; g++) { /* 32 values = sub-blocks 2g, 2g+1 */
             __m256i q[4];
-            for (int k = 0; k < 4; k++)
+            _Pragma("GCC unroll 16") for (int k = 0; k < 4; k++)
                 q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * k), vis));
             _mm256_store_si256((__m256i *)(b->qs + 32 * g), pack_i32x4(q[0], q[1], q[2], q[3]));
             /* lanes 0-3: 4-element sums of the first 16, lanes 4-7 of the next 16 */
@@ -484,6 +827,8 @@ static void quant_q8k(const float *x, void *xq, int64_t n)
             _mm256_storeu_si256((__m256i *)l, sums[g]);
             b->bsums[2 * g] = (int16_t)(l[0] + l[1] + l[4] + l[5]);
             b->bsums[2 * g + 1] = (int16_t)(l[2] + l[3] + l[6] + l[7]);
+            b->fbsums[2 * g] = (float)b->bsums[2 * g];
+            b->fbsums[2 * g + 1] = (float)b->bsums[2 * g + 1];
         }
         b->d = 1.0f / iscale;
     }
@@ -497,6 +842,16 @@ const lp__kern_t KERN_SYM = {
         [LP_TYPE_Q5_1] = gemm_q5_1, [LP_TYPE_Q8_0] = gemm_q8_0, [LP_TYPE_Q4_K] = gemm_q4_k,
         [LP_TYPE_Q5_K] = gemm_q5_k, [LP_TYPE_Q6_K] = gemm_q6_k,
     },
+#if defined(LP_KERN_AVX512)
+    .gemm_pp = {
+        [LP_TYPE_Q4_K] = gemm_pp_q4_k, [LP_TYPE_Q5_K] = gemm_pp_q5_k,
+        [LP_TYPE_Q6_K] = gemm_pp_q6_k, [LP_TYPE_Q4_0] = gemm_pp_q4_0,
+        [LP_TYPE_Q5_0] = gemm_pp_q5_0,
+#if defined(LP_KERN_VNNI)
+        [LP_TYPE_Q8_0] = gemm_pp_q8_0,
+#endif
+    },
+#endif
     .quant_q8a = quant_q8a,
     .quant_q8k = quant_q8k,
 };

@@ -21,21 +21,25 @@ typedef struct {
     float d;      /* fp16-rounded */
     int16_t sum;
     uint16_t s;   /* fp16 */
+    float fsum;   /* sum as a float, for the batched kernels */
+    uint32_t pad;
 } lp__q8a_t;
 
 /* Activations for the K-quants, as llama.cpp's block_q8_K:
  * iscale = -127/max (max: the value of largest magnitude), qs =
  * min(127, round_even(iscale * x)), d = 1/iscale; bsums[j] = sum of
- * qs[16j .. 16j+15].  Padded to 320 bytes so qs stays 64-byte aligned. */
+ * qs[16j .. 16j+15], also as floats in fbsums.  384 bytes, so qs stays
+ * 64-byte aligned. */
 typedef struct {
     int8_t qs[LP_QK_K];
     int16_t bsums[LP_QK_K / 16];
     float d;
     uint8_t pad[28];
+    float fbsums[LP_QK_K / 16];
 } lp__q8k_t;
 
-_Static_assert(sizeof(lp__q8a_t) == 40, "q8a block");
-_Static_assert(sizeof(lp__q8k_t) == 320, "q8k block");
+_Static_assert(sizeof(lp__q8a_t) == 48, "q8a block");
+_Static_assert(sizeof(lp__q8k_t) == 384, "q8k block");
 
 /* How a weight type wants its activations. */
 enum lp__act { LP_ACT_F32, LP_ACT_Q8A, LP_ACT_Q8K };
@@ -46,12 +50,23 @@ enum lp__act { LP_ACT_F32, LP_ACT_Q8A, LP_ACT_Q8K };
 typedef void (*lp__gemm_fn)(int64_t n, const void *w, size_t wrb, int64_t nr,
                             const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys);
 
+/* The batched (prefill) variant: the same result for nr rows and nt
+ * tokens, reusing each unpacked weight block across many tokens.  scratch:
+ * LP_PP_SCRATCH(n) bytes, 64-byte aligned, owned by the calling thread. */
+typedef void (*lp__gemm_pp_fn)(int64_t n, const void *w, size_t wrb, int64_t nr,
+                               const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys,
+                               void *scratch);
+#define LP_PP_SCRATCH(n) ((size_t)(n) * 24 + 256)
+#define LP_PP_ROWS 16 /* row-group size: callers give each thread a multiple */
+#define LP_PP_MIN_TOK 8 /* fewer tokens: the per-row kernels */
+
 /* Quantize n floats (a whole number of blocks) into activation blocks. */
 typedef void (*lp__act_fn)(const float *x, void *xq, int64_t n);
 
 typedef struct lp__kern {
     const char *name;
     lp__gemm_fn gemm[LP_TYPE_COUNT]; /* NULL: use the scalar kernel */
+    lp__gemm_pp_fn gemm_pp[LP_TYPE_COUNT]; /* may be NULL: gemm serves batches too */
     lp__act_fn quant_q8a;            /* NULL: scalar */
     lp__act_fn quant_q8k;
 } lp__kern_t;

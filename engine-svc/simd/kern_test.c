@@ -2,6 +2,7 @@
  * activation quantizers and the GEMM of every type, on blocks whose
  * quantized bits are random (every bit pattern, -128 included). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +111,8 @@ static void test_quantizers(const lp__kern_t *k)
 /* The GEMM of kernel set k against the scalar GEMM on the same quantized
  * activations: the integer sums are the same, only the float summation
  * order differs, so they agree to 1e-5 of sum |w x|. */
-static void test_gemm(const lp__kern_t *k, uint32_t type, int64_t n, int64_t nr, int64_t nt)
+static void test_gemm(const lp__kern_t *k, uint32_t type, int64_t n, int64_t nr, int64_t nt,
+                      bool batched)
 {
     size_t wrb = lp_type_row_bytes(type, n);
     uint8_t *w = malloc(wrb * (size_t)nr);
@@ -139,15 +141,22 @@ static void test_gemm(const lp__kern_t *k, uint32_t type, int64_t n, int64_t nr,
         else memcpy(dst, x + t * n, (size_t)n * sizeof(float));
     }
     lp__kern_scalar.gemm[type](n, w, wrb, nr, xq, xrb, nt, y0, ys);
-    k->gemm[type](n, w, wrb, nr, xq, xrb, nt, y1, ys);
+    void *scratch = NULL;
+    if (batched) {
+        scratch = aligned_alloc(64, (LP_PP_SCRATCH(n) + 63) & ~(size_t)63);
+        k->gemm_pp[type](n, w, wrb, nr, xq, xrb, nt, y1, ys, scratch);
+    } else {
+        k->gemm[type](n, w, wrb, nr, xq, xrb, nt, y1, ys);
+    }
+    free(scratch);
     for (int64_t t = 0; t < nt; t++) {
         for (int64_t r = 0; r < nr; r++) {
             double mag = 0;
             for (int64_t i = 0; i < n; i++) mag += fabs((double)wf[r * n + i] * x[t * n + i]);
             double err = fabs((double)y0[t * ys + r] - y1[t * ys + r]);
             if (!(err <= 1e-5 * mag)) {
-                CHECK(0, "%s %s n %lld rows %lld tokens %lld: row %lld token %lld: %g vs scalar %g",
-                      k->name, lp_type_name(type), (long long)n, (long long)nr, (long long)nt,
+                CHECK(0, "%s %s%s n %lld rows %lld tokens %lld: row %lld token %lld: %g vs scalar %g",
+                      k->name, lp_type_name(type), batched ? " batched" : "", (long long)n, (long long)nr, (long long)nt,
                       (long long)r, (long long)t, y1[t * ys + r], y0[t * ys + r]);
                 goto done;
             }
@@ -178,11 +187,19 @@ int main(void)
                                      {256, 4, 7}};
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
             for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
-                test_gemm(k, types[t], shapes[sh][0], shapes[sh][1], shapes[sh][2]);
+                test_gemm(k, types[t], shapes[sh][0], shapes[sh][1], shapes[sh][2], false);
         /* float types with a length that is not a multiple of the vector width */
-        test_gemm(k, LP_TYPE_F32, 37, 3, 5);
-        test_gemm(k, LP_TYPE_F16, 19, 2, 2);
-        test_gemm(k, LP_TYPE_BF16, 45, 1, 6);
+        test_gemm(k, LP_TYPE_F32, 37, 3, 5, false);
+        test_gemm(k, LP_TYPE_F16, 19, 2, 2, false);
+        test_gemm(k, LP_TYPE_BF16, 45, 1, 6, false);
+        /* batched kernels: whole row groups plus a tail, token tiles plus a tail */
+        const int64_t pp_shapes[][3] = {{256, LP_PP_ROWS, 8}, {512, 2 * LP_PP_ROWS + 5, 13},
+                                        {768, LP_PP_ROWS + 1, 17}, {256, 3, 9}};
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            if (!k->gemm_pp[types[t]]) continue;
+            for (size_t sh = 0; sh < sizeof pp_shapes / sizeof pp_shapes[0]; sh++)
+                test_gemm(k, types[t], pp_shapes[sh][0], pp_shapes[sh][1], pp_shapes[sh][2], true);
+        }
         printf("%s: checked against scalar\n", names[s]);
     }
     if (failures) {

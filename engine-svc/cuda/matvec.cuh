@@ -1,0 +1,44 @@
+/* matvec.cuh - one lane's share of a quantized matrix-vector product,
+ * host and device (dequant_test.cu runs it for 32 lanes on the CPU).
+ *
+ * The lanes of a warp walk one weight row's blocks part by part: lane l
+ * takes items l, l + 32, ...; item i is part i % PARTS of block i / PARTS
+ * (dequant.cuh), so neighbouring lanes read neighbouring bytes.  Each part
+ * is decoded once into registers and dotted with the matching activations
+ * of every token; acc[t] gets the lane's partial sum for token t. */
+#ifndef LP_CUDA_MATVEC_CUH
+#define LP_CUDA_MATVEC_CUH
+
+#include "dequant.cuh"
+#include "kernels.h"
+
+namespace lp_cuda {
+
+template <typename Q>
+LP_HD void matvec_lane(const uint8_t *wr, int64_t n_in, const float *x, int64_t x_stride,
+                       int n_tok, int lane, float acc[LP_CUDA_MMV_MAX_TOKENS])
+{
+LP_UNROLL
+    for (int t = 0; t < LP_CUDA_MMV_MAX_TOKENS; t++) acc[t] = 0.0f;
+    const int64_t n_items = n_in / Q::QK * Q::PARTS;
+    for (int64_t i = lane; i < n_items; i += 32) {
+        const int64_t blk = i / Q::PARTS;
+        const int p = (int)(i % Q::PARTS);
+        float v[Q::NV];
+        Q::part(wr + blk * Q::BYTES, p, v);
+        const float *xb = x + blk * Q::QK;
+LP_UNROLL
+        for (int t = 0; t < LP_CUDA_MMV_MAX_TOKENS; t++) {
+            if (t < n_tok) {
+                float s = 0.0f;
+LP_UNROLL
+                for (int k = 0; k < Q::NV; k++) s += v[k] * xb[t * x_stride + Q::elem(p, k)];
+                acc[t] += s;
+            }
+        }
+    }
+}
+
+} /* namespace lp_cuda */
+
+#endif
