@@ -2,7 +2,8 @@
  * repeated to 1 MiB (llama-spm, gpt-2, qwen2), the same with ten times the
  * text (linearity), one 1 MiB word without spaces, load time, and the
  * pre-tokenizer alone against PCRE2-JIT running llama.cpp's regexes (when
- * built with libpcre2-8).
+ * built with libpcre2-8).  Times are CPU seconds, best of REPEATS; "whole
+ * run" is load + encode of 1 MiB, as one `llama-tokenize` run is timed.
  * usage: tokenize-bench SHARED_DIR [REPEATS] */
 #include "tok-internal.h"
 #include "tokenizer.h"
@@ -20,10 +21,13 @@
 #include <pcre2.h>
 #endif
 
+/* CPU time of this (single-threaded) process: the shared build machine is
+ * often busy, and CPU time does not count the time other processes hold the
+ * core. */
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 

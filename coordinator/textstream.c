@@ -88,7 +88,7 @@ int lp_textstream_push(lp_textstream_t *ts, const char *piece, size_t len, const
         ts->text = t;
         ts->cap = cap;
     }
-    if (len) memcpy(ts->text + ts->len, piece, len);
+    if (len) memcpy(ts->text + ts->len, piece, len); /* piece may be NULL when len is 0 */
     size_t old = ts->len;
     ts->len += len;
     /* A new match must end inside the new piece: search from max_stop-1

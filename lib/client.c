@@ -149,7 +149,7 @@ static int append(char **buf, size_t *len, const void *data, size_t n)
 {
     char *b = realloc(*buf, *len + n + 1);
     if (!b) return LP_ERR(ENOMEM);
-    if (n) memcpy(b + *len, data, n);
+    if (n) memcpy(b + *len, data, n); /* data may be NULL when n is 0 */
     *len += n;
     b[*len] = '\0';
     *buf = b;

@@ -94,42 +94,48 @@ void lp__strtab_free(lp__strtab_t *t)
     memset(t, 0, sizeof(*t));
 }
 
+static void slot_put(lp__strslot_t *slots, size_t mask, uint64_t h, uint32_t sid, uint32_t off,
+                     uint32_t len)
+{
+    size_t i = (size_t)h & mask;
+    while (slots[i].sid1) i = (i + 1) & mask;
+    slots[i] = (lp__strslot_t){(uint32_t)(h >> 32), sid + 1, off, len};
+}
+
 static int strtab_grow_slots(lp__strtab_t *t)
 {
     size_t mask = t->mask * 2 + 1;
-    uint64_t *slots = calloc(mask + 1, sizeof(*slots));
+    lp__strslot_t *slots = calloc(mask + 1, sizeof(*slots));
     if (!slots) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-    for (size_t sid = 0; sid < t->n; sid++) {
-        uint64_t h = lp__hash(t->arena + t->off[sid], t->len[sid]);
-        size_t i = (size_t)h & mask;
-        while (slots[i]) i = (i + 1) & mask;
-        slots[i] = (h & 0xffffffff00000000ull) | (sid + 1);
-    }
+    for (size_t sid = 0; sid < t->n; sid++)
+        slot_put(slots, mask, lp__hash(t->arena + t->off[sid], t->len[sid]), (uint32_t)sid,
+                 t->off[sid], t->len[sid]);
     free(t->slots);
     t->slots = slots;
     t->mask = mask;
     return 0;
 }
 
-int64_t lp__strtab_find(const lp__strtab_t *t, const char *s, size_t n)
+int64_t lp__strtab_find_h(const lp__strtab_t *t, const char *s, size_t n, uint64_t h)
 {
-    uint64_t h = lp__hash(s, n);
-    uint64_t tag = h & 0xffffffff00000000ull;
+    uint32_t tag = (uint32_t)(h >> 32);
     size_t i = (size_t)h & t->mask;
     for (;;) {
-        uint64_t e = t->slots[i];
-        if (!e) return -1;
-        if ((e & 0xffffffff00000000ull) == tag) {
-            uint32_t sid = (uint32_t)(e & 0xffffffffu) - 1;
-            if (t->len[sid] == n && !memcmp(t->arena + t->off[sid], s, n)) return sid;
-        }
+        const lp__strslot_t *e = &t->slots[i];
+        if (!e->sid1) return -1;
+        if (e->tag == tag && e->len == n && !memcmp(t->arena + e->off, s, n)) return e->sid1 - 1;
         i = (i + 1) & t->mask;
     }
 }
 
-int lp__strtab_intern(lp__strtab_t *t, const char *s, size_t n, uint32_t *sid_out)
+int64_t lp__strtab_find(const lp__strtab_t *t, const char *s, size_t n)
 {
-    int64_t f = lp__strtab_find(t, s, n);
+    return lp__strtab_find_h(t, s, n, lp__hash(s, n));
+}
+
+int lp__strtab_intern_h(lp__strtab_t *t, const char *s, size_t n, uint64_t h, uint32_t *sid_out)
+{
+    int64_t f = lp__strtab_find_h(t, s, n, h);
     if (f >= 0) {
         *sid_out = (uint32_t)f;
         return 0;
@@ -164,12 +170,14 @@ int lp__strtab_intern(lp__strtab_t *t, const char *s, size_t n, uint32_t *sid_ou
     t->len[sid] = (uint32_t)n;
     t->tok[sid] = -1;
     t->arena_n += n;
-    uint64_t h = lp__hash(s, n);
-    size_t i = (size_t)h & t->mask;
-    while (t->slots[i]) i = (i + 1) & t->mask;
-    t->slots[i] = (h & 0xffffffff00000000ull) | (sid + 1);
+    slot_put(t->slots, t->mask, h, sid, t->off[sid], (uint32_t)n);
     *sid_out = sid;
     return 0;
+}
+
+int lp__strtab_intern(lp__strtab_t *t, const char *s, size_t n, uint32_t *sid_out)
+{
+    return lp__strtab_intern_h(t, s, n, lp__hash(s, n), sid_out);
 }
 
 /* ---- pair map ---- */
@@ -178,39 +186,32 @@ int lp__pairmap_init(lp__pairmap_t *m, size_t expect)
 {
     memset(m, 0, sizeof(*m));
     size_t cap = pow2_at_least(expect * 2 + 16);
+    unsigned bits = 0;
+    while (((size_t)1 << bits) < cap) bits++;
     m->mask = cap - 1;
-    m->key = malloc(cap * sizeof(*m->key));
-    m->rank = malloc(cap * sizeof(*m->rank));
-    m->val = malloc(cap * sizeof(*m->val));
-    if (!m->key || !m->rank || !m->val) {
-        lp__pairmap_free(m);
-        return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-    }
-    memset(m->key, 0xff, cap * sizeof(*m->key));
+    m->shift = 64 - bits;
+    m->e = malloc(cap * sizeof(*m->e));
+    if (!m->e) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    memset(m->e, 0xff, cap * sizeof(*m->e));
     return 0;
 }
 
 void lp__pairmap_free(lp__pairmap_t *m)
 {
-    free(m->key);
-    free(m->rank);
-    free(m->val);
+    free(m->e);
     memset(m, 0, sizeof(*m));
 }
 
 int lp__pairmap_add(lp__pairmap_t *m, uint64_t key, int32_t rank, uint32_t val)
 {
     if ((m->n + 1) * 2 > m->mask + 1) return lp_error_set(LP_ERR(ENOSPC), "tokenizer: pair map full");
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    size_t i = (size_t)(h >> 20) & m->mask;
+    size_t i = lp__pairmap_slot(m, key);
     for (;;) {
-        if (m->key[i] == key) return 0;
-        if (m->key[i] == UINT64_MAX) break;
+        if (m->e[i].key == key) return 0;
+        if (m->e[i].key == UINT64_MAX) break;
         i = (i + 1) & m->mask;
     }
-    m->key[i] = key;
-    m->rank[i] = rank;
-    m->val[i] = val;
+    m->e[i] = (lp__pairent_t){key, rank, val};
     m->n++;
     return 0;
 }

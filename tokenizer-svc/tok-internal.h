@@ -39,13 +39,19 @@ int lp__buf_put(lp__buf_t *b, const void *p, size_t n);
 uint64_t lp__hash(const void *p, size_t n);
 
 /* ---- interned strings: bytes -> dense id (sid) ---- */
+typedef struct lp__strslot {
+    uint32_t tag;  /* high half of the hash */
+    uint32_t sid1; /* sid + 1 */
+    uint32_t off, len;
+} lp__strslot_t;
+
 typedef struct lp__strtab {
     uint32_t *off, *len;  /* (n) into arena */
     int32_t *tok;         /* (n) token id whose text this is, or -1 */
     size_t n, cap;
     char *arena;
     size_t arena_n, arena_cap;
-    uint64_t *slots;      /* (mask + 1) hash tag << 32 | (sid + 1); 0 empty */
+    lp__strslot_t *slots; /* (mask + 1) open addressing; sid1 = 0 when empty */
     size_t mask;
 } lp__strtab_t;
 int lp__strtab_init(lp__strtab_t *t, size_t expect);
@@ -54,6 +60,19 @@ void lp__strtab_free(lp__strtab_t *t);
 int lp__strtab_intern(lp__strtab_t *t, const char *s, size_t n, uint32_t *sid);
 /* sid of s, or -1. */
 int64_t lp__strtab_find(const lp__strtab_t *t, const char *s, size_t n);
+/* Same with lp__hash(s, n) already computed (see lp__strtab_prefetch). */
+int64_t lp__strtab_find_h(const lp__strtab_t *t, const char *s, size_t n, uint64_t h);
+int lp__strtab_intern_h(lp__strtab_t *t, const char *s, size_t n, uint64_t h, uint32_t *sid);
+static inline void lp__strtab_prefetch(const lp__strtab_t *t, uint64_t h)
+{
+    __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+}
+/* Second stage: once the slot is cached, prefetch the string it points at. */
+static inline void lp__strtab_prefetch2(const lp__strtab_t *t, uint64_t h)
+{
+    const lp__strslot_t *e = &t->slots[(size_t)h & t->mask];
+    if (e->sid1) __builtin_prefetch(t->arena + e->off);
+}
 static inline const char *lp__strtab_str(const lp__strtab_t *t, uint32_t sid, size_t *n)
 {
     *n = t->len[sid];
@@ -61,29 +80,37 @@ static inline const char *lp__strtab_str(const lp__strtab_t *t, uint32_t sid, si
 }
 
 /* ---- u64 key -> (i32, u32) map, used for BPE merge pairs ---- */
+typedef struct lp__pairent {
+    uint64_t key; /* UINT64_MAX = empty */
+    int32_t rank;
+    uint32_t val;
+} lp__pairent_t;
+
 typedef struct lp__pairmap {
-    uint64_t *key;   /* UINT64_MAX = empty */
-    int32_t *rank;
-    uint32_t *val;
+    lp__pairent_t *e;
     size_t n, mask;
+    unsigned shift; /* 64 - log2(mask + 1): Fibonacci hashing uses the high bits */
 } lp__pairmap_t;
 int lp__pairmap_init(lp__pairmap_t *m, size_t expect);
 void lp__pairmap_free(lp__pairmap_t *m);
 /* Insert unless present (first insertion wins, as std::map::emplace). */
 int lp__pairmap_add(lp__pairmap_t *m, uint64_t key, int32_t rank, uint32_t val);
+static inline size_t lp__pairmap_slot(const lp__pairmap_t *m, uint64_t key)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> m->shift);
+}
 static inline bool lp__pairmap_get(const lp__pairmap_t *m, uint64_t key, int32_t *rank,
                                    uint32_t *val)
 {
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    size_t i = (size_t)(h >> 20) & m->mask;
+    size_t i = lp__pairmap_slot(m, key);
     for (;;) {
-        uint64_t k = m->key[i];
-        if (k == key) {
-            *rank = m->rank[i];
-            *val = m->val[i];
+        const lp__pairent_t *e = &m->e[i];
+        if (e->key == key) {
+            *rank = e->rank;
+            *val = e->val;
             return true;
         }
-        if (k == UINT64_MAX) return false;
+        if (e->key == UINT64_MAX) return false;
         i = (i + 1) & m->mask;
     }
 }

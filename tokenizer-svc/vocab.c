@@ -175,17 +175,23 @@ static int build_pieces(lp_tokenizer_t *t)
                 rc = lp__buf_put(&arena, &c, 1);
             }
         } else if (t->kind == LP_VOCAB_BPE && (a & LP__ATTR_NORMAL)) {
-            size_t off = 0;
-            while (off < n && !rc) {
-                size_t at = off;
-                int32_t cp = lp__utf8_decode((const uint8_t *)s, n, &off);
-                int b = cp < 0 ? -1 : lp__cp_to_byte((uint32_t)cp);
-                if (b >= 0) {
-                    char c = (char)b;
-                    rc = lp__buf_put(&arena, &c, 1);
-                } else {
-                    rc = lp__buf_put(&arena, s + at, off - at);
+            /* decoding never lengthens the text: reserve n bytes, then write */
+            rc = lp__buf_put(&arena, s, n);
+            if (!rc) {
+                char *dst = arena.v + start;
+                size_t off = 0, w = 0;
+                while (off < n) {
+                    size_t at = off;
+                    int32_t cp = lp__utf8_decode((const uint8_t *)s, n, &off);
+                    int b = cp < 0 ? -1 : lp__cp_to_byte((uint32_t)cp);
+                    if (b >= 0) {
+                        dst[w++] = (char)b;
+                    } else {
+                        memmove(dst + w, s + at, off - at);
+                        w += off - at;
+                    }
                 }
+                arena.n = start + w;
             }
         }
         if (rc) {
@@ -200,6 +206,42 @@ static int build_pieces(lp_tokenizer_t *t)
     return 0;
 }
 
+/* Merges are "A B": intern A, B and AB and map (A, B) -> (rank, AB).  The
+ * tables are larger than the cache and this is most of the load time, so:
+ * AB is first tried at token id 256 + rank (where Hugging Face converters
+ * put it), frequent parts hit a small direct-mapped cache, and the other
+ * lookups run in batches whose hash slots are prefetched first. */
+typedef struct part_cache {
+    uint64_t h;
+    uint32_t sid1; /* sid + 1; 0 = empty */
+} part_cache_t;
+
+static int intern_part(lp_tokenizer_t *t, part_cache_t *pc, const char *s, size_t n, uint64_t h,
+                       uint32_t *sid)
+{
+    part_cache_t *e = &pc[(h >> 7) & 8191];
+    if (e->sid1 && e->h == h) {
+        size_t len;
+        const char *p = lp__strtab_str(&t->strs, e->sid1 - 1, &len);
+        if (len == n && !memcmp(p, s, n)) {
+            *sid = e->sid1 - 1;
+            return 0;
+        }
+    }
+    int rc = lp__strtab_intern_h(&t->strs, s, n, h, sid);
+    if (!rc) *e = (part_cache_t){h, *sid + 1};
+    return rc;
+}
+
+static bool is_token_text(const lp_tokenizer_t *t, int64_t id, const char *a, size_t la,
+                          const char *b, size_t lb)
+{
+    if (id < 0 || id >= t->n_tokens) return false;
+    size_t n;
+    const char *s = lp__strtab_str(&t->strs, t->tok_sid[id], &n);
+    return n == la + lb && !memcmp(s, a, la) && !memcmp(s + la, b, lb);
+}
+
 static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
 {
     const lp_gguf_str_t *m;
@@ -211,32 +253,66 @@ static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
     if (n > INT32_MAX) return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.merges: too many entries");
     rc = lp__pairmap_init(&t->merges, (size_t)n);
     if (rc) return rc;
+    part_cache_t *pc = calloc(8192, sizeof(*pc));
+    if (!pc) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    enum { BATCH = 16 };
+    struct {
+        const char *a, *b;
+        size_t la, lb;
+        uint64_t ha, hb, hab;
+        int64_t ab_id; /* token id of AB when found by the guess, else -1 */
+    } q[BATCH];
     char *tmp = NULL;
     size_t tmp_cap = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *s = m[i].ptr;
-        size_t len = m[i].len;
-        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
-        if (!sp) continue; /* llama.cpp maps it to the pair ("", ""), which never matches */
-        size_t la = (size_t)(sp - s), lb = len - la - 1;
-        uint32_t sa, sb, sab;
-        if ((rc = lp__strtab_intern(&t->strs, s, la, &sa))) break;
-        if ((rc = lp__strtab_intern(&t->strs, sp + 1, lb, &sb))) break;
-        if (la + lb > tmp_cap) {
-            tmp_cap = (la + lb) * 2 + 64;
-            char *p = realloc(tmp, tmp_cap);
-            if (!p) {
-                rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-                break;
-            }
-            tmp = p;
+    for (uint64_t base = 0; base < n && !rc; base += BATCH) {
+        size_t k = n - base < BATCH ? (size_t)(n - base) : BATCH;
+        for (size_t j = 0; j < k; j++) {
+            const char *s = m[base + j].ptr;
+            size_t len = m[base + j].len;
+            const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+            q[j].a = NULL;
+            if (!sp) continue; /* llama.cpp maps it to the pair ("", ""), which never matches */
+            q[j].a = s;
+            q[j].la = (size_t)(sp - s);
+            q[j].b = sp + 1;
+            q[j].lb = len - q[j].la - 1;
+            q[j].ha = lp__hash(q[j].a, q[j].la);
+            q[j].hb = lp__hash(q[j].b, q[j].lb);
+            lp__strtab_prefetch(&t->strs, q[j].ha);
+            lp__strtab_prefetch(&t->strs, q[j].hb);
+            int64_t guess = 256 + (int64_t)(base + j);
+            q[j].ab_id = is_token_text(t, guess, q[j].a, q[j].la, q[j].b, q[j].lb) &&
+                                 t->strs.tok[t->tok_sid[guess]] >= 0
+                             ? guess
+                             : -1;
         }
-        memcpy(tmp, s, la);
-        memcpy(tmp + la, sp + 1, lb);
-        if ((rc = lp__strtab_intern(&t->strs, tmp, la + lb, &sab))) break;
-        if ((rc = lp__pairmap_add(&t->merges, (uint64_t)sa << 32 | sb, (int32_t)i, sab))) break;
+        for (size_t j = 0; j < k && !rc; j++) {
+            if (!q[j].a) continue;
+            uint32_t sa, sb, sab;
+            if ((rc = intern_part(t, pc, q[j].a, q[j].la, q[j].ha, &sa))) break;
+            if ((rc = intern_part(t, pc, q[j].b, q[j].lb, q[j].hb, &sb))) break;
+            if (q[j].ab_id >= 0) {
+                sab = t->tok_sid[q[j].ab_id];
+            } else {
+                size_t lab = q[j].la + q[j].lb;
+                if (lab > tmp_cap) {
+                    tmp_cap = lab * 2 + 64;
+                    char *p = realloc(tmp, tmp_cap);
+                    if (!p) {
+                        rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+                        break;
+                    }
+                    tmp = p;
+                }
+                memcpy(tmp, q[j].a, q[j].la);
+                memcpy(tmp + q[j].la, q[j].b, q[j].lb);
+                if ((rc = lp__strtab_intern(&t->strs, tmp, lab, &sab))) break;
+            }
+            rc = lp__pairmap_add(&t->merges, (uint64_t)sa << 32 | sb, (int32_t)(base + j), sab);
+        }
     }
     free(tmp);
+    free(pc);
     return rc;
 }
 
@@ -348,32 +424,43 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
     t->eog = calloc(n, 1);
     if (!t->tok_sid || !t->scores || !t->attr || !t->eog)
         return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-    if ((rc = lp__strtab_init(&t->strs, (size_t)n * 3))) return rc;
+    if ((rc = lp__strtab_init(&t->strs, (size_t)n + 1024))) return rc;
 
-    for (uint64_t i = 0; i < n; i++) {
-        char empty[32];
-        const char *p = toks[i].ptr;
-        size_t len = toks[i].len;
-        if (len == 0) {
-            len = (size_t)snprintf(empty, sizeof(empty), "[EMPTY_%llu]", (unsigned long long)i);
-            p = empty;
+    uint64_t hq[16];
+    for (uint64_t base = 0; base < n; base += 16) {
+        uint64_t k = n - base < 16 ? n - base : 16;
+        for (uint64_t j = 0; j < k; j++) {
+            hq[j] = lp__hash(toks[base + j].ptr, toks[base + j].len);
+            lp__strtab_prefetch(&t->strs, hq[j]);
         }
-        uint32_t sid;
-        if ((rc = lp__strtab_intern(&t->strs, p, len, &sid))) return rc;
-        t->strs.tok[sid] = (int32_t)i; /* a later duplicate wins, as in llama.cpp */
-        t->tok_sid[i] = sid;
-        if (len > t->max_token_len) t->max_token_len = len;
-        if (sc && i < n_sc) memcpy(&t->scores[i], (const char *)sc + 4 * i, 4);
-        int32_t type = LP_TOKEN_NORMAL;
-        if (ty) memcpy(&type, (const char *)ty + 4 * i, 4);
-        switch (type) {
-        case LP_TOKEN_NORMAL: t->attr[i] = LP__ATTR_NORMAL; break;
-        case LP_TOKEN_UNKNOWN: t->attr[i] = LP__ATTR_UNKNOWN; break;
-        case LP_TOKEN_CONTROL: t->attr[i] = LP__ATTR_CONTROL; break;
-        case LP_TOKEN_USER_DEFINED: t->attr[i] = LP__ATTR_USER_DEFINED; break;
-        case LP_TOKEN_UNUSED: t->attr[i] = LP__ATTR_UNUSED; break;
-        case LP_TOKEN_BYTE: t->attr[i] = LP__ATTR_BYTE; break;
-        default: t->attr[i] = 0; break;
+        for (uint64_t j = 0; j < k; j++) {
+            uint64_t i = base + j;
+            char empty[32];
+            const char *p = toks[i].ptr;
+            size_t len = toks[i].len;
+            uint64_t h = hq[j];
+            if (len == 0) {
+                len = (size_t)snprintf(empty, sizeof(empty), "[EMPTY_%llu]", (unsigned long long)i);
+                p = empty;
+                h = lp__hash(p, len);
+            }
+            uint32_t sid;
+            if ((rc = lp__strtab_intern_h(&t->strs, p, len, h, &sid))) return rc;
+            t->strs.tok[sid] = (int32_t)i; /* a later duplicate wins, as in llama.cpp */
+            t->tok_sid[i] = sid;
+            if (len > t->max_token_len) t->max_token_len = len;
+            if (sc && i < n_sc) memcpy(&t->scores[i], (const char *)sc + 4 * i, 4);
+            int32_t type = LP_TOKEN_NORMAL;
+            if (ty) memcpy(&type, (const char *)ty + 4 * i, 4);
+            switch (type) {
+            case LP_TOKEN_NORMAL: t->attr[i] = LP__ATTR_NORMAL; break;
+            case LP_TOKEN_UNKNOWN: t->attr[i] = LP__ATTR_UNKNOWN; break;
+            case LP_TOKEN_CONTROL: t->attr[i] = LP__ATTR_CONTROL; break;
+            case LP_TOKEN_USER_DEFINED: t->attr[i] = LP__ATTR_USER_DEFINED; break;
+            case LP_TOKEN_UNUSED: t->attr[i] = LP__ATTR_UNUSED; break;
+            case LP_TOKEN_BYTE: t->attr[i] = LP__ATTR_BYTE; break;
+            default: t->attr[i] = 0; break;
+            }
         }
     }
 

@@ -4,6 +4,8 @@
  * (running max m, sum l, and the l-weighted sum of V rows) per warp, merges
  * its warps, and writes the partial (m, l, acc[head_dim]); a second kernel
  * merges the splits: out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
+ * With a single split (max_pos < LP_CUDA_ATTN_SPLIT) the block normalises
+ * its own result and there is no merge launch.
  *
  * Prefill uses the same kernels: token t of a batch attends to positions
  * 0..tok[t].pos of its own sequence, which the cache already holds (the
@@ -23,7 +25,8 @@
 __global__ void __launch_bounds__(32 * ATTN_WARPS)
 attn_split_kernel(const float *__restrict__ q, const lp_cuda_tok_t *__restrict__ tok, int n_head,
                   int n_head_kv, int hd, float scale, int layer, const uint8_t *__restrict__ mask,
-                  int64_t mask_stride, float *__restrict__ part, int n_splits)
+                  int64_t mask_stride, float *__restrict__ part, int n_splits,
+                  float *__restrict__ out)
 {
     __shared__ float qs[LP_CUDA_MAX_HEAD_DIM];
     __shared__ float wm[ATTN_WARPS], wl[ATTN_WARPS];
@@ -81,13 +84,25 @@ attn_split_kernel(const float *__restrict__ q, const lp_cuda_tok_t *__restrict__
 
     float M = -INFINITY;
     for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, wm[w]);
-    float *pp = part + ((size_t)th * (size_t)n_splits + (size_t)s) * (size_t)(hd + 2);
     float f[ATTN_WARPS];
     float L = 0.0f;
     for (int w = 0; w < ATTN_WARPS; w++) {
         f[w] = wm[w] == -INFINITY ? 0.0f : expf(wm[w] - M);
         L += wl[w] * f[w];
     }
+    if (out) {
+        /* the only split: normalise here, exactly as the merge would
+         * (its factor e^(m - M) is 1) */
+        float *o = out + th * hd;
+        const float inv = 1.0f / L;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float a = 0.0f;
+            for (int w = 0; w < ATTN_WARPS; w++) a += wacc[w][d] * f[w];
+            o[d] = M == -INFINITY ? 0.0f : a * inv;
+        }
+        return;
+    }
+    float *pp = part + ((size_t)th * (size_t)n_splits + (size_t)s) * (size_t)(hd + 2);
     if (threadIdx.x == 0) {
         pp[0] = M;
         pp[1] = L;
@@ -152,11 +167,12 @@ extern "C" int lp_cuda_attention(cudaStream_t stream, float *d_out, const float 
                             n_head_kv);
     const int n_splits = n_splits_for(max_pos);
     const dim3 grid((unsigned)((int64_t)n_tok * n_head), (unsigned)n_splits);
-    attn_split_kernel<<<grid, 32 * ATTN_WARPS, 0, stream>>>(d_q, d_tok, n_head, n_head_kv,
-                                                            head_dim, scale, layer, d_mask,
-                                                            mask_stride, d_scratch, n_splits);
+    /* one split (contexts up to LP_CUDA_ATTN_SPLIT): no merge launch */
+    attn_split_kernel<<<grid, 32 * ATTN_WARPS, 0, stream>>>(
+        d_q, d_tok, n_head, n_head_kv, head_dim, scale, layer, d_mask, mask_stride, d_scratch,
+        n_splits, n_splits == 1 ? d_out : nullptr);
     int rc = lp_cuda_launched("attention");
-    if (rc) return rc;
+    if (rc || n_splits == 1) return rc;
     attn_merge_kernel<<<(unsigned)((int64_t)n_tok * n_head), 128, 0, stream>>>(
         d_out, d_tok, n_head, head_dim, d_scratch, n_splits);
     return lp_cuda_launched("attention merge");

@@ -16,6 +16,15 @@
  * weights go to cuBLAS as they are.  Residual adds are fused into the
  * products that feed them (accumulate / beta = 1).
  *
+ * Decode steps (at most LP_CUDA_MMV_MAX_TOKENS tokens, so no cuBLAS) are
+ * captured once per shape in a CUDA graph and replayed: a step is about 13
+ * launches per layer, whose launch overhead would otherwise exceed the time
+ * the weights take to stream.  Nothing a captured kernel is given depends
+ * on positions, tokens or cache addresses (they are read from the device
+ * arrays uploaded each step), so a graph is valid for every step of the
+ * same (tokens, logit rows, attention splits).  LMPIPE_CUDA_GRAPHS=0 turns
+ * graphs off.
+ *
  * Every CUDA and cuBLAS status is checked; a failure becomes an
  * lp_error_set() message and a negative return, never an abort.  The KV
  * cache of a sequence is [layer][pos][kv_dim] float32 on the device, grown
@@ -83,7 +92,17 @@ typedef struct cuda_ctx {
     /* host ranges page-locked by register_host, unregistered at destroy */
     void **reg;
     size_t n_reg;
+    /* decode graphs, least recently used replaced */
+    bool use_graphs;
+    struct graph_entry {
+        cudaGraphExec_t exec;        /* NULL: free */
+        int32_t n_tok, n_rows, n_splits;
+        uint64_t used;
+    } graphs[16];
+    uint64_t graph_clock;
 } cuda_ctx_t;
+
+#define N_GRAPHS ((int)(sizeof(((cuda_ctx_t *)0)->graphs) / sizeof(((cuda_ctx_t *)0)->graphs[0])))
 
 #define LOGIT_CHUNK 64
 /* Largest float32 scratch for a dequantized weight: bigger weights go to
@@ -119,6 +138,8 @@ static void cuda_destroy(void *vctx)
     cuda_ctx_t *c = vctx;
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < N_GRAPHS; i++)
+        if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     for (int32_t s = 0; c->kv && s < c->p.max_seqs; s++) {
         cudaFree(c->kv[s].k);
         cudaFree(c->kv[s].v);
@@ -259,6 +280,8 @@ static int cuda_create(const lp_model_t *m, const lp_engine_params_t *p, void **
     c->p = *p;
     c->q_dim = hp->n_head * hp->head_dim;
     c->kv_dim = hp->n_head_kv * hp->head_dim;
+    const char *graphs_env = getenv("LMPIPE_CUDA_GRAPHS");
+    c->use_graphs = !(graphs_env && !strcmp(graphs_env, "0"));
     const size_t T = (size_t)p->max_batch_tokens, F = sizeof(float);
     int rc = 0;
 
@@ -418,36 +441,75 @@ static int same_stride(float *const *rows, int32_t n, int64_t *stride)
     return 1;
 }
 
-/* xn rows 0..n_rows-1 hold the normalised rows; logits go from the device
- * straight into the caller's row pointers (page-locked when registered). */
-static int compute_logits(cuda_ctx_t *c, int32_t n_rows, float *const *logits)
+/* Device side of the logits: the final norm of the rows that want logits
+ * (gathered through d_rows into xn) and the output product of rows
+ * [r0, r0 + n) into c->logits. */
+static int logits_norm(cuda_ctx_t *c, int32_t n_rows)
 {
     const lp_hparams_t *hp = &c->m->hp;
-    const int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
+    return lp_cuda_rmsnorm(c->stream, c->xn, c->x, c->output_norm, hp->n_embd, n_rows,
+                           c->d_rows, hp->rms_eps);
+}
+
+static int logits_product(cuda_ctx_t *c, int32_t r0, int32_t n)
+{
+    const lp_hparams_t *hp = &c->m->hp;
+    return matmul(c, &c->output, c->xn + (int64_t)r0 * hp->n_embd, n, NULL, c->logits,
+                  hp->n_vocab, false);
+}
+
+/* Rows [r0, r0 + n) of c->logits go from the device straight into the
+ * caller's row pointers (page-locked when registered): one 2D copy when
+ * the rows are evenly spaced, else one copy per row. */
+static int logits_copy(cuda_ctx_t *c, int32_t r0, int32_t n, float *const *logits)
+{
+    const int64_t n_vocab = c->m->hp.n_vocab;
     const size_t row_bytes = sizeof(float) * (size_t)n_vocab;
-    int rc = lp_cuda_rmsnorm(c->stream, c->xn, c->x, c->output_norm, n_embd, n_rows, c->d_rows,
-                             hp->rms_eps);
-    for (int32_t r0 = 0; !rc && r0 < n_rows; r0 += LOGIT_CHUNK) {
-        const int32_t n = n_rows - r0 < LOGIT_CHUNK ? n_rows - r0 : LOGIT_CHUNK;
-        rc = matmul(c, &c->output, c->xn + (int64_t)r0 * n_embd, n, NULL, c->logits, n_vocab,
-                    false);
-        int64_t stride;
-        if (!rc && same_stride(logits + r0, n, &stride) && stride >= n_vocab) {
-            rc = cu_check(cudaMemcpy2DAsync(logits[r0], sizeof(float) * (size_t)stride,
-                                            c->logits, row_bytes, row_bytes, (size_t)n,
-                                            cudaMemcpyDeviceToHost, c->stream),
-                          "copying logits");
-        } else {
-            for (int32_t r = 0; !rc && r < n; r++)
-                rc = cu_check(cudaMemcpyAsync(logits[r0 + r], c->logits + (int64_t)r * n_vocab,
-                                              row_bytes, cudaMemcpyDeviceToHost, c->stream),
-                              "copying logits");
-        }
-    }
+    int64_t stride;
+    if (same_stride(logits + r0, n, &stride) && stride >= n_vocab)
+        return cu_check(cudaMemcpy2DAsync(logits[r0], sizeof(float) * (size_t)stride, c->logits,
+                                          row_bytes, row_bytes, (size_t)n,
+                                          cudaMemcpyDeviceToHost, c->stream),
+                        "copying logits");
+    int rc = 0;
+    for (int32_t r = 0; !rc && r < n; r++)
+        rc = cu_check(cudaMemcpyAsync(logits[r0 + r], c->logits + (int64_t)r * n_vocab,
+                                      row_bytes, cudaMemcpyDeviceToHost, c->stream),
+                      "copying logits");
     return rc;
 }
 
 /* ---- the step --------------------------------------------------------- */
+
+/* q, k, v (+ biases) = W xn.  On the matvec path, the ones whose weights
+ * share a type go in one launch (all three in F16/Q8_0 files; q and k where
+ * Q4_K_M gives v a Q6_K). */
+static int qkv(cuda_ctx_t *c, const dlayer_t *L, int32_t T)
+{
+    const dweight_t *w[3] = {&L->wq, &L->wk, &L->wv};
+    const float *b[3] = {L->bq, L->bk, L->bv};
+    float *y[3] = {c->q, c->k, c->v};
+    const int64_t ys[3] = {c->q_dim, c->kv_dim, c->kv_dim};
+    int rc = 0;
+    if (T > LP_CUDA_MMV_MAX_TOKENS) {
+        for (int i = 0; i < 3 && !rc; i++) rc = matmul(c, w[i], c->xn, T, b[i], y[i], ys[i], false);
+        return rc;
+    }
+    bool done[3] = {false, false, false};
+    for (int i = 0; i < 3 && !rc; i++) {
+        if (done[i]) continue;
+        lp_cuda_mv_out_t outs[3];
+        int n = 0;
+        for (int j = i; j < 3; j++) {
+            if (done[j] || w[j]->type != w[i]->type || w[j]->n_in != w[i]->n_in) continue;
+            outs[n++] = (lp_cuda_mv_out_t){w[j]->d, w[j]->row_bytes, w[j]->n_out, b[j], y[j], ys[j]};
+            done[j] = true;
+        }
+        rc = lp_cuda_matvec_multi(c->stream, w[i]->type, w[i]->n_in, c->xn, w[i]->n_in, T, outs,
+                                  n, false);
+    }
+    return rc;
+}
 
 static int run_layers(cuda_ctx_t *c, int32_t T, int32_t max_pos)
 {
@@ -461,9 +523,7 @@ static int run_layers(cuda_ctx_t *c, int32_t T, int32_t max_pos)
         const dlayer_t *L = &c->layers[l];
         /* attention block */
         rc = lp_cuda_rmsnorm(c->stream, c->xn, c->x, L->attn_norm, n_embd, T, NULL, hp->rms_eps);
-        if (!rc) rc = matmul(c, &L->wq, c->xn, T, L->bq, c->q, c->q_dim, false);
-        if (!rc) rc = matmul(c, &L->wk, c->xn, T, L->bk, c->k, c->kv_dim, false);
-        if (!rc) rc = matmul(c, &L->wv, c->xn, T, L->bv, c->v, c->kv_dim, false);
+        if (!rc) rc = qkv(c, L, T);
         if (!rc) rc = lp_cuda_rope_store(c->stream, c->q, c->k, c->v, c->d_tok, T, hp->n_head,
                                          hp->n_head_kv, hp->head_dim, hp->n_rot, theta_scale,
                                          hp->rope_neox, l);
@@ -474,20 +534,82 @@ static int run_layers(cuda_ctx_t *c, int32_t T, int32_t max_pos)
         /* feed-forward block */
         if (!rc) rc = lp_cuda_rmsnorm(c->stream, c->xn, c->x, L->ffn_norm, n_embd, T, NULL,
                                       hp->rms_eps);
-        if (!rc) rc = matmul(c, &L->w_gate, c->xn, T, NULL, c->gate, n_ff, false);
-        if (!rc) rc = matmul(c, &L->w_up, c->xn, T, NULL, c->up, n_ff, false);
-        if (!rc) rc = lp_cuda_swiglu(c->stream, c->gate, c->gate, c->up, (int64_t)T * n_ff);
+        const dweight_t *G = &L->w_gate, *U = &L->w_up;
+        if (!rc && T <= LP_CUDA_MMV_MAX_TOKENS && G->type == U->type && G->n_in == U->n_in &&
+            G->n_out == U->n_out) {
+            /* decode: gate, up and SwiGLU in one pass */
+            rc = lp_cuda_matvec_glu(c->stream, G->type, G->d, U->d, G->row_bytes, G->n_in,
+                                    G->n_out, c->xn, G->n_in, T, c->gate, n_ff);
+        } else {
+            if (!rc) rc = matmul(c, G, c->xn, T, NULL, c->gate, n_ff, false);
+            if (!rc) rc = matmul(c, U, c->xn, T, NULL, c->up, n_ff, false);
+            if (!rc) rc = lp_cuda_swiglu(c->stream, c->gate, c->gate, c->up, (int64_t)T * n_ff);
+        }
         if (!rc) rc = matmul(c, &L->w_down, c->gate, T, NULL, c->x, n_embd, true);
         LP_DEBUG("layer %d enqueued (%d tokens)", l, T);
     }
     return rc;
 }
 
+/* The device work of a step, from the embeddings to the final norm of the
+ * n_rows requested rows and the logits of the first LOGIT_CHUNK of them in
+ * c->logits: everything a decode graph holds.  Token ids, per-token facts
+ * and logit rows are already uploaded. */
+static int enqueue_forward(cuda_ctx_t *c, int32_t T, int32_t max_pos, int32_t n_rows)
+{
+    int rc = lp_cuda_dequant(c->stream, c->tok_embd.type, c->tok_embd.d, c->tok_embd.row_bytes,
+                             c->m->hp.n_embd, T, c->d_tokens, c->x);
+    if (!rc) rc = run_layers(c, T, max_pos);
+    if (!rc && n_rows) rc = logits_norm(c, n_rows);
+    if (!rc && n_rows) rc = logits_product(c, 0, n_rows < LOGIT_CHUNK ? n_rows : LOGIT_CHUNK);
+    return rc;
+}
+
+/* Launch the graph of a decode step of this shape, capturing it first when
+ * it is new.  When capture fails the backend warns once and goes on
+ * without graphs (the direct path enqueues the same work). */
+static int run_graph(cuda_ctx_t *c, int32_t T, int32_t max_pos, int32_t n_rows)
+{
+    const int32_t n_splits = max_pos / LP_CUDA_ATTN_SPLIT + 1;
+    struct graph_entry *g = NULL, *lru = &c->graphs[0];
+    for (int i = 0; i < N_GRAPHS && !g; i++) {
+        struct graph_entry *e = &c->graphs[i];
+        if (e->exec && e->n_tok == T && e->n_rows == n_rows && e->n_splits == n_splits) g = e;
+        else if (e->used < lru->used) lru = e;
+    }
+    if (!g) {
+        cudaGraph_t graph = NULL;
+        int rc = cu_check(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
+                          "capturing a decode step");
+        /* the largest position of this split count, so the attention grid
+         * is the same for every step the graph serves */
+        int rc_work = rc ? 0 : enqueue_forward(c, T, n_splits * LP_CUDA_ATTN_SPLIT - 1, n_rows);
+        if (!rc) rc = cu_check(cudaStreamEndCapture(c->stream, &graph), "capturing a decode step");
+        if (!rc && !rc_work) {
+            if (lru->exec) cudaGraphExecDestroy(lru->exec);
+            lru->exec = NULL;
+            rc = cu_check(cudaGraphInstantiate(&lru->exec, graph, 0), "instantiating a decode step");
+            if (rc) lru->exec = NULL;
+        }
+        if (graph) cudaGraphDestroy(graph);
+        if (rc || rc_work) {
+            LP_WARN("CUDA backend: decode graphs off: %s", lp_error_msg());
+            c->use_graphs = false;
+            return enqueue_forward(c, T, max_pos, n_rows);
+        }
+        *lru = (struct graph_entry){lru->exec, T, n_rows, n_splits, 0};
+        g = lru;
+        LP_DEBUG("CUDA backend: captured a decode step of %d tokens, %d rows, %d splits", T,
+                 n_rows, n_splits);
+    }
+    g->used = ++c->graph_clock;
+    return cu_check(cudaGraphLaunch(g->exec, c->stream), "launching a decode step");
+}
+
 static int cuda_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int32_t T,
                      float *const *logits)
 {
     cuda_ctx_t *c = vctx;
-    const lp_model_t *m = c->m;
     int rc;
 
     /* load: cache room, per-token facts, logit rows, token ids */
@@ -512,11 +634,21 @@ static int cuda_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int
     if (!rc && n_rows)
         rc = cu_check(cudaMemcpyAsync(c->d_rows, c->h_rows, sizeof(int32_t) * (size_t)n_rows,
                                       cudaMemcpyHostToDevice, c->stream), "uploading logit rows");
-    if (!rc) rc = lp_cuda_dequant(c->stream, c->tok_embd.type, c->tok_embd.d,
-                                  c->tok_embd.row_bytes, m->hp.n_embd, T, c->d_tokens, c->x);
 
-    if (!rc) rc = run_layers(c, T, max_pos);
-    if (!rc && n_rows) rc = compute_logits(c, n_rows, logits);
+    if (!rc && c->use_graphs && T <= LP_CUDA_MMV_MAX_TOKENS) {
+        /* decode: the device work in one graph launch, then the copies */
+        rc = run_graph(c, T, max_pos, n_rows);
+        if (!rc && n_rows) rc = logits_copy(c, 0, n_rows, logits);
+    } else if (!rc) {
+        rc = enqueue_forward(c, T, max_pos, n_rows);
+        if (!rc && n_rows) rc = logits_copy(c, 0, n_rows < LOGIT_CHUNK ? n_rows : LOGIT_CHUNK,
+                                            logits);
+        for (int32_t r0 = LOGIT_CHUNK; !rc && r0 < n_rows; r0 += LOGIT_CHUNK) {
+            const int32_t n = n_rows - r0 < LOGIT_CHUNK ? n_rows - r0 : LOGIT_CHUNK;
+            rc = logits_product(c, r0, n);
+            if (!rc) rc = logits_copy(c, r0, n, logits);
+        }
+    }
 
     /* Wait for the step even after a failed enqueue: the staging buffers
      * and the caller's rows must not be in use when we return. */

@@ -59,6 +59,33 @@ int lp_cuda_matvec(cudaStream_t stream, uint32_t type, const void *d_w, size_t r
                    int32_t n_tok, const float *d_bias, float *d_y, int64_t y_stride,
                    bool accumulate);
 
+/* One output of lp_cuda_matvec_multi: n_out rows of the weight at w,
+ * y[t][o] (+)= row o . x[t] (+ bias[o]), y rows y_stride apart. */
+typedef struct lp_cuda_mv_out {
+    const void *w;
+    size_t row_bytes;
+    int64_t n_out;
+    const float *bias;  /* may be NULL */
+    float *y;
+    int64_t y_stride;
+} lp_cuda_mv_out_t;
+
+#define LP_CUDA_MV_MAX_OUTS 3
+
+/* lp_cuda_matvec for up to LP_CUDA_MV_MAX_OUTS weights of one type and
+ * width that read the same x (q, k and v), in one launch. */
+int lp_cuda_matvec_multi(cudaStream_t stream, uint32_t type, int64_t n_in, const float *d_x,
+                         int64_t x_stride, int32_t n_tok, const lp_cuda_mv_out_t *outs,
+                         int n_outs, bool accumulate);
+
+/* y[t][o] = silu(g) * u with g = Wg[o] . x[t], u = Wu[o] . x[t]: the gate
+ * and up products of the feed-forward block and SwiGLU in one launch, each
+ * sum as lp_cuda_matvec's and the SwiGLU rounding as lp_cuda_swiglu's.  Both
+ * weights have one type and shape. */
+int lp_cuda_matvec_glu(cudaStream_t stream, uint32_t type, const void *d_wg, const void *d_wu,
+                       size_t row_bytes, int64_t n_in, int64_t n_out, const float *d_x,
+                       int64_t x_stride, int32_t n_tok, float *d_y, int64_t y_stride);
+
 /* y[r] = rmsnorm(x[rows[r]]) * w for r < n_rows (rows NULL: row r), rows of
  * n floats; the sum of squares is taken in double as in lp_op_rmsnorm. */
 int lp_cuda_rmsnorm(cudaStream_t stream, float *d_y, const float *d_x, const float *d_w,

@@ -26,6 +26,8 @@
  *    ds = gamma_hd * scale * sum|q k| changes each weight by about 2 ds
  *    relatively, and expf adds 2 ulp: tolerance max|v| (4 ds + 1e-5).
  *  - swiglu: expf within 2 ulp, one division, one product: 8 eps relative.
+ *  - gate/up/SwiGLU in one kernel: the product bounds dg, du carried through
+ *    silu(g) * u (|silu'| < 1.1), plus SwiGLU's 8 eps.
  *  - whole forward pass: every logit row's log-softmax within 2e-3 of the
  *    CPU backend in exact mode, the eps of ../shared/goldens/exact, which
  *    both backends must meet against the float64 reference anyway. */
@@ -281,6 +283,109 @@ static void test_matvec(cudaStream_t st)
     }
 }
 
+/* Three products of one input in one launch (q, k, v): different row
+ * counts and strides, a bias on two of them. */
+static void test_matvec_multi(cudaStream_t st)
+{
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t type = types[ti];
+        const int64_t n_in = 256, n_outs[3] = {37, 20, 9};
+        const int32_t n_tok = 2;
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+        fill(x, (size_t)(n_tok * n_in), 1.0f);
+        float *dx = dev_from(x, sizeof(float) * (size_t)(n_tok * n_in));
+        lp_cuda_mv_out_t outs[3];
+        uint8_t *w[3];
+        float *wref[3], *bias[3], *y0[3], *dw[3], *db[3], *dy[3];
+        for (int k = 0; k < 3; k++) {
+            size_t rb;
+            const int64_t ys = n_outs[k] + k;
+            w[k] = make_weight(type, n_in, n_outs[k], &rb, &wref[k]);
+            bias[k] = malloc(sizeof(float) * (size_t)n_outs[k]);
+            y0[k] = malloc(sizeof(float) * (size_t)(n_tok * ys));
+            fill(bias[k], (size_t)n_outs[k], 0.5f);
+            fill(y0[k], (size_t)(n_tok * ys), 1.0f);
+            dw[k] = dev_from(w[k], rb * (size_t)n_outs[k]);
+            db[k] = dev_from(bias[k], sizeof(float) * (size_t)n_outs[k]);
+            dy[k] = dev_from(y0[k], sizeof(float) * (size_t)(n_tok * ys));
+            outs[k] = (lp_cuda_mv_out_t){dw[k], rb, n_outs[k], k == 1 ? NULL : db[k], dy[k], ys};
+        }
+        OK(lp_cuda_matvec_multi(st, type, n_in, dx, n_in, n_tok, outs, 3, false));
+        int bad = 0;
+        for (int k = 0; k < 3; k++) {
+            float *got = host_of(dy[k], (size_t)(n_tok * outs[k].y_stride));
+            char what[64];
+            snprintf(what, sizeof(what), "matvec_multi %s out %d", lp_type_name(type), k);
+            bad += check_product(what, got, y0[k], wref[k], x, k == 1 ? NULL : bias[k], n_in,
+                                 n_outs[k], n_tok, n_in, outs[k].y_stride, false);
+            free(got); free(w[k]); free(wref[k]); free(bias[k]); free(y0[k]);
+            cudaFree(dw[k]); cudaFree(db[k]); cudaFree(dy[k]);
+        }
+        CHECK(!bad, "matvec_multi %s: %d values out of tolerance", lp_type_name(type), bad);
+        free(x);
+        cudaFree(dx);
+    }
+}
+
+/* Gate, up and SwiGLU in one launch, per type, against lp_matmul twice and
+ * lp_op_swiglu: the error of silu(g) * u is at most |silu'(g)| dg |u| +
+ * |silu(g)| du plus SwiGLU's own 8 eps, with |silu'| < 1.1 and dg, du the
+ * product bounds above. */
+static void test_matvec_glu(cudaStream_t st)
+{
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t type = types[ti];
+        const int64_t n_in = 512, n_out = 45;
+        const int32_t n_tok = ti % 2 ? 1 : 5;
+        size_t rb;
+        float *gref, *uref;
+        uint8_t *wg = make_weight(type, n_in, n_out, &rb, &gref);
+        uint8_t *wu = make_weight(type, n_in, n_out, &rb, &uref);
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+        fill(x, (size_t)(n_tok * n_in), 1.0f);
+        void *dwg = dev_from(wg, rb * (size_t)n_out), *dwu = dev_from(wu, rb * (size_t)n_out);
+        float *dx = dev_from(x, sizeof(float) * (size_t)(n_tok * n_in));
+        float *dy = dev_poison((size_t)(n_tok * n_out));
+        OK(lp_cuda_matvec_glu(st, type, dwg, dwu, rb, n_in, n_out, dx, n_in, n_tok, dy, n_out));
+        float *got = host_of(dy, (size_t)(n_tok * n_out));
+        float *g = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        float *u = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        float *ref = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+        lp_matmul_t mg = {.type = LP_TYPE_F32, .w = gref, .n_in = n_in, .n_out = n_out, .x = x,
+                          .x_stride = n_in, .n_tok = n_tok, .y = g, .y_stride = n_out};
+        lp_matmul_t mu = mg;
+        mu.w = uref;
+        mu.y = u;
+        lp_matmul(NULL, &mg, true);
+        lp_matmul(NULL, &mu, true);
+        lp_op_swiglu(ref, g, u, (int64_t)n_tok * n_out);
+        int bad = 0;
+        for (int32_t t = 0; t < n_tok; t++) {
+            for (int64_t o = 0; o < n_out; o++) {
+                double mg_ = 0, mu_ = 0;
+                for (int64_t i = 0; i < n_in; i++) {
+                    mg_ += fabs((double)gref[o * n_in + i] * x[t * n_in + i]);
+                    mu_ += fabs((double)uref[o * n_in + i] * x[t * n_in + i]);
+                }
+                const double dg = gamma_n(n_in + 1) * mg_, du = gamma_n(n_in + 1) * mu_;
+                const double gv = g[t * n_out + o], uv = u[t * n_out + o];
+                const double silu = gv / (1 + exp(-gv));
+                const double tol = 1.1 * dg * (fabs(uv) + du) + fabs(silu) * du +
+                                   8 * FLT_EPSILON * fabs(ref[t * n_out + o]);
+                if (!(fabs(got[t * n_out + o] - ref[t * n_out + o]) <= tol) && bad++ < 3)
+                    fprintf(stderr, "  matvec_glu %s y[%d][%lld] = %.9g, reference %.9g\n",
+                            lp_type_name(type), t, (long long)o, got[t * n_out + o],
+                            ref[t * n_out + o]);
+            }
+        }
+        CHECK(!bad, "matvec_glu %s x%d: %d values out of tolerance", lp_type_name(type), n_tok,
+              bad);
+        free(wg); free(wu); free(gref); free(uref); free(x); free(got); free(g); free(u);
+        free(ref);
+        cudaFree(dwg); cudaFree(dwu); cudaFree(dx); cudaFree(dy);
+    }
+}
+
 /* The cuBLAS layout mapping of gemm.c: a non-square product with padded
  * strides against lp_matmul, plain and accumulating; then the prefill
  * path (dequantize, then GEMM) for every type. */
@@ -445,11 +550,13 @@ static void test_rope(cudaStream_t st)
  * masked. */
 static void test_attention(cudaStream_t st)
 {
-    const int32_t hds[] = {64, 128};
-    for (int hi = 0; hi < 2; hi++) {
+    const int32_t hds[] = {64, 128, 64};
+    /* several splits, then every row within one split (no merge launch) */
+    const int32_t pos_long[] = {0, 5, 300, 700, 640, 513}, pos_short[] = {0, 5, 200, 255, 30, 7};
+    for (int hi = 0; hi < 3; hi++) {
         const int32_t n_head = 8, n_head_kv = 2, hd = hds[hi], n_layer = 2, cap = 800;
         const int64_t kv_dim = (int64_t)n_head_kv * hd, q_dim = (int64_t)n_head * hd;
-        const int32_t pos[] = {0, 5, 300, 700, 640, 513};
+        const int32_t *pos = hi < 2 ? pos_long : pos_short, max_pos = hi < 2 ? 700 : 255;
         const int32_t n_tok = 6, layer = 1;
         const float scale = 1.0f / sqrtf((float)hd);
         const size_t cache_n = (size_t)n_layer * cap * (size_t)kv_dim;
@@ -462,19 +569,20 @@ static void test_attention(cudaStream_t st)
         for (int32_t j = 0; j <= pos[2]; j++) mask[2 * cap + j] = frand() > 0.3f;
         mask[2 * cap] = 0;                                   /* never empty by chance */
         memset(mask + 3 * cap, 1, (size_t)pos[3] + 1);       /* all masked */
-        memset(mask + 4 * cap, 1, LP_CUDA_ATTN_SPLIT);       /* first split masked */
+        memset(mask + 4 * cap, 1, (size_t)(pos[4] < LP_CUDA_ATTN_SPLIT ? pos[4] / 2
+                                           : LP_CUDA_ATTN_SPLIT)); /* first split masked */
         float *dkc = dev_from(kc, sizeof(float) * cache_n), *dvc = dev_from(vc, sizeof(float) * cache_n);
         float *dq = dev_from(q, sizeof(float) * (size_t)(n_tok * q_dim));
         uint8_t *dmask = dev_from(mask, (size_t)n_tok * cap);
         lp_cuda_tok_t tok[6];
         for (int t = 0; t < n_tok; t++) tok[t] = (lp_cuda_tok_t){dkc, dvc, cap, pos[t]};
         lp_cuda_tok_t *dtok = dev_from(tok, sizeof(tok));
-        float *dscr = dev_poison(lp_cuda_attention_scratch(n_tok, n_head, hd, 700));
+        float *dscr = dev_poison(lp_cuda_attention_scratch(n_tok, n_head, hd, max_pos));
         float *dout = dev_poison((size_t)(n_tok * q_dim));
         float *got;
         for (int masked = 0; masked < 2; masked++) {
             OK(lp_cuda_attention(st, dout, dq, dtok, n_tok, n_head, n_head_kv, hd, scale, layer,
-                                 700, masked ? dmask : NULL, cap, dscr));
+                                 max_pos, masked ? dmask : NULL, cap, dscr));
             got = host_of(dout, (size_t)(n_tok * q_dim));
             int bad = 0;
             float ref[128], scores[800];
@@ -573,10 +681,13 @@ static double max_logprob_diff(const float *a, const float *b, int32_t n)
 }
 
 /* One schedule of steps on both backends: two prefills in one batch (one
- * over the matvec limit, so on cuBLAS), then batched decode steps, then a
- * rewind.  Every logit row of the CUDA backend within 2e-3 in log-softmax. */
-static void test_forward(const char *dir, const char *file)
+ * over the matvec limit, so on cuBLAS), then batched decode steps (the same
+ * decode graph replayed at new positions), then a rewind, then a sequence
+ * growing past 256 positions (a new attention split, a larger cache).  Every logit row of the CUDA backend within 2e-3 in log-softmax. */
+static void test_forward(const char *dir, const char *file, bool graphs)
 {
+    /* read by the CUDA backend at create */
+    setenv("LMPIPE_CUDA_GRAPHS", graphs ? "1" : "0", 1);
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, file);
     lp_model_t *m;
@@ -650,10 +761,20 @@ static void test_forward(const char *dir, const char *file)
         }
         worst = fmax(worst, max_logprob_diff(out[0], out[1], nv));
     }
-    printf("forward %s: max |dlogprob| cuda vs cpu %.3g over %d steps\n", file, worst,
-           step_no);
-    CHECK(worst <= 2e-3, "%s: CUDA logits differ from the CPU backend's by %.3g in "
-          "log-softmax (> 2e-3)", file, worst);
+    /* steps 13..15: seq 2 decodes at positions 301.. (two attention splits) */
+    for (int s = 0; s < 3; s++, step_no++) {
+        for (int b = 0; b < 2; b++) {
+            lp_batch_seq_t batch = {2, 301 + s, 1, a + 301 + s, 1};
+            float *rows[1] = {out[b]};
+            CHECK(lp_engine_step(e[b], &batch, 1, rows) == 0, "%s %s long decode: %s", file,
+                  names[b], lp_error_msg());
+        }
+        worst = fmax(worst, max_logprob_diff(out[0], out[1], nv));
+    }
+    printf("forward %s (graphs %s): max |dlogprob| cuda vs cpu %.3g over %d steps\n", file,
+           graphs ? "on" : "off", worst, step_no);
+    CHECK(worst <= 2e-3, "%s (graphs %s): CUDA logits differ from the CPU backend's by %.3g "
+          "in log-softmax (> 2e-3)", file, graphs ? "on" : "off", worst);
     lp_engine_destroy(&e[1]);
     lp_engine_destroy(&e[0]);
     munmap(seg, bytes);
@@ -684,6 +805,8 @@ int main(int argc, char **argv)
     OK(lp_cuda_blas_new(st, &h));
     test_dequant(st);
     test_matvec(st);
+    test_matvec_multi(st);
+    test_matvec_glu(st);
     test_gemm(st, h);
     test_rmsnorm(st);
     test_rope(st);
@@ -691,9 +814,12 @@ int main(int argc, char **argv)
     test_swiglu_add(st);
     lp_cuda_blas_destroy(&h);
     cudaStreamDestroy(st);
-    test_forward(argv[1], "stories260K.gguf");
-    test_forward(argv[1], "synth-llama-Q4_K_M.gguf");
-    test_forward(argv[1], "synth-qwen2-Q8_0.gguf");
+    /* decode steps replay CUDA graphs by default; the direct path too */
+    test_forward(argv[1], "stories260K.gguf", true);
+    test_forward(argv[1], "stories260K.gguf", false);
+    test_forward(argv[1], "synth-llama-Q4_K_M.gguf", true);
+    test_forward(argv[1], "synth-qwen2-Q8_0.gguf", true);
+    test_forward(argv[1], "synth-qwen2-Q8_0.gguf", false);
     if (failures) fprintf(stderr, "%d failures\n", failures);
     else printf("cuda backend: all passed\n");
     return failures ? 1 : 0;
