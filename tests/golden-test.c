@@ -6,6 +6,9 @@
  *      first step whose margin is below tau (or, in exact/ files, whose
  *      reference top-1 is not the continuation token).
  * Usage: golden-test MODELS_DIR GOLDEN.json [--exact] [--backend NAME]
+ *                    [--isa scalar|avx2|avx512|vnni]
+ * --isa forces the CPU kernels' instruction set; where this CPU lacks it the
+ * test exits 77 (skipped).
  * The tolerances come from the model's weight type (general.file_type), as
  * in the table of the README; --exact uses the exact/ tolerances.
  * Exits 77 (skipped) when --backend names a backend that is not available
@@ -13,6 +16,7 @@
 #include "engine.h"
 #include "error.h"
 #include "json.h"
+#include "matmul.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -183,6 +187,17 @@ int main(int argc, char **argv)
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--exact")) exact = 1;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
+        else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+            const char *isa = argv[++i];
+            if (!lp_matmul_isa_supported(isa)) {
+                printf("instruction set %s is not available on this CPU: skipped\n", isa);
+                return 77;
+            }
+            if (lp_matmul_set_isa(isa)) {
+                fprintf(stderr, "golden-test: %s\n", lp_error_msg());
+                return 2;
+            }
+        }
         else { fprintf(stderr, "golden-test: unknown argument '%s'\n", argv[i]); return 2; }
     }
     size_t len;
@@ -222,8 +237,9 @@ int main(int argc, char **argv)
     }
     double eps, tau;
     tolerances(m, exact, &eps, &tau);
-    printf("%s: model %s, backend %s%s, eps %.4f tau %.4f\n", argv[2], mname->u.str,
-           lp_engine_backend_name(eng), exact ? " (exact)" : "", eps, tau);
+    printf("%s: model %s, backend %s%s, kernels %s, eps %.4f tau %.4f\n", argv[2],
+           mname->u.str, lp_engine_backend_name(eng), exact ? " (exact)" : "", lp_matmul_isa(),
+           eps, tau);
     int fails = 0;
     for (size_t i = 0; i < cases->n; i++)
         fails += run_case(eng, lp_model_hparams(m), &cases->u.items[i], (int)i, eps, tau);
