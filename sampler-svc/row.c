@@ -5,6 +5,7 @@
  * baseline build stays portable. */
 #include "row.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -62,7 +63,7 @@ static inline void v8_exp(v8f *xp)
 
 LP_CLONES float lp__row_load(float *dst, const float *src, int32_t n)
 {
-    const v8f ninf = SPLAT(-INFINITY);
+    const v8f ninf = SPLAT(-INFINITY), pinf = SPLAT(INFINITY), fmax = SPLAT(FLT_MAX);
     v8f m = ninf;
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -70,12 +71,15 @@ LP_CLONES float lp__row_load(float *dst, const float *src, int32_t n)
         V8_LOAD(x, src + i);
         v8i ok = x == x; /* false for NaN */
         x = (v8f)(((v8i)x & ok) | ((v8i)ninf & ~ok));
+        v8i big = x == pinf; /* +inf would make every softmax NaN */
+        x = (v8f)(((v8i)x & ~big) | ((v8i)fmax & big));
         memcpy(dst + i, &x, sizeof(x));
         m = V8_MAX(x, m);
     }
     float mx = hmax8(&m);
     for (; i < n; i++) {
         float x = src[i] == src[i] ? src[i] : -INFINITY;
+        if (x == INFINITY) x = FLT_MAX;
         dst[i] = x;
         mx = x > mx ? x : mx;
     }

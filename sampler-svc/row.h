@@ -4,8 +4,8 @@
 
 #include <stdint.h>
 
-/* dst[i] = src[i] with NaN replaced by -INFINITY; returns the maximum
- * (-INFINITY when nothing is left). */
+/* dst[i] = src[i] with NaN replaced by -INFINITY and +INFINITY by FLT_MAX;
+ * returns the maximum (-INFINITY when nothing is left). */
 float lp__row_load(float *dst, const float *src, int32_t n);
 /* Largest value and, when arg is not NULL, its first index (-1 when every
  * value is -INFINITY). */

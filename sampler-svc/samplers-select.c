@@ -5,6 +5,7 @@
 
 #include "error.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,13 @@ static size_t draw_list(const lp_token_array_t *a, lp_rng_t *rng)
 {
     double sum = 0.0;
     for (size_t i = 0; i < a->size; i++) sum += a->data[i].p;
+    if (!(sum > 0.0 && sum < INFINITY)) {
+        /* logits so extreme that the softmax overflowed: take the largest */
+        size_t best = 0;
+        for (size_t i = 1; i < a->size; i++)
+            if (a->data[i].logit > a->data[best].logit) best = i;
+        return best;
+    }
     double target = lp_rng_uniform(rng) * sum, run = 0.0;
     size_t last = 0;
     for (size_t i = 0; i < a->size; i++) {
@@ -117,6 +125,10 @@ static int dist_apply(lp_sampler_t *s, lp_cands_t *c)
         if (max == -INFINITY) return no_candidates();
         float *e = c->fscratch;
         double sum = lp__row_expsum(c->row, e, n, max);
+        if (!(sum > 0.0 && sum < INFINITY)) { /* overflowed (max is +inf): the largest */
+            lp__row_max(c->row, n, &c->selected_id);
+            return c->selected_id < 0 ? no_candidates() : 0;
+        }
         double target = lp_rng_uniform(ctx->rng) * sum, run = 0.0;
         int32_t last = -1;
         for (int32_t i = 0; i < n; i++) {
@@ -131,7 +143,6 @@ static int dist_apply(lp_sampler_t *s, lp_cands_t *c)
     lp_token_array_t *a = &c->arr;
     if (!a->size) return no_candidates();
     lp_cands_softmax(c, false);
-    if (!(a->data[0].p >= 0.0f)) return no_candidates();
     size_t i = draw_list(a, ctx->rng);
     if (a->data[i].logit == -INFINITY) return no_candidates();
     select_list(c, i);
@@ -180,11 +191,14 @@ static int temp_impl(lp_cands_t *c, float temp)
         return 0;
     }
     if (temp == 1.0f) return 0;
+    /* a small temperature must not turn a large logit into +inf (every
+     * softmax after it would be NaN) */
     if (c->dense) {
-        for (int32_t i = 0; i < c->n_row; i++) c->row[i] /= temp;
+        for (int32_t i = 0; i < c->n_row; i++) c->row[i] = fminf(c->row[i] / temp, FLT_MAX);
         return 0;
     }
-    for (size_t i = 0; i < c->arr.size; i++) c->arr.data[i].logit /= temp;
+    for (size_t i = 0; i < c->arr.size; i++)
+        c->arr.data[i].logit = fminf(c->arr.data[i].logit / temp, FLT_MAX);
     return 0;
 }
 
