@@ -386,6 +386,14 @@ static const stepdef_t *steps_for(enum lp__pre pre)
     return dflt;
 }
 
+static uint8_t ascii_flags[128];
+
+/* Built before main(), so before any thread can read it. */
+__attribute__((constructor)) static void build_ascii_flags(void)
+{
+    for (uint32_t c = 0; c < 128; c++) ascii_flags[c] = lp__ucd_flags(c);
+}
+
 int lp__pretok_split(enum lp__pre pre, const char *text, size_t len, const char **clean,
                      char **owned, size_t **starts, size_t *n_words)
 {
@@ -443,16 +451,8 @@ int lp__pretok_split(enum lp__pre pre, const char *text, size_t len, const char 
     }
     boff[n] = copy ? out_off : len;
     /* ASCII flags from a small table (the common case) */
-    {
-        static uint8_t ascii[128];
-        static int ascii_ready;
-        if (!__atomic_load_n(&ascii_ready, __ATOMIC_ACQUIRE)) {
-            for (uint32_t c = 0; c < 128; c++) ascii[c] = lp__ucd_flags(c);
-            __atomic_store_n(&ascii_ready, 1, __ATOMIC_RELEASE);
-        }
-        for (size_t i = 0; i < n; i++)
-            if (cp[i] < 0x80) fl[i] = ascii[cp[i]];
-    }
+    for (size_t i = 0; i < n; i++)
+        if (cp[i] < 0x80) fl[i] = ascii_flags[cp[i]];
 
     text_t t = {cp, fl};
     if ((rc = bounds_push(&cur, 0))) goto out;

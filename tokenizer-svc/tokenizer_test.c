@@ -135,6 +135,11 @@ static size_t random_utf8(char *buf, size_t max)
 static void test_roundtrips(const lp_tokenizer_t *t, const char *corpus, size_t clen)
 {
     check_roundtrip(t, corpus, clen, "corpus");
+    /* long enough for the word cache and for BPE's 64 KiB blocks */
+    char *big = malloc(3 * clen);
+    for (int i = 0; i < 3; i++) memcpy(big + i * clen, corpus, clen);
+    check_roundtrip(t, big, 3 * clen, "corpus x3");
+    free(big);
     check_roundtrip(t, "", 0, "empty");
     check_roundtrip(t, " ", 1, "space");
     check_roundtrip(t, "  leading spaces", 16, "leading spaces");

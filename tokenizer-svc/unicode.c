@@ -63,9 +63,9 @@ static int keeps_itself(unsigned b)
 
 static uint32_t byte_cp[256];
 static int16_t cp_byte[256 + 68];
-static int maps_ready;
 
-static void build_maps(void)
+/* Built before main(), so before any thread can read them. */
+__attribute__((constructor)) static void build_maps(void)
 {
     uint32_t n = 0;
     for (unsigned c = 0; c < 256 + 68; c++) cp_byte[c] = -1;
@@ -73,17 +73,14 @@ static void build_maps(void)
         byte_cp[b] = keeps_itself(b) ? b : 256 + n++;
         cp_byte[byte_cp[b]] = (int16_t)b;
     }
-    __atomic_store_n(&maps_ready, 1, __ATOMIC_RELEASE);
 }
 
 uint32_t lp__byte_to_cp(uint8_t b)
 {
-    if (!__atomic_load_n(&maps_ready, __ATOMIC_ACQUIRE)) build_maps();
     return byte_cp[b];
 }
 
 int lp__cp_to_byte(uint32_t cp)
 {
-    if (!__atomic_load_n(&maps_ready, __ATOMIC_ACQUIRE)) build_maps();
     return cp < 256 + 68 ? cp_byte[cp] : -1;
 }
