@@ -48,7 +48,8 @@ struct lp_pipeline {
 
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
-                             "max_seqs", "max_batch_tokens", "n_ctx", "threads"};
+                             "max_seqs", "max_batch_tokens", "n_ctx", "threads",
+                             "sampler.default"};
 
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
 {
@@ -64,6 +65,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->tokenizer_endpoint = lp_config_get(cfg, "tokenizer.endpoint", o->tokenizer_endpoint);
     o->engine_endpoint = lp_config_get(cfg, "engine.endpoint", o->engine_endpoint);
     o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
+    o->sampler_default = lp_config_get(cfg, "sampler.default", o->sampler_default);
     o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
     int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
     int64_t v;
@@ -148,6 +150,10 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         if (o->threads) { argv[n++] = "--threads"; argv[n++] = int_str(b4, o->threads); }
     }
     if (i == P_SAMP && o->no_shm) argv[n++] = "--no-shm";
+    if (i == P_SAMP && o->sampler_default) {
+        argv[n++] = "--default";
+        argv[n++] = (char *)o->sampler_default;
+    }
     if (i == P_COORD) {
         argv[n++] = "--tokenizer";
         argv[n++] = p->ep[P_TOK];

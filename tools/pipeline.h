@@ -17,6 +17,7 @@ typedef struct lp_pipeline_opts {
     const char *tokenizer_endpoint; /* NULL: ipc://RUN_DIR/tokenizer.sock, and so on */
     const char *engine_endpoint;
     const char *sampler_endpoint;
+    const char *sampler_default;    /* sampler-svc's default strategy (JSON); NULL: llama.cpp's */
     const char *bin_dir;            /* NULL: next to lmpipe (build tree or install) */
     bool no_shm;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
