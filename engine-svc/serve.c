@@ -206,6 +206,12 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
     int rc = check_step(s, sr, &n_rows);
     if (rc) return rc;
     bool use_ring = s->ring && !sr->inline_rows;
+    if (!sr->inline_rows && !s->ring)
+        return lp_error_set(LP_ERR(EINVAL), "step: rows in the ring asked for, but this engine has "
+                            "none (--no-shm): set inline_rows");
+    if (use_ring && (!sr->ring || strcmp(sr->ring, lp_shm_ring_name(s->ring)) != 0))
+        return lp_error_set(LP_ERR(EINVAL), "step: ring '%s' is not this engine's ring (its hello "
+                            "names it): set ring, or inline_rows", sr->ring ? sr->ring : "");
     size_t nv = (size_t)s->hp->n_vocab;
     if (use_ring) {
         if ((rc = acquire_rows(s, n_rows)) != 0) return rc;

@@ -96,6 +96,11 @@ int lp_shm_ring_create(const char *name, uint32_t n_slots, uint32_t row_len, lp_
     fd = -1;
     r->size = total;
     r->owner = true;
+    /* Sequence numbers start at a random point, so that a reference made
+     * up by a stray peer does not name a live row. */
+    if (getrandom(&r->next_seq, sizeof(r->next_seq), 0) != (ssize_t)sizeof(r->next_seq))
+        r->next_seq = (uint64_t)getpid() << 32;
+    r->next_seq >>= 1;
     set_pointers(r);
     memset(r->base, 0, data_off);
     r->hdr->version = LP_SHM_RING_VERSION;
