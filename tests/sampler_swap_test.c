@@ -250,6 +250,7 @@ int main(int argc, char **argv)
     o.model = argv[1];
     o.run_dir = run_dir;
     o.threads = 1;
+    o.sampler_default = "{\"top_k\":7}"; /* the service default, as sampler.default */
     lp_pipeline_t *p = NULL;
     lp_client_t *c = NULL;
     int rc = lp_pipeline_start(&loop, &o, &p);
@@ -266,6 +267,7 @@ int main(int argc, char **argv)
         char *reply;
         CHECK_RC(lp_sampler_ctl(sampler_ep, "{\"op\":\"get\"}", 10000, &ok, &v, &reply), 0);
         CHECK(ok && v == 1);
+        CHECK(reply && strstr(reply, "\"top_k\":7,") != NULL);
         free(reply);
         same_seed(c);
         live_swap(c, sampler_ep, argv[2], argv[3]);

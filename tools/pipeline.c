@@ -28,7 +28,7 @@ static const char *const build_paths[P_COUNT] = {"../tokenizer-svc/tokenizer-svc
 
 typedef struct child {
     uv_process_t proc;
-    bool running;
+    bool running, spawned;
     int64_t status;
     int term_signal;
     struct lp_pipeline *owner;
@@ -43,12 +43,13 @@ struct lp_pipeline {
     char shm_name[64];
     bool failed;
     int failed_idx;
-    bool stopping;
+    bool stopping, stopped;
 };
 
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
-                             "max_seqs", "max_batch_tokens", "n_ctx", "threads"};
+                             "max_seqs", "max_batch_tokens", "n_ctx", "threads",
+                             "sampler.default"};
 
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
 {
@@ -64,6 +65,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->tokenizer_endpoint = lp_config_get(cfg, "tokenizer.endpoint", o->tokenizer_endpoint);
     o->engine_endpoint = lp_config_get(cfg, "engine.endpoint", o->engine_endpoint);
     o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
+    o->sampler_default = lp_config_get(cfg, "sampler.default", o->sampler_default);
     o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
     int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
     int64_t v;
@@ -148,6 +150,10 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         if (o->threads) { argv[n++] = "--threads"; argv[n++] = int_str(b4, o->threads); }
     }
     if (i == P_SAMP && o->no_shm) argv[n++] = "--no-shm";
+    if (i == P_SAMP && o->sampler_default) {
+        argv[n++] = "--default";
+        argv[n++] = (char *)o->sampler_default;
+    }
     if (i == P_COORD) {
         argv[n++] = "--tokenizer";
         argv[n++] = p->ep[P_TOK];
@@ -179,7 +185,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         uv_close((uv_handle_t *)&k->proc, NULL);
         return lp_error_set(rc, "spawn %s: %s", bin, uv_strerror(rc));
     }
-    k->running = true;
+    k->running = k->spawned = true;
     return 0;
 }
 
@@ -278,10 +284,9 @@ static void unlink_ep(const char *ep)
     if (!strncmp(ep, "ipc://", 6)) unlink(ep + 6);
 }
 
-void lp_pipeline_destroy(lp_pipeline_t **self_p)
+int lp_pipeline_stop(lp_pipeline_t *p)
 {
-    if (!self_p || !*self_p) return;
-    lp_pipeline_t *p = *self_p;
+    if (!p || p->stopped) return 0;
     p->stopping = true;
     /* The coordinator first, so that it stops sending to the others. */
     for (int i = P_COUNT - 1; i >= 0; i--)
@@ -289,6 +294,9 @@ void lp_pipeline_destroy(lp_pipeline_t **self_p)
     uv_timer_t timer;
     uv_timer_init(p->loop, &timer);
     timer.data = p;
+    /* The loop's clock stood still while it was not running: without this
+     * the 5 s would count from the last time it ran. */
+    uv_update_time(p->loop);
     uv_timer_start(&timer, on_kill_timer, 5000, 0);
     for (;;) {
         bool any = false;
@@ -302,6 +310,21 @@ void lp_pipeline_destroy(lp_pipeline_t **self_p)
     shm_unlink(p->shm_name);
     for (int i = 0; i < P_COUNT; i++) unlink_ep(p->ep[i]);
     if (p->own_run_dir) rmdir(p->run_dir);
-    free(p);
+    p->stopped = true;
+    int rc = 0;
+    for (int i = 0; i < P_COUNT; i++) {
+        const child_t *k = &p->kids[i];
+        if (k->spawned && !rc && (k->status != 0 || k->term_signal != 0))
+            rc = lp_error_set(LP_ERR(ECHILD), "%s ended with status %lld, signal %d", svc_names[i],
+                              (long long)k->status, k->term_signal);
+    }
+    return rc;
+}
+
+void lp_pipeline_destroy(lp_pipeline_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_pipeline_stop(*self_p);
+    free(*self_p);
     *self_p = NULL;
 }

@@ -17,6 +17,7 @@ typedef struct lp_pipeline_opts {
     const char *tokenizer_endpoint; /* NULL: ipc://RUN_DIR/tokenizer.sock, and so on */
     const char *engine_endpoint;
     const char *sampler_endpoint;
+    const char *sampler_default;    /* sampler-svc's default strategy (JSON); NULL: llama.cpp's */
     const char *bin_dir;            /* NULL: next to lmpipe (build tree or install) */
     bool no_shm;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
@@ -37,7 +38,11 @@ int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms);
 /* A child has exited; *name gets which (borrowed). */
 bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name);
 /* Stop every child (SIGTERM, then SIGKILL after 5 s), wait for them, and
- * remove the files and the segment.  Safe on NULL. */
+ * remove the files and the segment.  0 when every service exited with
+ * status 0 (a clean stop), else LP_ERR(ECHILD) naming the first that did
+ * not.  Later calls return 0. */
+int lp_pipeline_stop(lp_pipeline_t *p);
+/* Stop (if not yet) and free.  Safe on NULL. */
 void lp_pipeline_destroy(lp_pipeline_t **self_p);
 
 #endif
