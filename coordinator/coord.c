@@ -690,6 +690,7 @@ static void schedule(lp_coord_t *c)
     st.n_seqs = n_seqs;
     st.seqs = sp;
     st.inline_rows = !c->use_shm;
+    if (c->use_shm) st.ring = c->b[B_ENG].hello->hello->shm_name;
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STEP;
     m.step = &st;
@@ -965,7 +966,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
                 rc = LP_ERR(ENOMEM);
                 break;
             }
-            memcpy(r->stops[i], g->stop[i].data, g->stop[i].len);
+            if (g->stop[i].len) memcpy(r->stops[i], g->stop[i].data, g->stop[i].len);
             r->stop_lens[i] = g->stop[i].len;
             r->n_stops++;
         }

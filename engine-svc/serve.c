@@ -45,8 +45,9 @@ void lp_engine_svc_destroy(lp_engine_svc_t **self_p)
 {
     if (!self_p || !*self_p) return;
     lp_engine_svc_t *s = *self_p;
-    lp_shm_ring_destroy(&s->ring);
+    /* the engine first: it unregisters the ring it page-locked */
     lp_engine_destroy(&s->engine);
+    lp_shm_ring_destroy(&s->ring);
     lp_model_destroy(&s->model);
     free(s->inline_rows);
     free(s->row_ptrs);
@@ -97,6 +98,13 @@ int lp_engine_svc_new(const lp_engine_svc_params_t *p, lp_engine_svc_t **out)
         if (rc) goto fail;
         LP_INFO("engine-svc: logits ring %s, %d slots of %d floats", lp_shm_ring_name(s->ring),
                 slots, s->hp->n_vocab);
+        /* The CUDA backend copies logits into the ring by DMA once the
+         * segment is page-locked; without that the copies still work. */
+        void *base;
+        size_t size;
+        lp_shm_ring_region(s->ring, &base, &size);
+        if (lp_engine_register_host(s->engine, base, size))
+            LP_WARN("engine-svc: logits ring not page-locked: %s", lp_error_msg());
     }
     *out = s;
     return 0;
@@ -198,6 +206,12 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
     int rc = check_step(s, sr, &n_rows);
     if (rc) return rc;
     bool use_ring = s->ring && !sr->inline_rows;
+    if (!sr->inline_rows && !s->ring)
+        return lp_error_set(LP_ERR(EINVAL), "step: rows in the ring asked for, but this engine has "
+                            "none (--no-shm): set inline_rows");
+    if (use_ring && (!sr->ring || strcmp(sr->ring, lp_shm_ring_name(s->ring)) != 0))
+        return lp_error_set(LP_ERR(EINVAL), "step: ring '%s' is not this engine's ring (its hello "
+                            "names it): set ring, or inline_rows", sr->ring ? sr->ring : "");
     size_t nv = (size_t)s->hp->n_vocab;
     if (use_ring) {
         if ((rc = acquire_rows(s, n_rows)) != 0) return rc;

@@ -41,11 +41,22 @@ void lp_hello_init(Lmpipe__Hello *h, Lmpipe__Role role)
     h->eos_id = -1;
 }
 
+/* A peer's string, safe to print: at most 32 bytes, others as '?'. */
+static const char *printable(const char *s, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (; s && *s && n + 1 < cap && n < 32; s++)
+        buf[n++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
+    buf[n] = '\0';
+    return buf;
+}
+
 int lp_hello_check(const Lmpipe__Hello *h, Lmpipe__Role expect)
 {
+    char buf[40];
     if (!h->protocol || strcmp(h->protocol, LP_PROTOCOL_NAME) != 0)
         return lp_error_set(LP_ERR(EPROTO), "hello: protocol '%s' is not '%s'",
-                            h->protocol ? h->protocol : "", LP_PROTOCOL_NAME);
+                            printable(h->protocol, buf, sizeof(buf)), LP_PROTOCOL_NAME);
     if (h->version != LP_PROTOCOL_VERSION)
         return lp_error_set(LP_ERR(EPROTO), "hello: protocol version %u is not supported (this "
                             "side speaks version %u)", h->version, LP_PROTOCOL_VERSION);

@@ -30,7 +30,7 @@ struct lp_service {
     lp_zsock_t *zs;
     peer_t *peers; /* peers that said hello; oldest evicted past MAX_PEERS */
     size_t n_peers, next_evict;
-    uint64_t n_msgs, n_malformed, n_errors;
+    uint64_t n_msgs, n_malformed, n_errors, n_refused;
     bool stopping;
 };
 
@@ -108,9 +108,10 @@ static void on_hello(lp_service_t *svc, const lp_frame_t *f)
         if (rc == LP_ERR(EAGAIN)) /* "not ready yet": the client retries */
             LP_DEBUG("%s: deferred hello from %s (pid %u): %s", svc->ops->name,
                      lp_role_name(peer->role), peer->pid, lp_error_msg());
-        else
-            LP_WARN("%s: refused hello from %s (pid %u): %s", svc->ops->name,
-                    lp_role_name(peer->role), peer->pid, lp_error_msg());
+        else if (svc->n_refused++ < 3) /* then counted in n_errors only */
+            LP_WARN("%s: refused hello from %s (pid %u): %s%s", svc->ops->name,
+                    lp_role_name(peer->role), peer->pid, lp_error_msg(),
+                    svc->n_refused == 3 ? " (no more of these are logged)" : "");
         reply_error(svc, f, f->msg->id, rc, lp_error_msg());
         return;
     }

@@ -96,6 +96,11 @@ int lp_shm_ring_create(const char *name, uint32_t n_slots, uint32_t row_len, lp_
     fd = -1;
     r->size = total;
     r->owner = true;
+    /* Sequence numbers start at a random point, so that a reference made
+     * up by a stray peer does not name a live row. */
+    if (getrandom(&r->next_seq, sizeof(r->next_seq), 0) != (ssize_t)sizeof(r->next_seq))
+        r->next_seq = (uint64_t)getpid() << 32;
+    r->next_seq >>= 1;
     set_pointers(r);
     memset(r->base, 0, data_off);
     r->hdr->version = LP_SHM_RING_VERSION;
@@ -195,6 +200,12 @@ void lp_shm_ring_destroy(lp_shm_ring_t **self_p)
 const char *lp_shm_ring_name(const lp_shm_ring_t *r) { return r->name; }
 uint32_t lp_shm_ring_n_slots(const lp_shm_ring_t *r) { return r->hdr->n_slots; }
 uint32_t lp_shm_ring_row_len(const lp_shm_ring_t *r) { return r->hdr->row_len; }
+
+void lp_shm_ring_region(const lp_shm_ring_t *r, void **base, size_t *size)
+{
+    *base = r->base;
+    *size = r->size;
+}
 
 uint32_t lp_shm_ring_n_free(const lp_shm_ring_t *r)
 {

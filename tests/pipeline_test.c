@@ -13,7 +13,11 @@
  *   pipeline_test robust MODEL GOLDEN_FROM_BOS
  *       while a greedy request runs: a client that disconnects, a cancel,
  *       bad parameters, hostile and malformed frames to every socket; the
- *       greedy request still gives the golden tokens and no service dies */
+ *       greedy request still gives the golden tokens and no service dies
+ *   pipeline_test fuzz MODEL GOLDEN_FROM_BOS N
+ *       N mutated copies (bit flips, truncations, spliced bytes) of valid
+ *       messages of every kind, sent after a hello to every service; then
+ *       every service is alive and the greedy request gives the golden */
 #include "client.h"
 #include "error.h"
 #include "hello.h"
@@ -180,6 +184,7 @@ static void golden_file(const char *models, const char *path, bool no_shm)
         CHECK(!"the golden requests did not complete");
     }
     lp_client_destroy(&c);
+    CHECK_RC(lp_pipeline_stop(p), 0);
     lp_pipeline_destroy(&p);
     uv_loop_close(&loop);
     lp_json_doc_destroy(&doc);
@@ -256,6 +261,7 @@ static void test_concurrent(const char *model, bool no_shm)
     const char *who;
     CHECK(!lp_pipeline_failed(p, &who));
     lp_client_destroy(&c);
+    CHECK_RC(lp_pipeline_stop(p), 0);
     lp_pipeline_destroy(&p);
     uv_loop_close(&loop);
 }
@@ -547,6 +553,175 @@ static void test_robust(const char *model, const char *golden_path)
     CHECK(!lp_pipeline_failed(p, &who));
     if (who) fprintf(stderr, "%s died\n", who);
     lp_client_destroy(&c);
+    CHECK_RC(lp_pipeline_stop(p), 0);
+    lp_pipeline_destroy(&p);
+    uv_loop_close(&loop);
+    lp_json_doc_destroy(&doc);
+    free(text);
+}
+
+/* ---- fuzz -------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+
+/* Valid messages of every kind, packed. */
+static size_t seed_messages(uint8_t bufs[][512], size_t *lens)
+{
+    size_t n = 0;
+    Lmpipe__Msg m;
+    int32_t toks[3] = {1, 403, 407};
+    Lmpipe__StepSeq sq = LMPIPE__STEP_SEQ__INIT, *sqp = &sq;
+    sq.seq_id = 3;
+    sq.pos = 0;
+    sq.n_tokens = 3;
+    sq.tokens = toks;
+    sq.n_logits = 1;
+    Lmpipe__StepRequest st = LMPIPE__STEP_REQUEST__INIT;
+    st.n_seqs = 1;
+    st.seqs = &sqp;
+    st.inline_rows = true;
+    Lmpipe__RowRef ref = LMPIPE__ROW_REF__INIT;
+    ref.slot = 1;
+    ref.seq = 3;
+    Lmpipe__SampleItem it = LMPIPE__SAMPLE_ITEM__INIT, *itp = &it;
+    it.session = 0;
+    it.ref = &ref;
+    Lmpipe__SampleRequest sr = LMPIPE__SAMPLE_REQUEST__INIT;
+    sr.n_items = 1;
+    sr.items = &itp;
+    Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
+    so.session = 99;
+    so.params_json = "{\"temperature\": 0.5, \"top_k\": 3}";
+    Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
+    d.n_ids = 3;
+    d.ids = toks;
+    d.stream = 5;
+    Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
+    t.text.data = (uint8_t *)"Once upon";
+    t.text.len = 9;
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.prompt.data = (uint8_t *)"Lily";
+    g.prompt.len = 4;
+    g.n_predict = 3;
+    g.params_json = "{\"seed\": 1}";
+    Lmpipe__Hello h;
+    lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+    void *bodies[] = {&st, &sr, &so, &d, &t, &g, &h};
+    Lmpipe__Msg__BodyCase cases[] = {LMPIPE__MSG__BODY_STEP, LMPIPE__MSG__BODY_SAMPLE,
+                                     LMPIPE__MSG__BODY_SAMPLER_OPEN, LMPIPE__MSG__BODY_DETOKENIZE,
+                                     LMPIPE__MSG__BODY_TOKENIZE, LMPIPE__MSG__BODY_GENERATE,
+                                     LMPIPE__MSG__BODY_HELLO};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lmpipe__msg__init(&m);
+        m.id = 1000 + i;
+        m.body_case = cases[i];
+        m.step = bodies[i]; /* the oneof members share one pointer slot */
+        lens[n] = lmpipe__msg__pack(&m, bufs[n]);
+        n++;
+    }
+    return n;
+}
+
+static void test_fuzz(const char *model, const char *golden_path, int n_iter)
+{
+    size_t len;
+    char *text = read_file(golden_path, &len);
+    lp_json_doc_t *doc = NULL;
+    CHECK(text && lp_json_parse(text, len, &doc) == 0);
+    if (!doc) return;
+    static int32_t want[512];
+    size_t n_want;
+    const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
+    ids_from_json(lp_json_get(cs, "continuation_ids"), want, 512, &n_want);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *c = NULL;
+    lp_pipeline_t *p = start(&loop, model, false, &c);
+    if (!p) return;
+    const char *ep = lp_pipeline_endpoint(p) + 6;
+    char eps[4][1100];
+    const char *files[4] = {"tokenizer", "engine", "sampler", "coordinator"};
+    for (int i = 0; i < 4; i++)
+        snprintf(eps[i], sizeof(eps[i]), "ipc://%.*s/%s.sock", (int)(strrchr(ep, '/') - ep), ep, files[i]);
+
+    static uint8_t seeds[16][512];
+    size_t seed_len[16];
+    size_t n_seeds = seed_messages(seeds, seed_len);
+    void *ctx = zmq_ctx_new();
+    for (int s = 0; s < 4; s++) {
+        void *sock = zmq_socket(ctx, ZMQ_DEALER);
+        int zero = 0;
+        zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
+        zmq_connect(sock, eps[s]);
+        Lmpipe__Hello h;
+        lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+        Lmpipe__Msg hm = LMPIPE__MSG__INIT;
+        hm.body_case = LMPIPE__MSG__BODY_HELLO;
+        hm.hello = &h;
+        lp_frame_send(sock, NULL, 0, &hm, NULL, 0);
+        uint8_t buf[600];
+        for (int i = 0; i < n_iter; i++) {
+            size_t k = rnd() % n_seeds, n = seed_len[k];
+            memcpy(buf, seeds[k], n);
+            int kind = (int)(rnd() % 4);
+            if (kind == 0) { /* flip bits */
+                for (int f = 0; f < 1 + (int)(rnd() % 4); f++) buf[rnd() % n] ^= (uint8_t)(1u << (rnd() % 8));
+            } else if (kind == 1) { /* truncate */
+                n = rnd() % n;
+            } else if (kind == 2) { /* random bytes in the middle */
+                for (size_t b = rnd() % n; b < n && rnd() % 3; b++) buf[b] = (uint8_t)rnd();
+            } else { /* splice the tail of another seed */
+                size_t k2 = rnd() % n_seeds, cut = rnd() % n, from = rnd() % seed_len[k2];
+                size_t extra = seed_len[k2] - from;
+                if (cut + extra > sizeof(buf)) extra = sizeof(buf) - cut;
+                memcpy(buf + cut, seeds[k2] + from, extra);
+                n = cut + extra;
+            }
+            /* Sometimes a raw frame of junk rows too. */
+            bool raw = rnd() % 5 == 0;
+            float rows[64];
+            for (int r = 0; r < 64; r++) rows[r] = (float)(rnd() % 1000) - 500.0f;
+            zmq_send(sock, buf, n, raw ? ZMQ_SNDMORE : 0);
+            if (raw) zmq_send(sock, rows, (rnd() % 64) * sizeof(float), 0);
+            if (i % 64 == 0) { /* drain the replies now and then */
+                zmq_pollitem_t pi = {sock, 0, ZMQ_POLLIN, 0};
+                while (zmq_poll(&pi, 1, 0) == 1) {
+                    zmq_msg_t msg;
+                    zmq_msg_init(&msg);
+                    zmq_msg_recv(&msg, sock, 0);
+                    zmq_msg_close(&msg);
+                }
+            }
+        }
+        zmq_close(sock);
+        uv_run(&loop, UV_RUN_NOWAIT);
+        const char *who = NULL;
+        CHECK(!lp_pipeline_failed(p, &who));
+        if (who) fprintf(stderr, "fuzz: %s died on frames for %s\n", who, files[s]);
+    }
+    zmq_ctx_term(ctx);
+    /* Every service still answers, and the greedy request is exact. */
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.n_predict = (int32_t)n_want;
+    g.params_json = "{\"temperature\": 0}";
+    lp_generation_t gen;
+    CHECK_RC(lp_client_generate(c, 1, &g, 60000, NULL, NULL, &gen), 0);
+    CHECK(gen.n_ids == n_want && gen.ids && !memcmp(gen.ids, want, n_want * sizeof(int32_t)));
+    printf("fuzz: %d frames to each of 4 services; then %zu of %zu golden tokens\n", n_iter,
+           gen.n_ids, n_want);
+    lp_generation_clear(&gen);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(!lp_pipeline_failed(p, NULL));
+    lp_client_destroy(&c);
+    CHECK_RC(lp_pipeline_stop(p), 0);
     lp_pipeline_destroy(&p);
     uv_loop_close(&loop);
     lp_json_doc_destroy(&doc);
@@ -564,6 +739,7 @@ int main(int argc, char **argv)
     if (argc == 4 && !strcmp(argv[1], "goldens")) test_goldens(argv[2], argv[3], no_shm);
     else if (argc == 3 && !strcmp(argv[1], "concurrent")) test_concurrent(argv[2], no_shm);
     else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
+    else if (argc == 5 && !strcmp(argv[1], "fuzz")) test_fuzz(argv[2], argv[3], atoi(argv[4]));
     else {
         fprintf(stderr, "usage: pipeline_test goldens MODELS GOLDENS | concurrent MODEL | robust MODEL GOLDEN [--no-shm]\n");
         return 2;

@@ -173,7 +173,7 @@ static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_fram
             buf = b;
             cap = nc;
         }
-        memcpy(buf + len, p, n);
+        if (n) memcpy(buf + len, p, n);
         offs[i] = len;
         len += n;
         offs[i + 1] = len;

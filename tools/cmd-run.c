@@ -58,6 +58,10 @@ int lp_cmd_run(int argc, char **argv)
     else status = lp_gen_args_print(&ga, "run", &gen);
     lp_generation_clear(&gen);
     lp_client_destroy(&c);
+    if (p && lp_pipeline_stop(p) != 0 && status == 0) {
+        fprintf(stderr, "lmpipe run: %s\n", lp_error_msg());
+        status = 1;
+    }
     lp_pipeline_destroy(&p);
     uv_loop_close(&loop);
     return status;

@@ -103,6 +103,10 @@ int lp_cmd_up(int argc, char **argv)
         while (!s.stop) uv_run(&loop, UV_RUN_DEFAULT);
         uv_close((uv_handle_t *)&s.check, NULL);
     }
+    if (s.p && lp_pipeline_stop(s.p) != 0 && s.status == 0) {
+        fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
+        s.status = 1;
+    }
     lp_pipeline_destroy(&s.p);
     uv_close((uv_handle_t *)&s.sigint, NULL);
     uv_close((uv_handle_t *)&s.sigterm, NULL);

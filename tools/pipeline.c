@@ -28,7 +28,7 @@ static const char *const build_paths[P_COUNT] = {"../tokenizer-svc/tokenizer-svc
 
 typedef struct child {
     uv_process_t proc;
-    bool running;
+    bool running, spawned;
     int64_t status;
     int term_signal;
     struct lp_pipeline *owner;
@@ -43,7 +43,7 @@ struct lp_pipeline {
     char shm_name[64];
     bool failed;
     int failed_idx;
-    bool stopping;
+    bool stopping, stopped;
 };
 
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
@@ -185,7 +185,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         uv_close((uv_handle_t *)&k->proc, NULL);
         return lp_error_set(rc, "spawn %s: %s", bin, uv_strerror(rc));
     }
-    k->running = true;
+    k->running = k->spawned = true;
     return 0;
 }
 
@@ -284,10 +284,9 @@ static void unlink_ep(const char *ep)
     if (!strncmp(ep, "ipc://", 6)) unlink(ep + 6);
 }
 
-void lp_pipeline_destroy(lp_pipeline_t **self_p)
+int lp_pipeline_stop(lp_pipeline_t *p)
 {
-    if (!self_p || !*self_p) return;
-    lp_pipeline_t *p = *self_p;
+    if (!p || p->stopped) return 0;
     p->stopping = true;
     /* The coordinator first, so that it stops sending to the others. */
     for (int i = P_COUNT - 1; i >= 0; i--)
@@ -295,6 +294,9 @@ void lp_pipeline_destroy(lp_pipeline_t **self_p)
     uv_timer_t timer;
     uv_timer_init(p->loop, &timer);
     timer.data = p;
+    /* The loop's clock stood still while it was not running: without this
+     * the 5 s would count from the last time it ran. */
+    uv_update_time(p->loop);
     uv_timer_start(&timer, on_kill_timer, 5000, 0);
     for (;;) {
         bool any = false;
@@ -308,6 +310,21 @@ void lp_pipeline_destroy(lp_pipeline_t **self_p)
     shm_unlink(p->shm_name);
     for (int i = 0; i < P_COUNT; i++) unlink_ep(p->ep[i]);
     if (p->own_run_dir) rmdir(p->run_dir);
-    free(p);
+    p->stopped = true;
+    int rc = 0;
+    for (int i = 0; i < P_COUNT; i++) {
+        const child_t *k = &p->kids[i];
+        if (k->spawned && !rc && (k->status != 0 || k->term_signal != 0))
+            rc = lp_error_set(LP_ERR(ECHILD), "%s ended with status %lld, signal %d", svc_names[i],
+                              (long long)k->status, k->term_signal);
+    }
+    return rc;
+}
+
+void lp_pipeline_destroy(lp_pipeline_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_pipeline_stop(*self_p);
+    free(*self_p);
     *self_p = NULL;
 }

@@ -38,7 +38,11 @@ int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms);
 /* A child has exited; *name gets which (borrowed). */
 bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name);
 /* Stop every child (SIGTERM, then SIGKILL after 5 s), wait for them, and
- * remove the files and the segment.  Safe on NULL. */
+ * remove the files and the segment.  0 when every service exited with
+ * status 0 (a clean stop), else LP_ERR(ECHILD) naming the first that did
+ * not.  Later calls return 0. */
+int lp_pipeline_stop(lp_pipeline_t *p);
+/* Stop (if not yet) and free.  Safe on NULL. */
 void lp_pipeline_destroy(lp_pipeline_t **self_p);
 
 #endif
