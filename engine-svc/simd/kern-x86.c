@@ -510,12 +510,15 @@ static void repack_qk_affine(int64_t n, const uint8_t *w, size_t wrb, int hbits,
             const lp_block_q4_k_t *b = (const lp_block_q4_k_t *)blk;
             qs[r] = hbits ? ((const lp_block_q5_k_t *)blk)->qs : b->qs;
             qh[r] = hbits ? ((const lp_block_q5_k_t *)blk)->qh : NULL;
-            float d = f16(b->d), dmin = f16(b->dmin);
-            for (int j = 0; j < 8; j++) {
-                uint8_t s6, m6;
-                lp_k_scale_min(j, b->scales, &s6, &m6);
-                sc[(sb * 8 + j) * RG + r] = d * (float)s6;
-                mn[(sb * 8 + j) * RG + r] = dmin * (float)m6;
+            __m256i sm = k_scales_mins(b->scales);
+            float fsc[8], fmn[8];
+            _mm256_storeu_ps(fsc, _mm256_mul_ps(_mm256_set1_ps(f16(b->d)), _mm256_cvtepi32_ps(
+                                      _mm256_cvtepi16_epi32(_mm256_castsi256_si128(sm)))));
+            _mm256_storeu_ps(fmn, _mm256_mul_ps(_mm256_set1_ps(f16(b->dmin)), _mm256_cvtepi32_ps(
+                                      _mm256_cvtepi16_epi32(_mm256_extracti128_si256(sm, 1)))));
+            _Pragma("GCC unroll 16") for (int j = 0; j < 8; j++) {
+                sc[(sb * 8 + j) * RG + r] = fsc[j];
+                mn[(sb * 8 + j) * RG + r] = fmn[j];
             }
         }
         _Pragma("GCC unroll 16") for (int c = 0; c < 4; c++) {
