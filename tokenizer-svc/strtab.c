@@ -78,7 +78,7 @@ static size_t pow2_at_least(size_t n)
 int lp__strtab_init(lp__strtab_t *t, size_t expect)
 {
     memset(t, 0, sizeof(*t));
-    t->mask = pow2_at_least(expect * 2) - 1;
+    t->mask = pow2_at_least(expect + expect / 3) - 1; /* load <= 3/4 */
     t->slots = calloc(t->mask + 1, sizeof(*t->slots));
     if (!t->slots) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     return 0;
@@ -140,7 +140,7 @@ int lp__strtab_intern_h(lp__strtab_t *t, const char *s, size_t n, uint64_t h, ui
         *sid_out = (uint32_t)f;
         return 0;
     }
-    if ((t->n + 1) * 2 > t->mask + 1) {
+    if ((t->n + 1) * 4 > (t->mask + 1) * 3) {
         int rc = strtab_grow_slots(t);
         if (rc) return rc;
     }
@@ -185,7 +185,7 @@ int lp__strtab_intern(lp__strtab_t *t, const char *s, size_t n, uint32_t *sid_ou
 int lp__pairmap_init(lp__pairmap_t *m, size_t expect)
 {
     memset(m, 0, sizeof(*m));
-    size_t cap = pow2_at_least(expect * 2 + 16);
+    size_t cap = pow2_at_least(expect + expect / 3 + 16); /* load <= 3/4 */
     unsigned bits = 0;
     while (((size_t)1 << bits) < cap) bits++;
     m->mask = cap - 1;
@@ -204,7 +204,8 @@ void lp__pairmap_free(lp__pairmap_t *m)
 
 int lp__pairmap_add(lp__pairmap_t *m, uint64_t key, int32_t rank, uint32_t val)
 {
-    if ((m->n + 1) * 2 > m->mask + 1) return lp_error_set(LP_ERR(ENOSPC), "tokenizer: pair map full");
+    if ((m->n + 1) * 4 > (m->mask + 1) * 3)
+        return lp_error_set(LP_ERR(ENOSPC), "tokenizer: pair map full");
     size_t i = lp__pairmap_slot(m, key);
     for (;;) {
         if (m->e[i].key == key) return 0;
