@@ -309,7 +309,6 @@ size_t lp__select_mass(lp_token_data_t *d, size_t n, double need, size_t min_kee
 {
     size_t taken = 0;
     double have = 0.0;
-    lp_token_data_t *base = d;
     while (n > 0) {
         size_t n_gt, n_eq;
         partition3(d, n, median3(d, n), &n_gt, &n_eq);
@@ -336,6 +335,5 @@ size_t lp__select_mass(lp_token_data_t *d, size_t n, double need, size_t min_kee
         d += n_gt + n_eq;
         n -= n_gt + n_eq;
     }
-    (void)base;
     return taken;
 }
