@@ -137,6 +137,7 @@ enum lp__pre {
     LP__PRE_EXAONE,
     LP__PRE_MINERVA,
     LP__PRE_JAIS,
+    LP__PRE_CHATGLM4, /* llama3's regex, without ignore_merges or a default BOS */
 };
 
 struct lp_tokenizer {
