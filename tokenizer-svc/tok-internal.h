@@ -137,6 +137,7 @@ enum lp__pre {
     LP__PRE_EXAONE,
     LP__PRE_MINERVA,
     LP__PRE_JAIS,
+    LP__PRE_CHATGLM4, /* llama3's regex, without ignore_merges or a default BOS */
 };
 
 struct lp_tokenizer {
@@ -154,7 +155,7 @@ struct lp_tokenizer {
     size_t max_token_len;
 
     int32_t bos, eos, eot, eom, unk, pad;
-    bool add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
+    bool add_bos, add_eos, add_space_prefix, ignore_merges;
 
     /* Special tokens (control, user-defined, unknown), longest text first. */
     int32_t *special;
