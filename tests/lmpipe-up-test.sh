@@ -14,10 +14,12 @@ work=$(mktemp -d /tmp/lmpipe-up-test.XXXXXX)
 trap 'kill -KILL $up 2>/dev/null; rm -rf "$work"' EXIT
 
 start_up() { # extra args...
+    rm -f "$work/out" "$work/err" # no stale "ready" line from the last run
+    ep=
     "$lmpipe" up --config "$src/deploy/lmpipe.conf" --model "$model" "$@" >"$work/out" 2>"$work/err" &
     up=$!
     for _ in $(seq 1 300); do
-        ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out")
+        ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out" 2>/dev/null)
         [ -n "$ep" ] && break
         kill -0 $up 2>/dev/null || break
         sleep 0.1
@@ -87,11 +89,12 @@ engine.endpoint = tcp://127.0.0.1:$((port + 2))
 sampler.endpoint = tcp://127.0.0.1:$((port + 3))
 threads = 1
 CONF
+rm -f "$work/out" "$work/err"
 "$lmpipe" up --config "$work/tcp.conf" >"$work/out" 2>"$work/err" &
 up=$!
 ep=
 for _ in $(seq 1 300); do
-    ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out")
+    ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out" 2>/dev/null)
     [ -n "$ep" ] && break
     kill -0 $up 2>/dev/null || break
     sleep 0.1

@@ -361,6 +361,7 @@ static void hostile_frames(const char *run_dir_ep[4])
     sq.tokens = toks;
     st.n_seqs = 1;
     st.seqs = &sqp;
+    st.inline_rows = true;
     m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STEP;
     m.step = &st;
