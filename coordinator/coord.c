@@ -899,7 +899,7 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
 
 /* ---- the client API ------------------------------------------------------------------ */
 
-static int on_client_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+static int on_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine)
 {
     lp_coord_t *c = ctx;
     if (c->failed) return lp_error_set(LP_ERR(EPROTO), "pipeline failed: %s", c->fail_msg);

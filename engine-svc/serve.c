@@ -107,9 +107,10 @@ fail:
 
 /* ---- hello --------------------------------------------------------------- */
 
-static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine)
 {
     lp_engine_svc_t *s = ctx;
+    (void)controller;
     mine->n_vocab = (uint32_t)s->hp->n_vocab;
     mine->n_tokens = s->n_tokens;
     mine->vocab_hash = s->vocab_hash;
@@ -304,6 +305,9 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
                                           lp_msg_body_name(req->msg->body_case));
     switch (req->msg->body_case) {
     case LMPIPE__MSG__BODY_STEP:
+        if (!lp_service_from_controller(svc, req))
+            return lp_error_set(LP_ERR(EPERM), "engine-svc takes steps from its coordinator only "
+                                "(the first peer that said hello as ROLE_COORDINATOR)");
         return do_step(s, svc, req);
     default:
         return lp_error_set(LP_ERR(EPROTO), "engine-svc does not serve '%s' messages",

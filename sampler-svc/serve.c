@@ -69,7 +69,7 @@ fail:
 
 /* ---- hello: the vocabulary, and the ring the coordinator names ----------- */
 
-static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine)
 {
     lp_sampler_svc_t *s = ctx;
     mine->n_vocab = (uint32_t)s->n_vocab;
@@ -78,7 +78,8 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
     mine->no_shm = s->p.no_shm;
     int rc = lp_hello_check_vocab(mine, peer);
     if (rc) return rc;
-    if (peer->shm_name && peer->shm_name[0] && !s->p.no_shm) {
+    /* Only the controller (the coordinator) names the ring. */
+    if (controller && peer->shm_name && peer->shm_name[0] && !s->p.no_shm) {
         if (!s->ring || strcmp(lp_shm_ring_name(s->ring), peer->shm_name) != 0) {
             lp_shm_ring_destroy(&s->ring);
             if (lp_shm_ring_open(peer->shm_name, &s->ring) != 0) {
@@ -286,9 +287,16 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
     if (req->has_raw && bc != LMPIPE__MSG__BODY_SAMPLE)
         return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame", lp_msg_body_name(bc));
     switch (bc) {
-    case LMPIPE__MSG__BODY_SAMPLER_OPEN: return do_open(s, svc, req);
-    case LMPIPE__MSG__BODY_SAMPLER_CLOSE: return do_close(s, svc, req);
-    case LMPIPE__MSG__BODY_SAMPLE: return do_sample(s, svc, req);
+    case LMPIPE__MSG__BODY_SAMPLER_OPEN:
+    case LMPIPE__MSG__BODY_SAMPLER_CLOSE:
+    case LMPIPE__MSG__BODY_SAMPLE:
+        if (!lp_service_from_controller(svc, req))
+            return lp_error_set(LP_ERR(EPERM), "sampler-svc: sessions and sampling are its "
+                                "coordinator's only (the first peer that said hello as "
+                                "ROLE_COORDINATOR)");
+        if (bc == LMPIPE__MSG__BODY_SAMPLER_OPEN) return do_open(s, svc, req);
+        if (bc == LMPIPE__MSG__BODY_SAMPLER_CLOSE) return do_close(s, svc, req);
+        return do_sample(s, svc, req);
     case LMPIPE__MSG__BODY_SAMPLER_CONTROL: return do_control(s, svc, req);
     default:
         return lp_error_set(LP_ERR(EPROTO), "sampler-svc does not serve '%s' messages",
