@@ -101,6 +101,13 @@ int main(void)
     time_chain("llama.cpp default chain (penalties..temperature)", "{\"seed\":1}", row, 500,
                history, 64);
     time_chain("greedy (temperature 0)", "{\"temperature\":0,\"seed\":1}", row, 1000, NULL, 0);
+    time_chain("top-k 50000 alone", "{\"top_k\":50000,\"samplers\":[\"top_k\"],\"seed\":1}", row, 100,
+               NULL, 0);
+    time_chain("typical-p 0.9 alone", "{\"typical_p\":0.9,\"samplers\":[\"typ_p\"],\"seed\":1}", row,
+               100, NULL, 0);
+    time_chain("mirostat v2 (tau 5)", "{\"mirostat\":2,\"seed\":1}", row, 100, NULL, 0);
+    time_chain("DRY (multiplier 0.8, 64 tokens of history) + default chain",
+               "{\"dry_multiplier\":0.8,\"seed\":1}", row, 500, history, 64);
 
     /* the yardstick: a full sort of the row */
     float *copy = malloc(N_VOCAB * sizeof(float));

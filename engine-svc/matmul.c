@@ -185,6 +185,8 @@ int lp_matmul_set_isa(const char *name)
 #define ROW_BLOCK 16 /* weight rows per kernel call: their bytes stay in L1
                         while every token streams past them */
 
+#define PRIVATE_XQ_TOK 4 /* up to this many tokens, no shared activations */
+
 struct fast_ctx {
     const lp_matmul_t *mm;
     lp_threadpool_t *pool;  /* NULL: one thread */
@@ -195,13 +197,21 @@ struct fast_ctx {
     lp__act_fn quant;       /* NULL: float activations used in place */
     const void *xq;         /* activation rows */
     size_t xrb;             /* bytes per activation row */
+    size_t xq_private;      /* non-zero: each thread quantizes every token
+                               into its own copy, this many bytes apart */
 };
 
 static void fast_work(void *p, int ith, int nth)
 {
     struct fast_ctx *c = p;
     const lp_matmul_t *mm = c->mm;
-    if (c->quant) {
+    const void *xq = c->xq;
+    if (c->quant && c->xq_private) {
+        /* a few tokens: quantizing them twice is cheaper than a barrier */
+        xq = (const uint8_t *)c->xq + (size_t)ith * c->xq_private;
+        for (int64_t t = 0; t < mm->n_tok; t++)
+            c->quant(mm->x + t * mm->x_stride, (uint8_t *)xq + (size_t)t * c->xrb, mm->n_in);
+    } else if (c->quant) {
         for (int64_t t = ith; t < mm->n_tok; t += nth)
             c->quant(mm->x + t * mm->x_stride, (uint8_t *)c->xq + (size_t)t * c->xrb, mm->n_in);
         if (c->pool) lp_threadpool_barrier(c->pool);
@@ -212,14 +222,14 @@ static void fast_work(void *p, int ith, int nth)
     int64_t o0 = per * ith, o1 = o0 + per < mm->n_out ? o0 + per : mm->n_out;
     if (o0 >= o1) return;
     if (c->gemm_pp) {
-        c->gemm_pp(mm->n_in, (const uint8_t *)mm->w + (size_t)o0 * wrb, wrb, o1 - o0, c->xq,
+        c->gemm_pp(mm->n_in, (const uint8_t *)mm->w + (size_t)o0 * wrb, wrb, o1 - o0, xq,
                    c->xrb, mm->n_tok, mm->y + o0, mm->y_stride,
                    c->pp_scratch + (size_t)ith * c->pp_stride);
         return;
     }
     for (int64_t o = o0; o < o1; o += ROW_BLOCK) {
         int64_t nr = o1 - o < ROW_BLOCK ? o1 - o : ROW_BLOCK;
-        c->gemm(mm->n_in, (const uint8_t *)mm->w + (size_t)o * wrb, wrb, nr, c->xq, c->xrb,
+        c->gemm(mm->n_in, (const uint8_t *)mm->w + (size_t)o * wrb, wrb, nr, xq, c->xrb,
                 mm->n_tok, mm->y + o, mm->y_stride);
     }
 }
@@ -251,6 +261,10 @@ static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm)
     /* scratch: [quantized activations][per-thread repacking space] */
     int nth = pool ? lp_threadpool_n_threads(pool) : 1;
     size_t xbytes = c.quant ? (c.xrb * (size_t)mm->n_tok + 63) & ~(size_t)63 : 0;
+    if (c.quant && nth > 1 && mm->n_tok <= PRIVATE_XQ_TOK) {
+        c.xq_private = xbytes;
+        xbytes *= (size_t)nth;
+    }
     size_t bytes = xbytes + c.pp_stride * (size_t)nth;
     if (bytes) {
         buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, bytes);

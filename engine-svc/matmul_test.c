@@ -41,6 +41,7 @@ static const uint32_t types[] = {
 /* n_in, n_out, n_tok: single tokens and batches, odd n_out, one row. */
 static const int64_t shapes[][3] = {
     {256, 7, 1}, {512, 33, 3}, {256, 1, 5}, {768, 17, 8}, {1024, 64, 13}, {2048, 5, 1},
+    {5632, 20, 9}, /* TinyLlama's ffn_down width */
 };
 
 /* Largest error allowed, relative to sum_i |w_i x_i|.  exact: the dot is

@@ -45,8 +45,9 @@ void lp_engine_svc_destroy(lp_engine_svc_t **self_p)
 {
     if (!self_p || !*self_p) return;
     lp_engine_svc_t *s = *self_p;
-    lp_shm_ring_destroy(&s->ring);
+    /* the engine first: it unregisters the ring it page-locked */
     lp_engine_destroy(&s->engine);
+    lp_shm_ring_destroy(&s->ring);
     lp_model_destroy(&s->model);
     free(s->inline_rows);
     free(s->row_ptrs);
@@ -97,6 +98,13 @@ int lp_engine_svc_new(const lp_engine_svc_params_t *p, lp_engine_svc_t **out)
         if (rc) goto fail;
         LP_INFO("engine-svc: logits ring %s, %d slots of %d floats", lp_shm_ring_name(s->ring),
                 slots, s->hp->n_vocab);
+        /* The CUDA backend copies logits into the ring by DMA once the
+         * segment is page-locked; without that the copies still work. */
+        void *base;
+        size_t size;
+        lp_shm_ring_region(s->ring, &base, &size);
+        if (lp_engine_register_host(s->engine, base, size))
+            LP_WARN("engine-svc: logits ring not page-locked: %s", lp_error_msg());
     }
     *out = s;
     return 0;

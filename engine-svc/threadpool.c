@@ -2,24 +2,29 @@
  *
  * A run publishes fn/ctx and bumps `gen`; workers that see a new generation
  * run their share and decrement `pending`; the caller runs share 0 and
- * spins until `pending` is 0.  A worker that has spun SPIN_LIMIT times
- * without a new generation sleeps on `cv`; the caller signals only when
- * `sleepers` is non-zero (both sides use sequentially consistent atomics,
- * so either the caller sees the sleeper or the sleeper sees the new
- * generation before it waits). */
+ * waits until `pending` is 0.  Every wait (a worker for the next run, the
+ * caller for the workers, a thread at a barrier) spins SPIN_LIMIT times and
+ * then sleeps on a futex, so a machine with more runnable threads than
+ * cores gets the core back instead of a spinning waiter.  Sleepers are
+ * counted, and a waker makes the futex call only when someone sleeps (both
+ * sides use sequentially consistent atomics: either the waker sees the
+ * sleeper or the sleeper sees the new value before it sleeps; the futex
+ * call itself rechecks the value). */
 #include "threadpool.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "error.h"
 
-#define SPIN_LIMIT 20000
+#define SPIN_LIMIT 4000 /* pause instructions, roughly 50-100 us */
 
 struct lp_threadpool {
     int n_threads;
@@ -28,11 +33,9 @@ struct lp_threadpool {
     lp_threadpool_fn fn;    /* the current run's function, borrowed */
     void *ctx;
     atomic_uint gen;        /* run generation */
-    atomic_int pending;     /* workers still inside the current run */
+    atomic_uint pending;    /* workers still inside the current run */
     atomic_int stop;
-    atomic_int sleepers;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    atomic_int sleepers;    /* threads asleep on gen, pending or bar_gen */
     atomic_int bar_count;   /* barrier arrivals */
     atomic_uint bar_gen;    /* barrier generation */
     void *scratch;          /* lp_threadpool_scratch, owned */
@@ -51,31 +54,47 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static void futex_wait(void *addr, unsigned val)
+{
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(void *addr)
+{
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Wait while *addr == val: spin, then sleep. */
+static void wait_while_eq(lp_threadpool_t *pool, atomic_uint *addr, unsigned val)
+{
+    for (int spins = 0; atomic_load(addr) == val; spins++) {
+        if (spins < SPIN_LIMIT) {
+            cpu_relax();
+            continue;
+        }
+        atomic_fetch_add(&pool->sleepers, 1);
+        if (atomic_load(addr) == val) futex_wait(addr, val);
+        atomic_fetch_sub(&pool->sleepers, 1);
+    }
+}
+
+/* Store-side of wait_while_eq: wake sleepers after changing *addr. */
+static void wake_if_sleeping(lp_threadpool_t *pool, atomic_uint *addr)
+{
+    if (atomic_load(&pool->sleepers) > 0) futex_wake(addr);
+}
+
 static void *worker_main(void *p)
 {
     struct worker_arg *a = p;
     lp_threadpool_t *pool = a->pool;
     unsigned seen = 0;
     for (;;) {
-        unsigned g;
-        int spins = 0;
-        while ((g = atomic_load(&pool->gen)) == seen) {
-            if (++spins < SPIN_LIMIT) {
-                cpu_relax();
-                continue;
-            }
-            pthread_mutex_lock(&pool->mu);
-            atomic_fetch_add(&pool->sleepers, 1);
-            while (atomic_load(&pool->gen) == seen)
-                pthread_cond_wait(&pool->cv, &pool->mu);
-            atomic_fetch_sub(&pool->sleepers, 1);
-            pthread_mutex_unlock(&pool->mu);
-            spins = 0;
-        }
-        seen = g;
+        wait_while_eq(pool, &pool->gen, seen);
+        seen = atomic_load(&pool->gen);
         if (atomic_load(&pool->stop)) break;
         pool->fn(pool->ctx, a->ith, pool->n_threads);
-        atomic_fetch_sub(&pool->pending, 1);
+        if (atomic_fetch_sub(&pool->pending, 1) == 1) wake_if_sleeping(pool, &pool->pending);
     }
     return NULL;
 }
@@ -83,11 +102,7 @@ static void *worker_main(void *p)
 static void wake_workers(lp_threadpool_t *pool)
 {
     atomic_fetch_add(&pool->gen, 1);
-    if (atomic_load(&pool->sleepers) > 0) {
-        pthread_mutex_lock(&pool->mu);
-        pthread_cond_broadcast(&pool->cv);
-        pthread_mutex_unlock(&pool->mu);
-    }
+    wake_if_sleeping(pool, &pool->gen);
 }
 
 lp_threadpool_t *lp_threadpool_new(int n_threads)
@@ -102,8 +117,6 @@ lp_threadpool_t *lp_threadpool_new(int n_threads)
         return NULL;
     }
     pool->n_threads = n_threads;
-    pthread_mutex_init(&pool->mu, NULL);
-    pthread_cond_init(&pool->cv, NULL);
     if (n_threads > 1) {
         pool->threads = calloc((size_t)n_threads - 1, sizeof *pool->threads);
         pool->args = calloc((size_t)n_threads - 1, sizeof *pool->args);
@@ -134,14 +147,10 @@ void lp_threadpool_destroy(lp_threadpool_t **self_p)
     if (!pool) return;
     if (pool->n_threads > 1) {
         atomic_store(&pool->stop, 1);
-        pthread_mutex_lock(&pool->mu);
         atomic_fetch_add(&pool->gen, 1);
-        pthread_cond_broadcast(&pool->cv);
-        pthread_mutex_unlock(&pool->mu);
+        futex_wake(&pool->gen);
         for (int i = 1; i < pool->n_threads; i++) pthread_join(pool->threads[i - 1], NULL);
     }
-    pthread_mutex_destroy(&pool->mu);
-    pthread_cond_destroy(&pool->cv);
     free(pool->threads);
     free(pool->args);
     free(pool->scratch);
@@ -165,11 +174,8 @@ void lp_threadpool_run(lp_threadpool_t *pool, lp_threadpool_fn fn, void *ctx)
     atomic_store(&pool->pending, pool->n_threads - 1);
     wake_workers(pool);
     fn(ctx, 0, pool->n_threads);
-    int spins = 0;
-    while (atomic_load(&pool->pending) > 0) {
-        if (++spins < SPIN_LIMIT) cpu_relax();
-        else sched_yield();
-    }
+    for (unsigned left; (left = atomic_load(&pool->pending)) > 0;)
+        wait_while_eq(pool, &pool->pending, left);
 }
 
 void lp_threadpool_barrier(lp_threadpool_t *pool)
@@ -180,13 +186,10 @@ void lp_threadpool_barrier(lp_threadpool_t *pool)
     if (atomic_fetch_add(&pool->bar_count, 1) == n - 1) {
         atomic_store(&pool->bar_count, 0);
         atomic_fetch_add(&pool->bar_gen, 1);
+        wake_if_sleeping(pool, &pool->bar_gen);
         return;
     }
-    int spins = 0;
-    while (atomic_load(&pool->bar_gen) == g) {
-        if (++spins < SPIN_LIMIT) cpu_relax();
-        else sched_yield();
-    }
+    wait_while_eq(pool, &pool->bar_gen, g);
 }
 
 void *lp_threadpool_scratch(lp_threadpool_t *pool, size_t bytes)

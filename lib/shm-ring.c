@@ -204,6 +204,12 @@ const char *lp_shm_ring_name(const lp_shm_ring_t *r) { return r->name; }
 uint32_t lp_shm_ring_n_slots(const lp_shm_ring_t *r) { return r->hdr->n_slots; }
 uint32_t lp_shm_ring_row_len(const lp_shm_ring_t *r) { return r->hdr->row_len; }
 
+void lp_shm_ring_region(const lp_shm_ring_t *r, void **base, size_t *size)
+{
+    *base = r->base;
+    *size = r->size;
+}
+
 uint32_t lp_shm_ring_n_free(const lp_shm_ring_t *r)
 {
     uint32_t n = 0;

@@ -83,6 +83,9 @@ const char *lp_shm_ring_name(const lp_shm_ring_t *r);
 uint32_t lp_shm_ring_n_slots(const lp_shm_ring_t *r);
 uint32_t lp_shm_ring_row_len(const lp_shm_ring_t *r);
 uint32_t lp_shm_ring_n_free(const lp_shm_ring_t *r);
+/* The whole mapping, for page-locking it (lp_engine_register_host).
+ * Borrowed, valid for the ring's life. */
+void lp_shm_ring_region(const lp_shm_ring_t *r, void **base, size_t *size);
 
 /* Writer: take a free slot and stamp it with a new sequence number.  *row
  * points at row_len floats in the segment, valid until publish.  Returns

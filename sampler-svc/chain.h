@@ -47,9 +47,11 @@ int lp_cands_set_list(lp_cands_t *c, const lp_token_data_t *data, size_t n);
 int lp_cands_materialize(lp_cands_t *c);
 /* Make sure buf can hold n entries (keeps contents). */
 int lp_cands_reserve(lp_cands_t *c, size_t n);
-/* List form: softmax into .p, optionally sorting by logit first (descending). */
+/* List form: softmax into .p; with sort, lists of at most 4096 entries are
+ * first sorted by logit (descending). */
 void lp_cands_softmax(lp_cands_t *c, bool sort);
-/* List form: keep the k highest logits, sorted descending (partial selection). */
+/* List form: keep the k highest logits (quickselect); sorted descending
+ * when k <= 4096, so the vocabulary is never sorted whole. */
 void lp_cands_top_k(lp_cands_t *c, int32_t k);
 /* Number of candidates in either form (dense: n_row). */
 size_t lp_cands_size(const lp_cands_t *c);

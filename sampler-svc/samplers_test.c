@@ -338,6 +338,61 @@ static void test_greedy_and_chain(void)
     lp_cands_free(&c);
 }
 
+static void test_mirostat_and_dynatemp(void)
+{
+    /* mirostat v1 on Zipf p ~ 1/i^2 (1, 1/4, 1/9, 1/16 over 205/144): the
+     * estimate s_hat is exactly 2 (b_i = 2 t_i), eps = 1; tau 1.5 gives
+     * mu 3 and k = (2^3 / (1 - 4^-1))^(1/2) = sqrt(10.67) = 3.27 -> 3: the
+     * list left holds 1, 1/4, 1/9 over 49/36 = 36/49, 9/49, 4/49. */
+    float z4[4] = {0.0f, logf(0.25f), logf(1 / 9.0f), logf(1 / 16.0f)};
+    double got[4];
+    const double m1[4] = {36 / 49.0, 9 / 49.0, 4 / 49.0, 0};
+    for (int d = 0; d < 2; d++) {
+        lp_sampler_t *s = lp_sampler_mirostat_new(4, 1.5f, 0.0f, 100, &g_rng);
+        CHECK_RC(run(&s, 1, z4, 4, d == 0, got), 0);
+        expect("mirostat v1", d == 0, got, m1, 4);
+    }
+    /* mirostat v2, tau 1 (mu 2): keep surprise -log2 p <= 2, p >= 1/4, of
+     * (.1 .2 .3 .4): 3/7, 4/7 */
+    float l[4];
+    base4(l);
+    const double m2[4] = {0, 0, 3 / 7.0, 4 / 7.0};
+    for (int d = 0; d < 2; d++) {
+        lp_sampler_t *s = lp_sampler_mirostat_v2_new(1.0f, 0.0f, &g_rng);
+        CHECK_RC(run(&s, 1, l, 4, d == 0, got), 0);
+        expect("mirostat v2", d == 0, got, m2, 4);
+    }
+    /* mu adapts: eta 1, tau 1: after a draw of surprise S, mu = 2 - (S - 1).
+     * With every token but one masked, S = 0 and mu becomes 3: p >= 1/8
+     * keeps .2 .3 .4 of p4 at the next step (2/9 3/9 4/9). */
+    {
+        lp_sampler_t *s = lp_sampler_mirostat_v2_new(1.0f, 1.0f, &g_rng);
+        float one[4] = {-INFINITY, -INFINITY, 0.0f, -INFINITY};
+        lp_cands_t c;
+        lp_cands_init(&c);
+        CHECK_RC(lp_cands_set_row(&c, one, 4), 0);
+        CHECK_RC(lp_sampler_apply(s, &c), 0);
+        CHECK(c.selected_id == 2);
+        lp_cands_free(&c);
+        const double m3[4] = {0, 2 / 9.0, 3 / 9.0, 4 / 9.0};
+        CHECK_RC(run(&s, 1, l, 4, true, got), 0);
+        expect("mirostat v2 mu update", true, got, m3, 4);
+    }
+    /* dynamic temperature: temp 1, range 0.5, exponent 1 on (.1 .2 .3 .4):
+     * H = 1.2798542, max entropy ln 4 = 1.3862944, normalised 0.9232213;
+     * T = 0.5 + (1.5 - 0.5) * 0.9232213 = 1.4232213; p^(1/T) renormalised. */
+    double T = 0.5 + 1.0 * (1.2798542 / log(4.0));
+    double zz = 0, w[4];
+    const double p4[4] = {0.1, 0.2, 0.3, 0.4};
+    for (int i = 0; i < 4; i++) zz += pow(p4[i], 1 / T);
+    for (int i = 0; i < 4; i++) w[i] = pow(p4[i], 1 / T) / zz;
+    for (int d = 0; d < 2; d++) {
+        lp_sampler_t *s = lp_sampler_temp_ext_new(1.0f, 0.5f, 1.0f);
+        CHECK_RC(run(&s, 1, l, 4, d == 0, got), 0);
+        expect("dynamic temperature", d == 0, got, w, 4);
+    }
+}
+
 int main(void)
 {
     lp_rng_seed(&g_rng, 1);
@@ -348,5 +403,6 @@ int main(void)
     test_bias();
     test_long_rows();
     test_greedy_and_chain();
+    test_mirostat_and_dynatemp();
     return CHECK_DONE();
 }

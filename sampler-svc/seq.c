@@ -6,6 +6,7 @@
 #include "error.h"
 #include "log.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -167,7 +168,7 @@ int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_
     if (id < 0 || id >= n || (st->mask && st->mask[id]))
         return lp_error_set(LP_ERR(EPROTO), "sample: the chain chose token %d, which is outside "
                                             "the real vocabulary (%d) or masked", id, n);
-    float x = logits[id];
+    float x = fminf(logits[id], FLT_MAX); /* the row as loaded: +inf is FLT_MAX */
     out->id = id;
     out->logprob = (float)((double)x - lse);
     out->version = seq->cfg->version;

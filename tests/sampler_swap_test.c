@@ -1,8 +1,9 @@
 /* sampler_swap_test.c - the sampler through the real pipeline (four
  * services over ipc://):
  *
- *   - the same seed gives the same tokens through the whole pipeline, and
- *     another seed does not;
+ *   - the same seed gives the same tokens through the whole pipeline,
+ *     another seed does not, and the pipeline gives exactly the tokens of
+ *     the engine and sampler libraries run in-process with that seed;
  *   - live swap under load: while 8 requests stream, the default strategy
  *     is swapped 20 times with `lmpipe sampler`'s control message, the
  *     example plugin is loaded and unloaded, a bad swap and a bad plugin are
@@ -13,7 +14,9 @@
  *
  *   sampler_swap_test MODEL MASK_TOKENS_SO BAD_ABI_SO */
 #include "client.h"
+#include "engine.h"
 #include "error.h"
+#include "sampler.h"
 #include "pipeline.h"
 #include "sampler-ctl.h"
 
@@ -63,7 +66,50 @@ static uint64_t ctl(const char *ep, const char *json, bool want_ok)
     return ok ? v : 0;
 }
 
-static void same_seed(lp_client_t *c)
+/* The same request in-process: the engine library and the sampler library
+ * with the same seed must give exactly the pipeline's tokens. */
+static int inprocess(const char *model_path, const int32_t *prompt, int n_prompt,
+                     const char *params, int n_gen, int32_t *out)
+{
+    lp_model_t *m = NULL;
+    lp_engine_t *e = NULL;
+    lp_sampler_store_t *st = NULL;
+    lp_sampler_seq_t *seq = NULL;
+    float *row = NULL;
+    int rc = lp_model_load(model_path, &m);
+    lp_engine_params_t ep = {0};
+    ep.n_threads = 1;
+    ep.max_seqs = 1;
+    if (!rc) rc = lp_engine_new(m, &ep, &e);
+    const lp_hparams_t *hp = m ? lp_model_hparams(m) : NULL;
+    if (!rc) rc = lp_sampler_store_new("{\"top_k\":7}", &st); /* as the pipeline's default */
+    if (!rc) rc = lp_sampler_store_set_vocab(st, hp->n_tokens_real, lp_model_token_mask(m), hp->n_vocab);
+    if (!rc) rc = lp_sampler_seq_new(st, params, strlen(params), &seq);
+    if (!rc && !(row = malloc((size_t)hp->n_vocab * sizeof(float)))) rc = LP_ERR(ENOMEM);
+    for (int i = 0; !rc && i < n_prompt; i++) rc = lp_sampler_seq_accept(seq, prompt[i]);
+    lp_batch_seq_t b = {.seq_id = 0, .pos = 0, .n_tokens = n_prompt, .tokens = prompt, .n_logits = 1};
+    for (int t = 0; !rc && t < n_gen; t++) {
+        float *rows[1] = {row};
+        rc = lp_engine_step(e, &b, 1, rows);
+        lp_sampler_result_t r;
+        if (!rc) rc = lp_sampler_seq_sample(seq, row, hp->n_vocab, &r);
+        if (!rc) rc = lp_sampler_seq_accept(seq, r.id);
+        if (rc) break;
+        out[t] = r.id;
+        b.pos += b.n_tokens;
+        b.n_tokens = 1;
+        b.tokens = &out[t];
+    }
+    if (rc) fprintf(stderr, "in-process generation: %s\n", lp_error_msg());
+    free(row);
+    lp_sampler_seq_destroy(&seq);
+    lp_sampler_store_destroy(&st);
+    lp_engine_destroy(&e);
+    lp_model_destroy(&m);
+    return rc;
+}
+
+static void same_seed(lp_client_t *c, const char *model_path)
 {
     const char *p1 = "{\"seed\":1234,\"temperature\":1.0,\"top_k\":0,\"top_p\":1,\"min_p\":0}";
     const char *p2 = "{\"seed\":1235,\"temperature\":1.0,\"top_k\":0,\"top_p\":1,\"min_p\":0}";
@@ -81,6 +127,28 @@ static void same_seed(lp_client_t *c)
         for (size_t k = 0; k < g[i].n_ids; k++) CHECK(g[i].versions[k] == 1);
         lp_generation_clear(&g[i]);
     }
+
+    /* through the pipeline from token ids, and in-process: the same tokens */
+    const int32_t prompt[6] = {1, 9038, 2501, 263, 931, 29892}; /* BOS "Once upon a time," */
+    Lmpipe__GenerateRequest r;
+    gen_init(&r, "", p1, 40);
+    r.ignore_eos = true;
+    r.prompt_ids = (int32_t *)prompt;
+    r.n_prompt_ids = 6;
+    lp_generation_t pg;
+    CHECK_RC(lp_client_generate(c, 110, &r, 120000, NULL, NULL, &pg), 0);
+    int32_t want[40];
+    CHECK_RC(inprocess(model_path, prompt, 6, p1, 40, want), 0);
+    CHECK(pg.n_ids == 40 && !memcmp(pg.ids, want, sizeof(want)));
+    if (pg.n_ids == 40 && memcmp(pg.ids, want, sizeof(want))) {
+        for (int t = 0; t < 40; t++)
+            if (pg.ids[t] != want[t]) {
+                fprintf(stderr, "pipeline and in-process differ at token %d: %d vs %d\n", t,
+                        pg.ids[t], want[t]);
+                break;
+            }
+    }
+    lp_generation_clear(&pg);
 }
 
 /* Take the events that have come, without waiting. */
@@ -269,7 +337,7 @@ int main(int argc, char **argv)
         CHECK(ok && v == 1);
         CHECK(reply && strstr(reply, "\"top_k\":7,") != NULL);
         free(reply);
-        same_seed(c);
+        same_seed(c, argv[1]);
         live_swap(c, sampler_ep, argv[2], argv[3]);
     }
     lp_client_destroy(&c);

@@ -231,3 +231,21 @@ int lp_chat_apply(enum lp_chat_template t, const lp_chat_msg_t *msgs, size_t n,
     *len = b.n;
     return 0;
 }
+
+int lp_tokenizer_chat_apply(const lp_tokenizer_t *tok, const char *tmpl, const lp_chat_msg_t *msgs,
+                            size_t n, bool add_assistant, char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    size_t tl;
+    if (!tmpl) {
+        int rc = lp_tokenizer_chat_template(tok, &tmpl, &tl);
+        if (rc) return rc;
+    } else {
+        tl = strlen(tmpl);
+    }
+    enum lp_chat_template t;
+    int rc = lp_chat_template_detect(tmpl, tl, &t);
+    if (rc) return rc;
+    return lp_chat_apply(t, msgs, n, add_assistant, text, len);
+}

@@ -373,7 +373,7 @@ static const stepdef_t *steps_for(enum lp__pre pre)
         {S_SINGLE, CLS_CRLF}, {S_WS_RUN, CLS_L}, {S_WS_RUN, CLS_P}, {S_RUN, CLS_CJK},
         {S_SINGLE, CLS_N}, {S_END, 0}};
     switch (pre) {
-    case LP__PRE_LLAMA3: case LP__PRE_DBRX: case LP__PRE_SMAUG: return llama3;
+    case LP__PRE_LLAMA3: case LP__PRE_DBRX: case LP__PRE_SMAUG: case LP__PRE_CHATGLM4: return llama3;
     case LP__PRE_QWEN2: case LP__PRE_STABLELM2: return qwen2;
     case LP__PRE_GPT2: case LP__PRE_MPT: case LP__PRE_OLMO: case LP__PRE_JAIS: return gpt2;
     case LP__PRE_STARCODER: case LP__PRE_REFACT: case LP__PRE_COMMAND_R: case LP__PRE_SMOLLM:

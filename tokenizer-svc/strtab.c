@@ -78,7 +78,7 @@ static size_t pow2_at_least(size_t n)
 int lp__strtab_init(lp__strtab_t *t, size_t expect)
 {
     memset(t, 0, sizeof(*t));
-    t->mask = pow2_at_least(expect * 2) - 1;
+    t->mask = pow2_at_least(expect + expect / 3) - 1; /* load <= 3/4 */
     t->slots = calloc(t->mask + 1, sizeof(*t->slots));
     if (!t->slots) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     return 0;
@@ -140,7 +140,7 @@ int lp__strtab_intern_h(lp__strtab_t *t, const char *s, size_t n, uint64_t h, ui
         *sid_out = (uint32_t)f;
         return 0;
     }
-    if ((t->n + 1) * 2 > t->mask + 1) {
+    if ((t->n + 1) * 4 > (t->mask + 1) * 3) {
         int rc = strtab_grow_slots(t);
         if (rc) return rc;
     }
@@ -185,7 +185,7 @@ int lp__strtab_intern(lp__strtab_t *t, const char *s, size_t n, uint32_t *sid_ou
 int lp__pairmap_init(lp__pairmap_t *m, size_t expect)
 {
     memset(m, 0, sizeof(*m));
-    size_t cap = pow2_at_least(expect * 2 + 16);
+    size_t cap = pow2_at_least(expect + expect / 3 + 16); /* load <= 3/4 */
     unsigned bits = 0;
     while (((size_t)1 << bits) < cap) bits++;
     m->mask = cap - 1;
@@ -204,7 +204,8 @@ void lp__pairmap_free(lp__pairmap_t *m)
 
 int lp__pairmap_add(lp__pairmap_t *m, uint64_t key, int32_t rank, uint32_t val)
 {
-    if ((m->n + 1) * 2 > m->mask + 1) return lp_error_set(LP_ERR(ENOSPC), "tokenizer: pair map full");
+    if ((m->n + 1) * 4 > (m->mask + 1) * 3)
+        return lp_error_set(LP_ERR(ENOSPC), "tokenizer: pair map full");
     size_t i = lp__pairmap_slot(m, key);
     for (;;) {
         if (m->e[i].key == key) return 0;
@@ -221,7 +222,7 @@ int lp__pairmap_add(lp__pairmap_t *m, uint64_t key, int32_t rank, uint32_t val)
  * short words are cached, and the cache empties itself when full, so its
  * memory stays bounded whatever the input. */
 
-#define WC_SLOTS 65536
+#define WC_MAX_SLOTS 65536
 #define WC_MAX_WORD 48
 #define WC_MAX_ARENA (8u << 20)
 
@@ -232,17 +233,20 @@ typedef struct wc_slot {
 } wc_slot_t;
 
 struct lp__wcache {
-    wc_slot_t *slot; /* (WC_SLOTS); hash 0 = empty */
+    wc_slot_t *slot; /* (n_slots); hash 0 = empty */
+    size_t n_slots;
     size_t used;
     lp__buf_t words;
     lp__ivec_t ids;
 };
 
-lp__wcache_t *lp__wcache_new(void)
+lp__wcache_t *lp__wcache_new(size_t text_len)
 {
     lp__wcache_t *c = calloc(1, sizeof(*c));
     if (!c) return NULL;
-    c->slot = calloc(WC_SLOTS, sizeof(*c->slot));
+    c->n_slots = 1024;
+    while (c->n_slots < WC_MAX_SLOTS && c->n_slots * 16 < text_len) c->n_slots *= 2;
+    c->slot = calloc(c->n_slots, sizeof(*c->slot));
     if (!c->slot) {
         free(c);
         return NULL;
@@ -269,7 +273,7 @@ bool lp__wcache_get(lp__wcache_t *c, const char *s, size_t n, lp__ivec_t *out)
 {
     if (!c || n > WC_MAX_WORD) return false;
     uint64_t h = wc_hash(s, n);
-    size_t i = (size_t)h & (WC_SLOTS - 1);
+    size_t i = (size_t)h & (c->n_slots - 1);
     for (;;) {
         wc_slot_t *e = &c->slot[i];
         if (!e->hash) return false;
@@ -279,22 +283,22 @@ bool lp__wcache_get(lp__wcache_t *c, const char *s, size_t n, lp__ivec_t *out)
             out->n += e->n_ids;
             return true;
         }
-        i = (i + 1) & (WC_SLOTS - 1);
+        i = (i + 1) & (c->n_slots - 1);
     }
 }
 
 void lp__wcache_put(lp__wcache_t *c, const char *s, size_t n, const int32_t *ids, size_t n_ids)
 {
     if (!c || n > WC_MAX_WORD || n_ids > WC_MAX_WORD) return;
-    if (c->used * 2 >= WC_SLOTS || c->words.n + n > WC_MAX_ARENA) {
-        memset(c->slot, 0, WC_SLOTS * sizeof(*c->slot));
+    if (c->used * 2 >= c->n_slots || c->words.n + n > WC_MAX_ARENA) {
+        memset(c->slot, 0, c->n_slots * sizeof(*c->slot));
         c->used = 0;
         c->words.n = 0;
         c->ids.n = 0;
     }
     uint64_t h = wc_hash(s, n);
-    size_t i = (size_t)h & (WC_SLOTS - 1);
-    while (c->slot[i].hash) i = (i + 1) & (WC_SLOTS - 1);
+    size_t i = (size_t)h & (c->n_slots - 1);
+    while (c->slot[i].hash) i = (i + 1) & (c->n_slots - 1);
     size_t woff = c->words.n, ioff = c->ids.n;
     if (lp__buf_put(&c->words, s, n)) return;
     if (lp__ivec_reserve(&c->ids, n_ids)) return;

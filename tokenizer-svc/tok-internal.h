@@ -137,6 +137,7 @@ enum lp__pre {
     LP__PRE_EXAONE,
     LP__PRE_MINERVA,
     LP__PRE_JAIS,
+    LP__PRE_CHATGLM4, /* llama3's regex, without ignore_merges or a default BOS */
 };
 
 struct lp_tokenizer {
@@ -189,7 +190,7 @@ int lp__special_split(const lp_tokenizer_t *t, const char *text, size_t len, boo
 
 /* A word cache for one lp_tokenize call: bytes -> token IDs. */
 typedef struct lp__wcache lp__wcache_t;
-lp__wcache_t *lp__wcache_new(void);
+lp__wcache_t *lp__wcache_new(size_t text_len); /* sized for this much text */
 void lp__wcache_free(lp__wcache_t *c);
 /* Append the cached IDs of s to out and return true, or return false. */
 bool lp__wcache_get(lp__wcache_t *c, const char *s, size_t n, lp__ivec_t *out);

@@ -82,12 +82,16 @@ static int bpe_fragment(const lp_tokenizer_t *t, const char *s, size_t n, lp__iv
 static int tokenize_vec(const lp_tokenizer_t *t, const char *text, size_t len, bool add_special,
                         bool parse_special, lp__ivec_t *out)
 {
+    /* symbol indices are 32-bit */
+    if (len > INT32_MAX / 4)
+        return lp_error_set(LP_ERR(E2BIG), "tokenize: text of %zu bytes is too long (max %d)", len,
+                            INT32_MAX / 4);
     lp__frag_t *frags = NULL;
     size_t n_frags = 0;
     int rc = lp__special_split(t, text, len, parse_special, &frags, &n_frags);
     if (rc) return rc;
     /* a cache pays off only on longer inputs */
-    lp__wcache_t *cache = len >= 4096 ? lp__wcache_new() : NULL;
+    lp__wcache_t *cache = len >= 4096 ? lp__wcache_new(len) : NULL;
     lp__buf_t esc = {0};
 
     if (add_special && t->add_bos && t->bos >= 0) rc = lp__ivec_push(out, t->bos);

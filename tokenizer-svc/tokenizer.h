@@ -152,5 +152,11 @@ const char *lp_chat_template_name(enum lp_chat_template t);
  * *text is malloc'd, NUL-terminated; caller frees. */
 int lp_chat_apply(enum lp_chat_template t, const lp_chat_msg_t *msgs, size_t n,
                   bool add_assistant, char **text, size_t *len);
+/* Detect and apply in one call: tmpl (a name or Jinja text; NULL = the
+ * model's tokenizer.chat_template).  LP_ERR(ENOENT) when tmpl is NULL and the
+ * model has no template; LP_ERR(ENOTSUP) naming an unknown template.  The
+ * result is text: tokenize it with parse_special on. */
+int lp_tokenizer_chat_apply(const lp_tokenizer_t *tok, const char *tmpl, const lp_chat_msg_t *msgs,
+                            size_t n, bool add_assistant, char **text, size_t *len);
 
 #endif

@@ -289,7 +289,7 @@ static void check_block_cut(const lp_tokenizer_t *t)
     }
 }
 
-/* A copy of a vocab file with one string key replaced. */
+/* A copy of a vocab file with one string key replaced (or added). */
 static int open_modified(const char *rel, const char *key, const char *value, uint8_t **mem,
                          lp_gguf_t **out)
 {
@@ -300,11 +300,13 @@ static int open_modified(const char *rel, const char *key, const char *value, ui
     if (rc) return rc;
     lp_gguf_writer_t *w;
     rc = lp_gguf_writer_new(&w);
+    bool replaced = false;
     for (int64_t i = 0; !rc && i < lp_gguf_n_kv(g); i++) {
         const lp_gguf_kv_t *kv = lp_gguf_kv_at(g, i);
-        if (!strcmp(kv->key, key)) rc = lp_gguf_writer_add_cstr(w, key, value);
+        if (!strcmp(kv->key, key)) rc = lp_gguf_writer_add_cstr(w, key, value), replaced = true;
         else if (strcmp(kv->key, "general.alignment")) rc = lp_gguf_writer_add_kv(w, kv);
     }
+    if (!rc && !replaced) rc = lp_gguf_writer_add_cstr(w, key, value);
     size_t len;
     if (!rc) rc = lp_gguf_writer_write_mem(w, mem, &len);
     if (!rc) rc = lp_gguf_open_mem(*mem, len, out);
@@ -371,6 +373,55 @@ static void expect_chat(enum lp_chat_template tt, const char *want)
         CHECK(!"chat format");
     }
     free(out);
+}
+
+/* The model's own template, through the tokenizer: qwen2 with a chatml
+ * template formats and tokenizes <|im_start|> as one control token. */
+static void test_chat_model(void)
+{
+    uint8_t *mem = NULL;
+    lp_gguf_t *g = NULL;
+    lp_tokenizer_t *t = NULL;
+    const char *tmpl = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                       "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
+    CHECK_RC(open_modified("vocab/ggml-vocab-qwen2.gguf", "tokenizer.chat_template", tmpl, &mem, &g), 0);
+    if (g) CHECK_RC(lp_tokenizer_new_from_gguf(g, &t), 0);
+    if (t) {
+        const char *got;
+        size_t gl;
+        CHECK_RC(lp_tokenizer_chat_template(t, &got, &gl), 0);
+        CHECK(gl == strlen(tmpl) && !strcmp(got, tmpl));
+        lp_chat_msg_t msgs[] = {{"user", "Hi"}};
+        char *text;
+        size_t len;
+        CHECK_RC(lp_tokenizer_chat_apply(t, NULL, msgs, 1, true, &text, &len), 0);
+        CHECK(!strcmp(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+        int32_t *ids;
+        size_t n;
+        CHECK_RC(lp_tokenize_alloc(t, text, len, true, true, &ids, &n), 0);
+        int32_t im_start = find_token(t, "<|im_start|>");
+        CHECK(n > 3 && ids[0] == im_start && ids[n - 3] == im_start);
+        free(ids);
+        free(text);
+        CHECK_RC(lp_tokenizer_chat_apply(t, "no such template {{ x }}", msgs, 1, true, &text, &len),
+                 LP_ERR(ENOTSUP));
+        CHECK(text == NULL);
+    }
+    lp_tokenizer_destroy(&t);
+    lp_gguf_destroy(&g);
+    free(mem);
+    /* a model without a template */
+    t = open_tok("vocab/ggml-vocab-gpt-2.gguf");
+    if (t) {
+        lp_chat_msg_t msgs[] = {{"user", "Hi"}};
+        char *text;
+        size_t len;
+        CHECK_RC(lp_tokenizer_chat_apply(t, NULL, msgs, 1, true, &text, &len), LP_ERR(ENOENT));
+        CHECK_RC(lp_tokenizer_chat_apply(t, "zephyr", msgs, 1, false, &text, &len), 0);
+        CHECK(text && !strcmp(text, "<|user|>\nHi<|endoftext|>\n"));
+        free(text);
+    }
+    lp_tokenizer_destroy(&t);
 }
 
 static void test_chat(void)
@@ -448,5 +499,6 @@ int main(int argc, char **argv)
     test_special();
     test_errors();
     test_chat();
+    test_chat_model();
     return CHECK_DONE();
 }

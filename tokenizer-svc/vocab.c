@@ -28,10 +28,15 @@ static const struct {
     {"gpt-2", LP__PRE_GPT2}, {"phi-2", LP__PRE_GPT2}, {"jina-es", LP__PRE_GPT2},
     {"jina-de", LP__PRE_GPT2}, {"gigachat", LP__PRE_GPT2}, {"jina-v2-es", LP__PRE_GPT2},
     {"jina-v2-de", LP__PRE_GPT2}, {"jina-v1-en", LP__PRE_GPT2}, {"jina-v2-code", LP__PRE_GPT2},
-    {"roberta-bpe", LP__PRE_GPT2}, {"exaone4", LP__PRE_GPT2},
+    {"roberta-bpe", LP__PRE_GPT2}, {"exaone4", LP__PRE_GPT2}, {"a.x-4.0", LP__PRE_GPT2},
+    {"mellum", LP__PRE_GPT2}, {"modern-bert", LP__PRE_GPT2}, {"trillion", LP__PRE_GPT2},
+    {"granite-docling", LP__PRE_GPT2},
     {"refact", LP__PRE_REFACT},
     {"command-r", LP__PRE_COMMAND_R},
     {"qwen2", LP__PRE_QWEN2}, {"deepseek-r1-qwen", LP__PRE_QWEN2}, {"megrez", LP__PRE_QWEN2},
+    {"kormo", LP__PRE_QWEN2}, {"hunyuan", LP__PRE_QWEN2}, {"solar-open", LP__PRE_QWEN2},
+    {"grok-2", LP__PRE_QWEN2},
+    {"glm4", LP__PRE_CHATGLM4}, {"chatglm-bpe", LP__PRE_CHATGLM4},
     {"stablelm2", LP__PRE_STABLELM2},
     {"olmo", LP__PRE_OLMO},
     {"dbrx", LP__PRE_DBRX},
@@ -380,7 +385,7 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
         default:
             break;
         }
-        t->bos = 11;
+        t->bos = t->pre == LP__PRE_CHATGLM4 ? -1 : 11;
         t->eos = 11;
         t->unk = -1;
     } else {

@@ -6,6 +6,7 @@
 #include "tokenizer.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,28 @@ static const char *parse_args(const char *cmd, int argc, char **argv, const char
     return model;
 }
 
+/* IDs on one line, space-separated (printf per ID would cost more than the
+ * tokenizing). */
+static void print_ids(const int32_t *ids, size_t n)
+{
+    char buf[65536];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k > sizeof(buf) - 16) {
+            fwrite(buf, 1, k, stdout);
+            k = 0;
+        }
+        if (i) buf[k++] = ' ';
+        char tmp[12];
+        int m = 0;
+        uint32_t v = (uint32_t)ids[i]; /* ids are >= 0 */
+        do tmp[m++] = (char)('0' + v % 10); while ((v /= 10));
+        while (m) buf[k++] = tmp[--m];
+    }
+    buf[k++] = '\n';
+    fwrite(buf, 1, k, stdout);
+}
+
 int lp_cmd_tokenize(int argc, char **argv)
 {
     bool raw = false;
@@ -92,8 +115,7 @@ int lp_cmd_tokenize(int argc, char **argv)
         lp_tokenizer_destroy(&tok);
         return 1;
     }
-    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
-    putchar('\n');
+    print_ids(ids, n);
     free(ids);
     lp_tokenizer_destroy(&tok);
     return fflush(stdout) ? 1 : 0;

@@ -5,7 +5,10 @@
  * bits make which element.  A block of QK elements and BYTES bytes is
  * decoded in PARTS parts of NV values, so that neighbouring lanes of a warp
  * read neighbouring bytes of one block: part(b, p, v) fills v[0..NV) and
- * elem(p, k) says which element of the block v[k] is.
+ * elem(p, k) says which element of the block v[k] is.  RUN 4 promises that
+ * v comes in runs of four consecutive elements starting at multiples of 4
+ * (elem(p, 4j + i) = elem(p, 4j) + i, elem(p, 4j) % 4 = 0), so that the
+ * matching activations can be read as float4.
  *
  * Products and sums are written with mul_rn/add_rn/sub_rn (__fmul_rn ...
  * on the device) where quant.c multiplies then adds, so that nvcc does not contract them into a
@@ -103,13 +106,13 @@ LP_HD void k_scale_min(int j, const uint8_t *q, int &sc, int &m)
  * loads (n_in % 8 == 0, rows 16-byte aligned) -------------------------- */
 
 struct t_f32 {
-    static constexpr int QK = 1, BYTES = 4, PARTS = 1, NV = 1;
+    static constexpr int QK = 1, BYTES = 4, PARTS = 1, NV = 1, RUN = 1;
     LP_HD static void part(const uint8_t *b, int, float *v) { v[0] = *(const float *)b; }
     LP_HD static int elem(int, int k) { return k; }
 };
 
 struct t_f32x8 {
-    static constexpr int QK = 8, BYTES = 32, PARTS = 1, NV = 8;
+    static constexpr int QK = 8, BYTES = 32, PARTS = 1, NV = 8, RUN = 4;
     LP_HD static void part(const uint8_t *b, int, float *v)
     {
         float4 a = reinterpret_cast<const float4 *>(b)[0], c = reinterpret_cast<const float4 *>(b)[1];
@@ -120,13 +123,13 @@ struct t_f32x8 {
 };
 
 struct t_f16 {
-    static constexpr int QK = 1, BYTES = 2, PARTS = 1, NV = 1;
+    static constexpr int QK = 1, BYTES = 2, PARTS = 1, NV = 1, RUN = 1;
     LP_HD static void part(const uint8_t *b, int, float *v) { v[0] = f16(b); }
     LP_HD static int elem(int, int k) { return k; }
 };
 
 struct t_f16x8 {
-    static constexpr int QK = 8, BYTES = 16, PARTS = 1, NV = 8;
+    static constexpr int QK = 8, BYTES = 16, PARTS = 1, NV = 8, RUN = 4;
     LP_HD static void part(const uint8_t *b, int, float *v)
     {
         uint4 u = *reinterpret_cast<const uint4 *>(b);
@@ -141,7 +144,7 @@ LP_UNROLL
 };
 
 struct t_bf16 {
-    static constexpr int QK = 1, BYTES = 2, PARTS = 1, NV = 1;
+    static constexpr int QK = 1, BYTES = 2, PARTS = 1, NV = 1, RUN = 1;
     LP_HD static void part(const uint8_t *b, int, float *v)
     {
         v[0] = bf16(*reinterpret_cast<const uint16_t *>(b));
@@ -150,7 +153,7 @@ struct t_bf16 {
 };
 
 struct t_bf16x8 {
-    static constexpr int QK = 8, BYTES = 16, PARTS = 1, NV = 8;
+    static constexpr int QK = 8, BYTES = 16, PARTS = 1, NV = 8, RUN = 4;
     LP_HD static void part(const uint8_t *b, int, float *v)
     {
         uint4 u = *reinterpret_cast<const uint4 *>(b);
@@ -171,7 +174,7 @@ LP_UNROLL
 LP_HD int legacy_elem(int p, int k) { return k < 4 ? 4 * p + k : 12 + 4 * p + k; }
 
 struct t_q4_0 { /* d, qs[16] */
-    static constexpr int QK = 32, BYTES = 18, PARTS = 4, NV = 8;
+    static constexpr int QK = 32, BYTES = 18, PARTS = 4, NV = 8, RUN = 4;
     LP_HD static void part(const uint8_t *b, int p, float *v)
     {
         const float d = f16(b);
@@ -186,7 +189,7 @@ LP_UNROLL
 };
 
 struct t_q4_1 { /* d, m, qs[16] */
-    static constexpr int QK = 32, BYTES = 20, PARTS = 4, NV = 8;
+    static constexpr int QK = 32, BYTES = 20, PARTS = 4, NV = 8, RUN = 4;
     LP_HD static void part(const uint8_t *b, int p, float *v)
     {
         const float d = f16(b), m = f16(b + 2);
@@ -201,7 +204,7 @@ LP_UNROLL
 };
 
 struct t_q5_0 { /* d, qh[4], qs[16] */
-    static constexpr int QK = 32, BYTES = 22, PARTS = 4, NV = 8;
+    static constexpr int QK = 32, BYTES = 22, PARTS = 4, NV = 8, RUN = 4;
     LP_HD static void part(const uint8_t *b, int p, float *v)
     {
         const float d = f16(b);
@@ -219,7 +222,7 @@ LP_UNROLL
 };
 
 struct t_q5_1 { /* d, m, qh[4], qs[16] */
-    static constexpr int QK = 32, BYTES = 24, PARTS = 4, NV = 8;
+    static constexpr int QK = 32, BYTES = 24, PARTS = 4, NV = 8, RUN = 4;
     LP_HD static void part(const uint8_t *b, int p, float *v)
     {
         const float d = f16(b), m = f16(b + 2);
@@ -237,7 +240,7 @@ LP_UNROLL
 };
 
 struct t_q8_0 { /* d, qs[32] int8 */
-    static constexpr int QK = 32, BYTES = 34, PARTS = 4, NV = 8;
+    static constexpr int QK = 32, BYTES = 34, PARTS = 4, NV = 8, RUN = 4;
     LP_HD static void part(const uint8_t *b, int p, float *v)
     {
         const float d = f16(b);
@@ -258,7 +261,7 @@ LP_HD int k4_elem(int p, int k)
 }
 
 struct t_q4_k { /* d, dmin, scales[12], qs[128] */
-    static constexpr int QK = 256, BYTES = 144, PARTS = 16, NV = 16;
+    static constexpr int QK = 256, BYTES = 144, PARTS = 16, NV = 16, RUN = 4;
     LP_HD static void part(const uint8_t *b, int p, float *v)
     {
         const int c = p >> 2, l0 = 8 * (p & 3);
@@ -282,7 +285,7 @@ LP_UNROLL
 };
 
 struct t_q5_k { /* d, dmin, scales[12], qh[32], qs[128] */
-    static constexpr int QK = 256, BYTES = 176, PARTS = 16, NV = 16;
+    static constexpr int QK = 256, BYTES = 176, PARTS = 16, NV = 16, RUN = 4;
     LP_HD static void part(const uint8_t *b, int p, float *v)
     {
         const int c = p >> 2, l0 = 8 * (p & 3);
@@ -306,7 +309,7 @@ LP_UNROLL
 /* Q6_K part p: half h = p/8, l = 4*(p%8) .. +3; v[4kk + i] is element
  * 128h + 32kk + l0 + i for kk = 0..3 (see quant.c's dequant_q6_k). */
 struct t_q6_k { /* ql[128], qh[64], scales[16] int8, d */
-    static constexpr int QK = 256, BYTES = 210, PARTS = 16, NV = 16;
+    static constexpr int QK = 256, BYTES = 210, PARTS = 16, NV = 16, RUN = 4;
     LP_HD static void part(const uint8_t *b, int p, float *v)
     {
         const int h = p >> 3, l0 = 4 * (p & 7), is = l0 / 16;

@@ -64,6 +64,11 @@ static void check_type(const char *name, uint32_t type, int64_t n_in)
             else CHECK(0, "%s: elem(%d, %d) = %d is outside the block", name, p, k, e);
         }
     for (int e = 0; e < Q::QK; e++) CHECK(hits[e] == 1, "%s: element %d decoded %d times", name, e, hits[e]);
+    /* RUN 4: runs of four consecutive elements from multiples of 4 */
+    for (int p = 0; Q::RUN == 4 && p < Q::PARTS; p++)
+        for (int k = 0; k < Q::NV; k++)
+            CHECK(Q::elem(p, k) == Q::elem(p, k & ~3) + (k & 3) && Q::elem(p, k & ~3) % 4 == 0,
+                  "%s: elem(%d, %d) breaks the runs of four", name, p, k);
 
     const int64_t n_rows = 5;
     const size_t rb = lp_type_row_bytes(type, n_in);
@@ -103,12 +108,14 @@ static void check_type(const char *name, uint32_t type, int64_t n_in)
         free(out);
     }
 
-    /* 32 lanes of the matvec for 3 tokens with padded activation rows */
+    /* 32 lanes of the matvec for 3 tokens with padded activation rows:
+     * rows 7 floats apart (scalar loads), then 8 apart, 16-byte aligned
+     * (float4 loads) */
     const int n_tok = 3;
-    const int64_t x_stride = n_in + 7;
-    float *x = (float *)malloc(sizeof(float) * x_stride * n_tok);
-    for (int64_t i = 0; i < x_stride * n_tok; i++) x[i] = frand();
     int bad = 0;
+    for (int64_t x_stride = n_in + 7; x_stride <= n_in + 8; x_stride++) {
+    float *x = (float *)aligned_alloc(16, sizeof(float) * x_stride * n_tok + 16);
+    for (int64_t i = 0; i < x_stride * n_tok; i++) x[i] = frand();
     for (int64_t r = 0; r < n_rows; r++) {
         double sum[LP_CUDA_MMV_MAX_TOKENS] = {0};
         for (int lane = 0; lane < 32; lane++) {
@@ -128,8 +135,10 @@ static void check_type(const char *name, uint32_t type, int64_t n_in)
                         (long long)r, t, sum[t], want);
         }
     }
+    free(x);
+    }
     CHECK(!bad, "%s: %d matvec lane sums out of tolerance", name, bad);
-    free(x); free(w); free(src); free(ref);
+    free(w); free(src); free(ref);
 }
 
 int main(void)

@@ -316,8 +316,8 @@ INLINE __m256i bcast16(__m256i v, int j)
 INLINE void tile_qk_affine(int64_t n, const uint8_t *w, size_t bb, int hbits,
                            const void *const *xv, const int nt, float *out)
 {
-    __m256 acc[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    __m256 acc[NT], accm[NT]; /* scale and min parts: two shorter chains */
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = accm[t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < n / LP_QK_K; i++, w += bb) {
         /* Q4_K and Q5_K share the d, dmin, scales prefix */
@@ -358,10 +358,10 @@ INLINE void tile_qk_affine(int64_t n, const uint8_t *w, size_t bb, int hbits,
             __m256i mm = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)a->bsums), mdup);
             isum[t] = _mm256_add_epi32(isum[t], isum2[t]);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a->d), acc[t]);
-            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmin * a->d), acc[t]);
+            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmin * a->d), accm[t]);
         }
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(_mm256_sub_ps(acc[t], accm[t]));
 }
 
 INLINE void tile_q4_k(int64_t n, const void *w, const void *const *xv, const int nt, float *out)
@@ -510,12 +510,15 @@ static void repack_qk_affine(int64_t n, const uint8_t *w, size_t wrb, int hbits,
             const lp_block_q4_k_t *b = (const lp_block_q4_k_t *)blk;
             qs[r] = hbits ? ((const lp_block_q5_k_t *)blk)->qs : b->qs;
             qh[r] = hbits ? ((const lp_block_q5_k_t *)blk)->qh : NULL;
-            float d = f16(b->d), dmin = f16(b->dmin);
-            for (int j = 0; j < 8; j++) {
-                uint8_t s6, m6;
-                lp_k_scale_min(j, b->scales, &s6, &m6);
-                sc[(sb * 8 + j) * RG + r] = d * (float)s6;
-                mn[(sb * 8 + j) * RG + r] = dmin * (float)m6;
+            __m256i sm = k_scales_mins(b->scales);
+            float fsc[8], fmn[8];
+            _mm256_storeu_ps(fsc, _mm256_mul_ps(_mm256_set1_ps(f16(b->d)), _mm256_cvtepi32_ps(
+                                      _mm256_cvtepi16_epi32(_mm256_castsi256_si128(sm)))));
+            _mm256_storeu_ps(fmn, _mm256_mul_ps(_mm256_set1_ps(f16(b->dmin)), _mm256_cvtepi32_ps(
+                                      _mm256_cvtepi16_epi32(_mm256_extracti128_si256(sm, 1)))));
+            _Pragma("GCC unroll 16") for (int j = 0; j < 8; j++) {
+                sc[(sb * 8 + j) * RG + r] = fsc[j];
+                mn[(sb * 8 + j) * RG + r] = fmn[j];
             }
         }
         _Pragma("GCC unroll 16") for (int c = 0; c < 4; c++) {
