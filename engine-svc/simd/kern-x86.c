@@ -667,8 +667,7 @@ INLINE void pp_tile(const int kind, int64_t n, const uint8_t *qv, const float *s
                 fs[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), SC, fs[t]);
                 if (kind == PP_K32) {
                     const lp__q8k_t *a = (const lp__q8k_t *)xb;
-                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[2 * u]), fs[t]);
-                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[2 * u + 1]), fs[t]);
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums32[u]), fs[t]);
                 } else if (kind == PP_K16) {
                     const lp__q8k_t *a = (const lp__q8k_t *)xb;
                     fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[u]), fs[t]);
@@ -832,9 +831,47 @@ static void quant_q8k(const float *x, void *xq, int64_t n)
             b->bsums[2 * g + 1] = (int16_t)(l[2] + l[3] + l[6] + l[7]);
             b->fbsums[2 * g] = (float)b->bsums[2 * g];
             b->fbsums[2 * g + 1] = (float)b->bsums[2 * g + 1];
+            b->fbsums32[g] = (float)(b->bsums[2 * g] + b->bsums[2 * g + 1]);
         }
         b->d = 1.0f / iscale;
     }
+}
+
+/* ---- float vectors ------------------------------------------------------ */
+
+static float vdot_f32(const float *a, const float *b, int64_t n)
+{
+    FV s0 = f_zero(), s1 = f_zero(), s2 = f_zero(), s3 = f_zero();
+    int64_t i = 0;
+    for (; i + 4 * FW <= n; i += 4 * FW) {
+        s0 = f_fmadd(f_load(a + i), f_load(b + i), s0);
+        s1 = f_fmadd(f_load(a + i + FW), f_load(b + i + FW), s1);
+        s2 = f_fmadd(f_load(a + i + 2 * FW), f_load(b + i + 2 * FW), s2);
+        s3 = f_fmadd(f_load(a + i + 3 * FW), f_load(b + i + 3 * FW), s3);
+    }
+    for (; i + FW <= n; i += FW) s0 = f_fmadd(f_load(a + i), f_load(b + i), s0);
+#if defined(LP_KERN_AVX512)
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+#else
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+#endif
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void vaxpy_f32(float *y, float s, const float *x, int64_t n)
+{
+    int64_t i = 0;
+#if defined(LP_KERN_AVX512)
+    __m512 vs = _mm512_set1_ps(s);
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vs, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+#else
+    __m256 vs = _mm256_set1_ps(s);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+    for (; i < n; i++) y[i] += s * x[i];
 }
 
 const lp__kern_t KERN_SYM = {
@@ -857,4 +894,6 @@ const lp__kern_t KERN_SYM = {
 #endif
     .quant_q8a = quant_q8a,
     .quant_q8k = quant_q8k,
+    .dot_f32 = vdot_f32,
+    .axpy_f32 = vaxpy_f32,
 };

@@ -28,18 +28,20 @@ typedef struct {
 /* Activations for the K-quants, as llama.cpp's block_q8_K:
  * iscale = -127/max (max: the value of largest magnitude), qs =
  * min(127, round_even(iscale * x)), d = 1/iscale; bsums[j] = sum of
- * qs[16j .. 16j+15], also as floats in fbsums.  384 bytes, so qs stays
- * 64-byte aligned. */
+ * qs[16j .. 16j+15], also as floats in fbsums, and fbsums32[j] the sum of
+ * qs[32j .. 32j+31].  448 bytes, so qs stays 64-byte aligned. */
 typedef struct {
     int8_t qs[LP_QK_K];
     int16_t bsums[LP_QK_K / 16];
     float d;
     uint8_t pad[28];
     float fbsums[LP_QK_K / 16];
+    float fbsums32[LP_QK_K / 32];
+    uint8_t pad2[32];
 } lp__q8k_t;
 
 _Static_assert(sizeof(lp__q8a_t) == 48, "q8a block");
-_Static_assert(sizeof(lp__q8k_t) == 384, "q8k block");
+_Static_assert(sizeof(lp__q8k_t) == 448, "q8k block");
 
 /* How a weight type wants its activations. */
 enum lp__act { LP_ACT_F32, LP_ACT_Q8A, LP_ACT_Q8K };
@@ -69,7 +71,12 @@ typedef struct lp__kern {
     lp__gemm_pp_fn gemm_pp[LP_TYPE_COUNT]; /* may be NULL: gemm serves batches too */
     lp__act_fn quant_q8a;            /* NULL: scalar */
     lp__act_fn quant_q8k;
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    void (*axpy_f32)(float *y, float s, const float *x, int64_t n);
 } lp__kern_t;
+
+/* The kernel set in use (matmul.c chooses it). */
+const lp__kern_t *lp__kern_current(void);
 
 /* Activation format of a weight type (the type must be supported). */
 enum lp__act lp__act_of(uint32_t type);
