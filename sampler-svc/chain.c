@@ -1,5 +1,6 @@
 /* chain.c - the sampler interface, the chain, plugin steps, and building
  * a chain from parameters (llama.cpp's common_sampler_init order). */
+#include "breakers.h"
 #include "cands-impl.h"
 
 #include "error.h"
@@ -272,7 +273,7 @@ static int add(lp_sampler_t *chain, lp_sampler_t *s)
 
 int lp_sampler_chain_build(const lp_sampler_params_t *p, int32_t n_vocab, lp_rng_t *rng,
                            lp_sampler_plugin_lookup_cb lookup, void *lookup_user,
-                           lp_sampler_t **out)
+                           const lp_dry_breakers_t *dry_breakers, lp_sampler_t **out)
 {
     *out = NULL;
     int rc = lp_sampler_params_validate(p);
@@ -293,13 +294,18 @@ int lp_sampler_chain_build(const lp_sampler_params_t *p, int32_t n_vocab, lp_rng
                                                       p->repeat_penalty, p->frequency_penalty,
                                                       p->presence_penalty));
                 break;
-            case LP_SAMPLER_DRY:
+            case LP_SAMPLER_DRY: {
+                lp_dry_breakers_t *own = NULL;
+                const lp_dry_breakers_t *br = dry_breakers;
+                if (!br && (rc = lp_dry_breakers_build(NULL, p, &own))) break;
                 rc = add(ch, lp_sampler_dry_new(p->dry_multiplier, p->dry_base,
                                                 p->dry_allowed_length,
                                                 p->dry_penalty_last_n < 0 ? hist
                                                                           : p->dry_penalty_last_n,
-                                                p));
+                                                br ? br : own));
+                lp_dry_breakers_destroy(&own);
                 break;
+            }
             case LP_SAMPLER_TOP_N_SIGMA:
                 rc = add(ch, lp_sampler_top_n_sigma_new(p->top_n_sigma));
                 break;

@@ -103,9 +103,11 @@ lp_sampler_t *lp_sampler_mirostat_new(int32_t n_vocab, float tau, float eta, int
 lp_sampler_t *lp_sampler_mirostat_v2_new(float tau, float eta, lp_rng_t *rng);
 /* last_n: tokens of history considered (> 0). */
 lp_sampler_t *lp_sampler_penalties_new(int32_t last_n, float repeat, float freq, float present);
-/* last_n: tokens of history considered (> 0); breakers as in params.h. */
+/* last_n: tokens of history considered (> 0); breakers (copied; may be
+ * NULL) from lp_dry_breakers_build(). */
+struct lp_dry_breakers;
 lp_sampler_t *lp_sampler_dry_new(float multiplier, float base, int32_t allowed_length,
-                                  int32_t last_n, const lp_sampler_params_t *breakers);
+                                  int32_t last_n, const struct lp_dry_breakers *breakers);
 lp_sampler_t *lp_sampler_logit_bias_new(const lp_logit_bias_t *bias, int32_t n);
 /* A plugin step; `config` is copied.  NULL with lp_error_msg() on failure. */
 lp_sampler_t *lp_sampler_plugin_step_new(const lp_sampler_plugin_t *desc, const char *config);
@@ -127,9 +129,11 @@ typedef int (*lp_sampler_plugin_lookup_cb)(void *user, const char *name,
 /* Build the chain for a parameter set, as llama.cpp's common_sampler_init:
  * logit bias, then the steps of "samplers" (or mirostat), then the final
  * choice (dist, greedy when temperature <= 0, or mirostat).  `n_vocab` is the
- * count of real tokens (mirostat v1 uses it).  `rng` is borrowed. */
+ * count of real tokens (mirostat v1 uses it).  `rng` is borrowed.
+ * `dry_breakers` is p's breakers resolved (lp_dry_breakers_build); NULL:
+ * only p's token-ID breakers. */
 int lp_sampler_chain_build(const lp_sampler_params_t *p, int32_t n_vocab, lp_rng_t *rng,
                            lp_sampler_plugin_lookup_cb lookup, void *lookup_user,
-                           lp_sampler_t **out);
+                           const struct lp_dry_breakers *dry_breakers, lp_sampler_t **out);
 
 #endif

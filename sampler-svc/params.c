@@ -38,6 +38,12 @@ void lp_sampler_params_default(lp_sampler_params_t *p)
     p->mirostat_eta = 0.1f;
     p->seed = -1;
     p->n_probs = 0;
+    static const char *const text_breakers[] = {"\n", ":", "\"", "*"};
+    p->n_text_breakers = 4;
+    for (int i = 0; i < 4; i++) {
+        p->text_breaker_len[i] = 1;
+        p->text_breakers[i][0] = text_breakers[i][0];
+    }
     static const enum lp_sampler_kind order[] = {
         LP_SAMPLER_PENALTIES, LP_SAMPLER_DRY,   LP_SAMPLER_TOP_N_SIGMA,
         LP_SAMPLER_TOP_K,     LP_SAMPLER_TYPICAL_P, LP_SAMPLER_TOP_P,
@@ -258,31 +264,40 @@ static int parse_logit_bias(const lp_json_t *v, lp_sampler_params_t *p)
     return 0;
 }
 
+/* Strings (llama.cpp's form, resolved against the vocabulary) and lists of
+ * token IDs (lmpipe's form, used as they are). */
 static int parse_breakers(const lp_json_t *v, lp_sampler_params_t *p)
 {
     if (v->type != LP_JSON_ARRAY)
-        return bad("dry_sequence_breakers", "must be a list of token ID lists, got %s",
+        return bad("dry_sequence_breakers", "must be a list of strings or token ID lists, got %s",
                    lp_json_type_name(v->type));
     if (v->n > LP_SAMPLER_MAX_BREAKERS)
         return bad("dry_sequence_breakers", "%zu entries exceed the limit of %d", v->n,
                    LP_SAMPLER_MAX_BREAKERS);
+    int32_t n_ids = 0, n_text = 0;
     for (size_t i = 0; i < v->n; i++) {
         const lp_json_t *e = &v->u.items[i];
-        if (e->type == LP_JSON_STRING)
-            return bad("dry_sequence_breakers", "entry %zu: text breakers need the tokenizer; "
-                                                "give each breaker as a list of token IDs", i);
+        if (e->type == LP_JSON_STRING) {
+            if (e->n == 0) continue; /* llama.cpp skips empty breakers */
+            size_t n = e->n < LP_SAMPLER_BREAKER_TEXT ? e->n : LP_SAMPLER_BREAKER_TEXT;
+            memcpy(p->text_breakers[n_text], e->u.str, n);
+            p->text_breakers[n_text][n] = '\0';
+            p->text_breaker_len[n_text++] = (int32_t)n;
+            continue;
+        }
         if (e->type != LP_JSON_ARRAY || e->n == 0 || e->n > LP_SAMPLER_MAX_BREAKER_LEN)
-            return bad("dry_sequence_breakers", "entry %zu must be a list of 1 to %d token IDs",
-                       i, LP_SAMPLER_MAX_BREAKER_LEN);
+            return bad("dry_sequence_breakers", "entry %zu must be a string or a list of 1 to %d "
+                       "token IDs", i, LP_SAMPLER_MAX_BREAKER_LEN);
         for (size_t k = 0; k < e->n; k++) {
             int64_t id;
             if (lp_json_int(&e->u.items[k], 0, INT32_MAX, &id))
                 return bad("dry_sequence_breakers", "entry %zu: item %zu is not a token ID", i, k);
-            p->breakers[i][k] = (int32_t)id;
+            p->breakers[n_ids][k] = (int32_t)id;
         }
-        p->breaker_len[i] = (int32_t)e->n;
+        p->breaker_len[n_ids++] = (int32_t)e->n;
     }
-    p->n_breakers = (int32_t)v->n;
+    p->n_breakers = n_ids;
+    p->n_text_breakers = n_text;
     return 0;
 }
 
@@ -446,6 +461,12 @@ int lp_sampler_params_validate(const lp_sampler_params_t *p)
     for (int32_t i = 0; i < p->n_breakers; i++)
         if (p->breaker_len[i] < 1 || p->breaker_len[i] > LP_SAMPLER_MAX_BREAKER_LEN)
             return bad("dry_sequence_breakers", "entry %d has a bad length", i);
+    if (p->n_text_breakers < 0 || p->n_text_breakers > LP_SAMPLER_MAX_BREAKERS ||
+        p->n_breakers + p->n_text_breakers > LP_SAMPLER_MAX_BREAKERS)
+        return bad("dry_sequence_breakers", "too many entries");
+    for (int32_t i = 0; i < p->n_text_breakers; i++)
+        if (p->text_breaker_len[i] < 1 || p->text_breaker_len[i] > LP_SAMPLER_BREAKER_TEXT)
+            return bad("dry_sequence_breakers", "text entry %d has a bad length", i);
     return 0;
 }
 
@@ -469,6 +490,9 @@ void lp_sampler_params_overlay(lp_sampler_params_t *dst, const lp_sampler_params
         dst->n_breakers = src->n_breakers;
         memcpy(dst->breaker_len, src->breaker_len, sizeof(src->breaker_len));
         memcpy(dst->breakers, src->breakers, sizeof(src->breakers));
+        dst->n_text_breakers = src->n_text_breakers;
+        memcpy(dst->text_breaker_len, src->text_breaker_len, sizeof(src->text_breaker_len));
+        memcpy(dst->text_breakers, src->text_breakers, sizeof(src->text_breakers));
     }
     dst->set |= src->set;
 }
@@ -517,8 +541,13 @@ size_t lp_sampler_params_to_json(const lp_sampler_params_t *p, char *buf, size_t
             emit(&o, "%s[%d,%.9g]", i ? "," : "", p->bias[i].id, (double)p->bias[i].bias);
     }
     emit(&o, "],\"dry_sequence_breakers\":[");
+    for (int32_t i = 0; i < p->n_text_breakers; i++) {
+        char q[8 * LP_SAMPLER_BREAKER_TEXT + 8];
+        lp_json_quote(q, sizeof(q), p->text_breakers[i], (size_t)p->text_breaker_len[i]);
+        emit(&o, "%s%s", i ? "," : "", q);
+    }
     for (int32_t i = 0; i < p->n_breakers; i++) {
-        emit(&o, "%s[", i ? "," : "");
+        emit(&o, "%s[", i || p->n_text_breakers ? "," : "");
         for (int32_t k = 0; k < p->breaker_len[i]; k++)
             emit(&o, "%s%d", k ? "," : "", p->breakers[i][k]);
         emit(&o, "]");

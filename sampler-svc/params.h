@@ -19,6 +19,7 @@
 #define LP_SAMPLER_MAX_N_PROBS 32    /* top-n alternatives per token */
 #define LP_SAMPLER_MAX_BREAKERS 16   /* DRY sequence breakers ... */
 #define LP_SAMPLER_MAX_BREAKER_LEN 8 /* ... of at most this many tokens */
+#define LP_SAMPLER_BREAKER_TEXT 40   /* bytes kept of a text breaker (llama.cpp's limit) */
 #define LP_SAMPLER_NAME_MAX 32       /* plugin names, with the NUL */
 
 /* The steps that "samplers" may name, in llama.cpp's default order. */
@@ -74,9 +75,13 @@ typedef struct lp_sampler_params {
     float dry_base;           /* 1.75 */
     int32_t dry_allowed_length; /* 2 */
     int32_t dry_penalty_last_n; /* -1: the whole history */
-    int32_t n_breakers;       /* DRY sequence breakers as token IDs (no tokenizer here) */
+    int32_t n_breakers;       /* DRY sequence breakers given as token IDs */
     int32_t breaker_len[LP_SAMPLER_MAX_BREAKERS];
     int32_t breakers[LP_SAMPLER_MAX_BREAKERS][LP_SAMPLER_MAX_BREAKER_LEN];
+    int32_t n_text_breakers;  /* ... and as text: "\n" ":" "\"" "*" by default; they
+                                 need the vocabulary (lp_sampler_store_set_vocab_text) */
+    int32_t text_breaker_len[LP_SAMPLER_MAX_BREAKERS];
+    char text_breakers[LP_SAMPLER_MAX_BREAKERS][LP_SAMPLER_BREAKER_TEXT + 1];
     float xtc_probability;    /* 0: off */
     float xtc_threshold;      /* 0.1 */
     int32_t min_keep;         /* 0 */

@@ -80,6 +80,14 @@ static void test_parse(void)
     CHECK(P.n_bias == 2 && P.bias[0].id == 15 && P.bias[0].bias == -1.5f && P.bias[1].id == 7 &&
           isinf(P.bias[1].bias) && P.bias[1].bias < 0);
     CHECK(P.n_breakers == 2 && P.breaker_len[1] == 2 && P.breakers[1][1] == 26);
+    CHECK(P.n_text_breakers == 0); /* the list given replaces the default text breakers */
+    /* llama.cpp's form: strings (kept for the vocabulary to resolve); the default is
+     * "\n" ":" "\"" "*" */
+    lp_sampler_params_default(&P);
+    CHECK(P.n_text_breakers == 4 && P.text_breakers[0][0] == '\n' && P.text_breakers[3][0] == '*');
+    CHECK_RC(parse("{\"dry_sequence_breakers\":[\"\\nUser:\",\"\",[7]]}", 0), 0);
+    CHECK(P.n_text_breakers == 1 && P.text_breaker_len[0] == 6 &&
+          !strcmp(P.text_breakers[0], "\nUser:") && P.n_breakers == 1 && P.breakers[0][0] == 7);
 
     /* logit_bias as an object, samplers as letters, llama.cpp's alternative names */
     CHECK_RC(parse("{\"logit_bias\":{\"42\":2.5,\"7\":false},\"samplers\":\"kypmt\"}", 0), 0);
@@ -158,7 +166,6 @@ static void test_refusals(void)
     refuse("{\"logit_bias\":[[1,true]]}", 0, "a bias of true means nothing");
     refuse("{\"logit_bias\":{\"abc\":1}}", 0, "key \"abc\" is not a token ID");
     refuse("{\"logit_bias\":5}", 0, "logit_bias: must be");
-    refuse("{\"dry_sequence_breakers\":[\"\\n\"]}", 0, "text breakers need the tokenizer");
     refuse("{\"dry_sequence_breakers\":[[1,2,3,4,5,6,7,8,9]]}", 0, "1 to 8 token IDs");
     refuse("{\"temprature\":0.5}", LP_SAMPLER_PARAMS_STRICT, "temprature: not a sampling parameter");
     refuse("[1,2]", 0, "must be a JSON object");

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "breakers.h"
 #include "params.h"
 #include "sampler-plugin.h"
 
@@ -38,6 +39,12 @@ void lp_sampler_store_destroy(lp_sampler_store_t **self_p);
  * lp_hparams_t.n_tokens_real and lp_model_token_mask()).  Copies the mask. */
 int lp_sampler_store_set_vocab(lp_sampler_store_t *st, int32_t n_real, const uint8_t *mask,
                                int32_t n_mask);
+
+/* The vocabulary as text, so that text DRY sequence breakers (llama.cpp's
+ * "\n" ":" "\"" "*" by default) become token sequences; without it only
+ * breakers given as token IDs act.  Call before the first sequence; the
+ * callbacks' user data must outlive the store. */
+int lp_sampler_store_set_vocab_text(lp_sampler_store_t *st, const lp_sampler_vocab_text_t *vt);
 
 uint64_t lp_sampler_store_version(lp_sampler_store_t *st);
 

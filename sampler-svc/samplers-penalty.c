@@ -2,6 +2,7 @@
  * request: repetition/frequency/presence penalties, DRY, and logit bias
  * (llama.cpp meanings).  Each keeps its own ring of recent tokens, fed by
  * accept. */
+#include "breakers.h"
 #include "cands-impl.h"
 
 #include "error.h"
@@ -195,9 +196,7 @@ lp_sampler_t *lp_sampler_penalties_new(int32_t last_n, float repeat, float freq,
 typedef struct dry {
     float multiplier, base;
     int32_t allowed_length, last_n;
-    int32_t n_breakers;
-    int32_t breaker_len[LP_SAMPLER_MAX_BREAKERS];
-    int32_t breakers[LP_SAMPLER_MAX_BREAKERS][LP_SAMPLER_MAX_BREAKER_LEN];
+    lp_dry_breakers_t *breakers; /* owned */
     ring_t last;
     int32_t *repeat_count;   /* scratch, last_n */
     tok_count_t *max_repeat; /* scratch: (token, longest repeat it would extend) */
@@ -228,8 +227,9 @@ static int cmp_count_by_id(const void *a, const void *b)
 
 static bool is_single_token_breaker(const dry_t *d, int32_t tok)
 {
-    for (int32_t b = 0; b < d->n_breakers; b++)
-        if (d->breaker_len[b] == 1 && d->breakers[b][0] == tok) return true;
+    const lp_dry_breakers_t *t = d->breakers;
+    for (size_t b = lp_dry_breakers_find(t, tok); b < t->n && t->v[b].head == tok; b++)
+        if (t->v[b].tail_len == 0) return true;
     return false;
 }
 
@@ -246,13 +246,13 @@ static int dry_apply(lp_sampler_t *s, lp_cands_t *c)
     for (int32_t i = 0; i < n; i++) {
         int32_t tok = ring_rat(r, i);
         int32_t longest = -1;
-        for (int32_t b = 0; b < d->n_breakers; b++) {
-            if (d->breakers[b][0] != tok) continue;
-            int32_t tail = d->breaker_len[b] - 1;
+        const lp_dry_breakers_t *t = d->breakers;
+        for (size_t b = lp_dry_breakers_find(t, tok); b < t->n && t->v[b].head == tok; b++) {
+            int32_t tail = t->v[b].tail_len;
             if (tail > longest && tail <= i) {
                 bool match = true;
                 for (int32_t o = 0; o < tail && match; o++)
-                    match = d->breakers[b][1 + o] == ring_rat(r, i - o - 1);
+                    match = t->v[b].tail[o] == ring_rat(r, i - o - 1);
                 if (match) longest = tail;
             }
         }
@@ -341,6 +341,7 @@ static void dry_reset(lp_sampler_t *s)
 static void dry_free(lp_sampler_t *s)
 {
     dry_t *d = s->ctx;
+    lp_dry_breakers_destroy(&d->breakers);
     free(d->last.v);
     free(d->repeat_count);
     free(d->max_repeat);
@@ -368,13 +369,16 @@ static lp_sampler_t *dry_make(const dry_t *proto, const ring_t *copy_from)
     if (!d) return NULL;
     *d = *proto;
     d->last.v = NULL;
+    d->breakers = lp_dry_breakers_copy(proto->breakers);
     int32_t cap = dry_enabled(d) ? d->last_n : 0;
     int rc = copy_from && copy_from->cap == cap ? ring_copy(&d->last, copy_from)
                                                 : ring_init(&d->last, cap);
     d->repeat_count = malloc(((size_t)cap + 1) * sizeof(int32_t));
     d->max_repeat = malloc(((size_t)cap + 1) * sizeof(tok_count_t));
-    lp_sampler_t *s = !rc && d->repeat_count && d->max_repeat ? lp_sampler_new(&dry_i, d) : NULL;
+    lp_sampler_t *s = !rc && d->breakers && d->repeat_count && d->max_repeat
+                          ? lp_sampler_new(&dry_i, d) : NULL;
     if (!s) {
+        lp_dry_breakers_destroy(&d->breakers);
         free(d->last.v);
         free(d->repeat_count);
         free(d->max_repeat);
@@ -384,16 +388,13 @@ static lp_sampler_t *dry_make(const dry_t *proto, const ring_t *copy_from)
 }
 
 lp_sampler_t *lp_sampler_dry_new(float multiplier, float base, int32_t allowed_length,
-                                  int32_t last_n, const lp_sampler_params_t *breakers)
+                                  int32_t last_n, const lp_dry_breakers_t *breakers)
 {
     dry_t proto = {.multiplier = multiplier, .base = base, .allowed_length = allowed_length,
                    .last_n = last_n < 0 ? 0 : last_n};
-    if (breakers) {
-        proto.n_breakers = breakers->n_breakers;
-        memcpy(proto.breaker_len, breakers->breaker_len, sizeof(proto.breaker_len));
-        memcpy(proto.breakers, breakers->breakers, sizeof(proto.breakers));
-    }
-    return dry_make(&proto, NULL);
+    /* llama.cpp keeps breakers only when DRY is on */
+    proto.breakers = dry_enabled(&proto) ? (lp_dry_breakers_t *)breakers : NULL;
+    return dry_make(&proto, NULL); /* copies the table */
 }
 
 /* ---- logit bias ------------------------------------------------------------------------ */

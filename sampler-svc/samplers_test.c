@@ -2,6 +2,7 @@
  * small hand-made distributions.  Expected values are worked out by hand
  * in the comments.  Every case runs twice where the sampler has two paths:
  * on a dense row and on an explicit list. */
+#include "breakers.h"
 #include "cands-impl.h"
 
 #include "check.h"
@@ -226,7 +227,11 @@ static void test_dry(void)
         p.n_breakers = 1;
         p.breaker_len[0] = 1;
         p.breakers[0][0] = 2;
-        lp_sampler_t *s = lp_sampler_dry_new(1.0f, 2.0f, 1, 64, &p);
+        p.n_text_breakers = 0;
+        lp_dry_breakers_t *t;
+        CHECK_RC(lp_dry_breakers_build(NULL, &p, &t), 0);
+        lp_sampler_t *s = lp_sampler_dry_new(1.0f, 2.0f, 1, 64, t);
+        lp_dry_breakers_destroy(&t);
         for (int i = 0; i < 5; i++) lp_sampler_accept(s, hist[i]);
         CHECK_RC(run(&s, 1, l, 4, true, got), 0);
         const double w[4] = {0.25, 0.25, 0.25, 0.25};

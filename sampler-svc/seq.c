@@ -34,7 +34,18 @@ static int seq_rebuild(lp_sampler_seq_t *seq, lp__config_t *c)
     lp_sampler_params_overlay(&eff, &seq->req);
     int32_t n_vocab = seq->st->n_real;
     lp_sampler_t *chain;
-    int rc = lp_sampler_chain_build(&eff, n_vocab, &seq->rng, lp__config_lookup, c, &chain);
+    /* DRY's breakers, text ones resolved against the vocabulary, only when
+     * DRY runs (llama.cpp also skips them otherwise) */
+    lp_dry_breakers_t *breakers = NULL;
+    bool dry_on = eff.mirostat == 0 && eff.dry_multiplier != 0.0f && eff.dry_base >= 1.0f &&
+                  eff.dry_penalty_last_n != 0;
+    bool has_dry = false;
+    for (int32_t i = 0; i < eff.n_steps; i++) has_dry |= eff.steps[i].kind == LP_SAMPLER_DRY;
+    int rc = dry_on && has_dry ? lp__store_dry_breakers(seq->st, &eff, &breakers) : 0;
+    if (!rc)
+        rc = lp_sampler_chain_build(&eff, n_vocab, &seq->rng, lp__config_lookup, c, breakers,
+                                    &chain);
+    lp_dry_breakers_destroy(&breakers);
     if (rc) return rc;
     for (int32_t i = 0; i < seq->hist_n; i++)
         lp_sampler_accept(chain, seq->hist[(seq->hist_first + i) % LP_SAMPLER_HISTORY_MAX]);

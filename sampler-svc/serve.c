@@ -11,6 +11,7 @@
 #include "log.h"
 #include "sampler.h"
 #include "shm-ring.h"
+#include "tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ struct lp_sampler_svc {
     uint32_t n_tokens;
     uint64_t vocab_hash;
     lp_sampler_store_t *store;
+    lp_tokenizer_t *tok;     /* the vocabulary as text: DRY's text sequence breakers */
     lp_sampler_registry_t *reg;
     lp_shm_ring_t *ring;     /* opened at hello when the coordinator names one */
     float *aligned;          /* an inline row copied to float alignment */
@@ -33,11 +35,24 @@ void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
     lp_sampler_svc_t *s = *self_p;
     lp_sampler_registry_destroy(&s->reg);
     lp_sampler_store_destroy(&s->store);
+    lp_tokenizer_destroy(&s->tok);
     lp_shm_ring_destroy(&s->ring);
     lp_model_destroy(&s->model);
     free(s->aligned);
     free(s);
     *self_p = NULL;
+}
+
+/* The vocabulary as text for the sampler store (DRY sequence breakers). */
+static int token_piece(void *user, int32_t id, const char **text, size_t *len)
+{
+    return lp_token_piece(user, id, true, text, len);
+}
+
+static int tokenize_text(void *user, const char *text, size_t len, int32_t *out, size_t cap,
+                         size_t *n_out)
+{
+    return lp_tokenize(user, text, len, false, false, out, cap, n_out);
 }
 
 int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
@@ -55,6 +70,14 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
     rc = lp_sampler_store_set_vocab(s->store, hp->n_tokens_real, lp_model_token_mask(s->model),
                                     hp->n_vocab);
     if (rc) goto fail;
+    if ((rc = lp_tokenizer_new_from_gguf(lp_model_gguf(s->model), &s->tok)) == 0) {
+        lp_sampler_vocab_text_t vt = {lp_tokenizer_n_tokens(s->tok), token_piece, tokenize_text,
+                                      s->tok};
+        if ((rc = lp_sampler_store_set_vocab_text(s->store, &vt)) != 0) goto fail;
+    } else {
+        /* no tokenizer in the GGUF: only token-ID breakers act */
+        LP_WARN("sampler-svc: %s; DRY text breakers are off", lp_error_msg());
+    }
     if ((rc = lp_sampler_registry_new(&s->reg)) != 0) goto fail;
     if (!(s->aligned = malloc((size_t)s->n_vocab * sizeof(float)))) {
         rc = LP_ERR(ENOMEM);

@@ -2,6 +2,7 @@
 #ifndef LP_SAMPLER_STORE_IMPL_H
 #define LP_SAMPLER_STORE_IMPL_H
 
+#include "breakers.h"
 #include "plugin.h"
 #include "sampler.h"
 
@@ -34,7 +35,21 @@ struct lp_sampler_store {
     int32_t *masked;     /* ids < n_real that are never sampled */
     int32_t n_masked;
     uint8_t *mask;       /* n_real bytes, 1 = never sample (NULL: none) */
+    /* text DRY breakers: the vocabulary as text, and resolved tables */
+    pthread_mutex_t breakers_lock;
+    bool has_vocab_text;
+    lp_sampler_vocab_text_t vocab_text;
+    struct {
+        lp_sampler_params_t *key; /* only the text breakers are compared */
+        lp_dry_breakers_t *table;
+    } breakers_cache[8];
+    int n_breakers_cache;
 };
+
+/* p's DRY breakers, text ones resolved against the vocabulary (cached); a
+ * new table for the caller. */
+int lp__store_dry_breakers(lp_sampler_store_t *st, const lp_sampler_params_t *p,
+                           lp_dry_breakers_t **out);
 
 /* The current strategy, with a reference for the caller. */
 lp__config_t *lp__store_current(lp_sampler_store_t *st);

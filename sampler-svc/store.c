@@ -71,7 +71,7 @@ static int config_check(lp__config_t *c)
     lp_rng_t rng;
     lp_rng_seed(&rng, 0);
     lp_sampler_t *chain;
-    int rc = lp_sampler_chain_build(&c->params, 0, &rng, lp__config_lookup, c, &chain);
+    int rc = lp_sampler_chain_build(&c->params, 0, &rng, lp__config_lookup, c, NULL, &chain);
     lp_sampler_destroy(&chain);
     return rc;
 }
@@ -103,6 +103,7 @@ int lp_sampler_store_new(const char *default_json, lp_sampler_store_t **out)
     }
     c->params.set = 0; /* the default is the base: nothing in it is an override */
     pthread_mutex_init(&st->lock, NULL);
+    pthread_mutex_init(&st->breakers_lock, NULL);
     st->cur = c;
     st->next_version = 2;
     *out = st;
@@ -116,6 +117,11 @@ void lp_sampler_store_destroy(lp_sampler_store_t **self_p)
     lp__config_unref(&st->cur);
     for (int i = 0; i < st->n_history; i++) lp__config_unref(&st->history[i]);
     pthread_mutex_destroy(&st->lock);
+    for (int i = 0; i < st->n_breakers_cache; i++) {
+        free(st->breakers_cache[i].key);
+        lp_dry_breakers_destroy(&st->breakers_cache[i].table);
+    }
+    pthread_mutex_destroy(&st->breakers_lock);
     free(st->masked);
     free(st->mask);
     free(st);
@@ -153,6 +159,98 @@ int lp_sampler_store_set_vocab(lp_sampler_store_t *st, int32_t n_real, const uin
     st->n_real = n_real;
     pthread_mutex_unlock(&st->lock);
     return 0;
+}
+
+int lp_sampler_store_set_vocab_text(lp_sampler_store_t *st, const lp_sampler_vocab_text_t *vt)
+{
+    if (!vt || vt->n_tokens <= 0 || !vt->piece || !vt->tokenize)
+        return lp_error_set(LP_ERR(EINVAL), "sampler vocab text: incomplete callbacks");
+    pthread_mutex_lock(&st->breakers_lock);
+    st->vocab_text = *vt;
+    st->has_vocab_text = true;
+    for (int i = 0; i < st->n_breakers_cache; i++) {
+        free(st->breakers_cache[i].key);
+        lp_dry_breakers_destroy(&st->breakers_cache[i].table);
+    }
+    st->n_breakers_cache = 0;
+    pthread_mutex_unlock(&st->breakers_lock);
+    return 0;
+}
+
+static bool same_text_breakers(const lp_sampler_params_t *a, const lp_sampler_params_t *b)
+{
+    if (a->n_text_breakers != b->n_text_breakers) return false;
+    for (int32_t i = 0; i < a->n_text_breakers; i++)
+        if (a->text_breaker_len[i] != b->text_breaker_len[i] ||
+            memcmp(a->text_breakers[i], b->text_breakers[i], (size_t)a->text_breaker_len[i]))
+            return false;
+    return true;
+}
+
+int lp__store_dry_breakers(lp_sampler_store_t *st, const lp_sampler_params_t *p,
+                           lp_dry_breakers_t **out)
+{
+    *out = NULL;
+    /* only the text breakers are resolved and cached; ID breakers join after */
+    lp_sampler_params_t *key = malloc(sizeof(*key));
+    if (!key) return lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory");
+    memcpy(key, p, sizeof(*key));
+    key->n_breakers = 0;
+    pthread_mutex_lock(&st->breakers_lock);
+    lp_dry_breakers_t *text = NULL;
+    int rc = 0;
+    for (int i = 0; i < st->n_breakers_cache && !text; i++)
+        if (same_text_breakers(st->breakers_cache[i].key, key)) text = st->breakers_cache[i].table;
+    if (!text) {
+        rc = lp_dry_breakers_build(st->has_vocab_text ? &st->vocab_text : NULL, key, &text);
+        if (!rc) {
+            if (st->n_breakers_cache == 8) { /* forget the oldest */
+                free(st->breakers_cache[0].key);
+                lp_dry_breakers_destroy(&st->breakers_cache[0].table);
+                memmove(&st->breakers_cache[0], &st->breakers_cache[1], 7 * sizeof(st->breakers_cache[0]));
+                st->n_breakers_cache--;
+            }
+            st->breakers_cache[st->n_breakers_cache].key = key;
+            st->breakers_cache[st->n_breakers_cache].table = text;
+            st->n_breakers_cache++;
+            key = NULL;
+        }
+    }
+    /* the caller's copy: the text table plus p's ID breakers */
+    lp_dry_breakers_t *ids = NULL, *all = NULL;
+    if (!rc) {
+        lp_sampler_params_t *idp = malloc(sizeof(*idp));
+        if (!idp) rc = lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory");
+        else {
+            memcpy(idp, p, sizeof(*idp));
+            idp->n_text_breakers = 0;
+            rc = lp_dry_breakers_build(NULL, idp, &ids);
+            free(idp);
+        }
+    }
+    if (!rc) {
+        all = malloc(sizeof(*all));
+        lp_dry_breaker_t *v = malloc((text->n + ids->n + 1) * sizeof(*v));
+        if (!all || !v) {
+            free(all);
+            free(v);
+            all = NULL;
+            rc = lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory");
+        } else {
+            /* merge two head-sorted tables */
+            size_t a = 0, b = 0, k = 0;
+            while (a < text->n || b < ids->n)
+                v[k++] = b >= ids->n || (a < text->n && text->v[a].head <= ids->v[b].head)
+                             ? text->v[a++] : ids->v[b++];
+            all->v = v;
+            all->n = k;
+        }
+    }
+    pthread_mutex_unlock(&st->breakers_lock);
+    free(key);
+    lp_dry_breakers_destroy(&ids);
+    *out = all;
+    return rc;
 }
 
 uint64_t lp_sampler_store_version(lp_sampler_store_t *st)

@@ -278,6 +278,7 @@ bool lp__wcache_get(lp__wcache_t *c, const char *s, size_t n, lp__ivec_t *out)
         wc_slot_t *e = &c->slot[i];
         if (!e->hash) return false;
         if (e->hash == h && e->word_len == n && !memcmp(c->words.v + e->word_off, s, n)) {
+            if (!e->n_ids) return true;
             if (lp__ivec_reserve(out, e->n_ids)) return false;
             memcpy(out->v + out->n, c->ids.v + e->ids_off, e->n_ids * sizeof(int32_t));
             out->n += e->n_ids;
@@ -302,7 +303,7 @@ void lp__wcache_put(lp__wcache_t *c, const char *s, size_t n, const int32_t *ids
     size_t woff = c->words.n, ioff = c->ids.n;
     if (lp__buf_put(&c->words, s, n)) return;
     if (lp__ivec_reserve(&c->ids, n_ids)) return;
-    memcpy(c->ids.v + ioff, ids, n_ids * sizeof(int32_t));
+    if (n_ids) memcpy(c->ids.v + ioff, ids, n_ids * sizeof(int32_t));
     c->ids.n += n_ids;
     c->slot[i] = (wc_slot_t){h, (uint32_t)woff, (uint32_t)ioff, (uint16_t)n, (uint16_t)n_ids};
     c->used++;

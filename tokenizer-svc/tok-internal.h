@@ -155,7 +155,7 @@ struct lp_tokenizer {
     size_t max_token_len;
 
     int32_t bos, eos, eot, eom, unk, pad;
-    bool add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
+    bool add_bos, add_eos, add_space_prefix, ignore_merges;
 
     /* Special tokens (control, user-defined, unknown), longest text first. */
     int32_t *special;

@@ -2,6 +2,8 @@
  * special tokens, BOS/EOS and error reporting, on the shared vocabularies.
  * usage: tokenizer-test SHARED_DIR */
 #include "tokenizer.h"
+#include "tok-internal.h"
+#include "unicode.h"
 
 #include "../tests/check.h"
 #include "error.h"
@@ -100,6 +102,126 @@ static void check_roundtrip(const lp_tokenizer_t *t, const char *text, size_t le
     }
     free(out);
     free(ids);
+}
+
+/* ---- naive references: rescan all adjacent pairs before every merge ---- */
+
+typedef struct nsym {
+    size_t start, n;
+    uint32_t sid;
+} nsym_t;
+
+/* SPM as llama.cpp describes it: best score first, leftmost on ties. */
+static void naive_spm(const lp_tokenizer_t *t, const char *text, size_t len, lp__ivec_t *out)
+{
+    nsym_t *s = malloc((len + 1) * sizeof(*s));
+    size_t n = 0;
+    for (size_t off = 0; off < len; n++) {
+        size_t l = lp__utf8_len((uint8_t)text[off]);
+        if (l > len - off) l = len - off;
+        s[n] = (nsym_t){off, l, 0};
+        off += l;
+    }
+    for (;;) {
+        size_t best = SIZE_MAX;
+        float best_score = 0;
+        for (size_t i = 0; i + 1 < n; i++) {
+            int64_t sid = lp__strtab_find(&t->strs, text + s[i].start, s[i].n + s[i + 1].n);
+            if (sid < 0 || t->strs.tok[sid] < 0) continue;
+            float sc = t->scores[t->strs.tok[sid]];
+            if (best == SIZE_MAX || sc > best_score) best = i, best_score = sc;
+        }
+        if (best == SIZE_MAX) break;
+        s[best].n += s[best + 1].n;
+        memmove(s + best + 1, s + best + 2, (n - best - 2) * sizeof(*s));
+        n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t sid = lp__strtab_find(&t->strs, text + s[i].start, s[i].n);
+        if (sid >= 0 && t->strs.tok[sid] >= 0) lp__ivec_push(out, t->strs.tok[sid]);
+        else
+            for (size_t j = 0; j < s[i].n; j++) lp__ivec_push(out, t->byte_tok[(uint8_t)text[s[i].start + j]]);
+    }
+    free(s);
+}
+
+/* BPE for one word: lowest merge rank first, leftmost on ties. */
+static void naive_bpe(const lp_tokenizer_t *t, const char *w, size_t len, lp__ivec_t *out)
+{
+    nsym_t *s = malloc((len + 1) * sizeof(*s));
+    size_t n = len;
+    for (size_t i = 0; i < len; i++) s[i] = (nsym_t){i, 1, t->byte_sid[(uint8_t)w[i]]};
+    for (;;) {
+        size_t best = SIZE_MAX;
+        int32_t best_rank = 0;
+        uint32_t best_sid = 0;
+        for (size_t i = 0; i + 1 < n; i++) {
+            int32_t rank;
+            uint32_t sid;
+            if (!lp__pairmap_get(&t->merges, (uint64_t)s[i].sid << 32 | s[i + 1].sid, &rank, &sid)) continue;
+            if (best == SIZE_MAX || rank < best_rank) best = i, best_rank = rank, best_sid = sid;
+        }
+        if (best == SIZE_MAX) break;
+        s[best].n += s[best + 1].n;
+        s[best].sid = best_sid;
+        memmove(s + best + 1, s + best + 2, (n - best - 2) * sizeof(*s));
+        n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (t->strs.tok[s[i].sid] >= 0) {
+            lp__ivec_push(out, t->strs.tok[s[i].sid]);
+            continue;
+        }
+        size_t k;
+        const char *p = lp__strtab_str(&t->strs, s[i].sid, &k);
+        for (size_t j = 0; j < k; j++) {
+            int64_t b = lp__strtab_find(&t->strs, p + j, 1);
+            if (b >= 0 && t->strs.tok[b] >= 0) lp__ivec_push(out, t->strs.tok[b]);
+        }
+    }
+    free(s);
+}
+
+static size_t random_utf8(char *buf, size_t max);
+
+/* The heap-based merges (and SPM's chunking) against the naive loops, on
+ * random text and on long words without spaces. */
+static void test_against_naive(const lp_tokenizer_t *t)
+{
+    char buf[4096];
+    for (int i = 0; i < 60; i++) {
+        size_t n;
+        if (i % 3 == 0) {
+            /* a long word of few letters: many equal-rank overlapping pairs */
+            n = 500 + rnd() % 2500;
+            for (size_t k = 0; k < n; k++) buf[k] = "aaabnst"[rnd() % (i % 2 ? 7 : 2)];
+        } else {
+            n = random_utf8(buf, 1 + rnd() % 300);
+        }
+        lp__ivec_t fast = {0}, slow = {0};
+        if (lp_tokenizer_kind(t) == LP_VOCAB_SPM) {
+            /* escape like tokenize.c: spaces to U+2581, with the prefix */
+            char *esc = malloc(3 * n + 3);
+            size_t e = 0;
+            memcpy(esc, "\xe2\x96\x81", 3), e = 3;
+            for (size_t k = 0; k < n; k++) {
+                if (buf[k] == ' ') memcpy(esc + e, "\xe2\x96\x81", 3), e += 3;
+                else esc[e++] = buf[k];
+            }
+            CHECK_RC(lp__spm_encode(t, esc, e, &fast, NULL), 0);
+            naive_spm(t, esc, e, &slow);
+            free(esc);
+        } else {
+            CHECK_RC(lp__bpe_word(t, buf, n, &fast), 0);
+            naive_bpe(t, buf, n, &slow);
+        }
+        bool same = fast.n == slow.n && (!fast.n || !memcmp(fast.v, slow.v, fast.n * sizeof(int32_t)));
+        if (!same) fprintf(stderr, "%s: merges differ from the naive loop (case %d, %zu bytes)\n",
+                           lp_tokenizer_pre(t), i, n);
+        CHECK(same);
+        free(fast.v);
+        free(slow.v);
+    }
 }
 
 /* Random valid UTF-8: a mix of ASCII, whitespace, Latin, CJK, emoji. */
@@ -493,6 +615,7 @@ int main(int argc, char **argv)
         if (!t) continue;
         test_roundtrips(t, corpus, clen);
         test_hostile(t);
+        test_against_naive(t);
         lp_tokenizer_destroy(&t);
     }
     free(corpus);

@@ -370,27 +370,17 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
             return lp_error_set(LP_ERR(ENOTSUP), "tokenizer.ggml.pre: unknown pre-tokenizer '%s'", t->pre_name);
         }
         t->add_space_prefix = false;
-        t->clean_spaces = true;
         t->add_bos = false;
         t->add_eos = false;
-        switch (t->pre) {
-        case LP__PRE_LLAMA3:
+        if (t->pre == LP__PRE_LLAMA3) {
             t->ignore_merges = true;
             t->add_bos = true;
-            break;
-        case LP__PRE_DEEPSEEK_LLM: case LP__PRE_DEEPSEEK_CODER: case LP__PRE_COMMAND_R:
-        case LP__PRE_QWEN2: case LP__PRE_SMOLLM:
-            t->clean_spaces = !(s.len == 6 && !memcmp(s.ptr, "megrez", 6)) ? false : true;
-            break;
-        default:
-            break;
         }
         t->bos = t->pre == LP__PRE_CHATGLM4 ? -1 : 11;
         t->eos = 11;
         t->unk = -1;
     } else {
         t->add_space_prefix = true;
-        t->clean_spaces = false;
         t->add_bos = true;
         t->add_eos = false;
         t->bos = 1;

@@ -667,8 +667,7 @@ INLINE void pp_tile(const int kind, int64_t n, const uint8_t *qv, const float *s
                 fs[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), SC, fs[t]);
                 if (kind == PP_K32) {
                     const lp__q8k_t *a = (const lp__q8k_t *)xb;
-                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[2 * u]), fs[t]);
-                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[2 * u + 1]), fs[t]);
+                    fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums32[u]), fs[t]);
                 } else if (kind == PP_K16) {
                     const lp__q8k_t *a = (const lp__q8k_t *)xb;
                     fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(a->fbsums[u]), fs[t]);
@@ -832,6 +831,7 @@ static void quant_q8k(const float *x, void *xq, int64_t n)
             b->bsums[2 * g + 1] = (int16_t)(l[2] + l[3] + l[6] + l[7]);
             b->fbsums[2 * g] = (float)b->bsums[2 * g];
             b->fbsums[2 * g + 1] = (float)b->bsums[2 * g + 1];
+            b->fbsums32[g] = (float)(b->bsums[2 * g] + b->bsums[2 * g + 1]);
         }
         b->d = 1.0f / iscale;
     }

@@ -28,18 +28,20 @@ typedef struct {
 /* Activations for the K-quants, as llama.cpp's block_q8_K:
  * iscale = -127/max (max: the value of largest magnitude), qs =
  * min(127, round_even(iscale * x)), d = 1/iscale; bsums[j] = sum of
- * qs[16j .. 16j+15], also as floats in fbsums.  384 bytes, so qs stays
- * 64-byte aligned. */
+ * qs[16j .. 16j+15], also as floats in fbsums, and fbsums32[j] the sum of
+ * qs[32j .. 32j+31].  448 bytes, so qs stays 64-byte aligned. */
 typedef struct {
     int8_t qs[LP_QK_K];
     int16_t bsums[LP_QK_K / 16];
     float d;
     uint8_t pad[28];
     float fbsums[LP_QK_K / 16];
+    float fbsums32[LP_QK_K / 32];
+    uint8_t pad2[32];
 } lp__q8k_t;
 
 _Static_assert(sizeof(lp__q8a_t) == 48, "q8a block");
-_Static_assert(sizeof(lp__q8k_t) == 384, "q8k block");
+_Static_assert(sizeof(lp__q8k_t) == 448, "q8k block");
 
 /* How a weight type wants its activations. */
 enum lp__act { LP_ACT_F32, LP_ACT_Q8A, LP_ACT_Q8K };

@@ -84,7 +84,8 @@ static void test_quantizers(const lp__kern_t *k)
         k->quant_q8a(x, a1, N);
         for (int b = 0; b < N / LP_QK; b++) {
             CHECK(!memcmp(a0[b].qs, a1[b].qs, LP_QK) && a0[b].d == a1[b].d &&
-                  a0[b].sum == a1[b].sum && a0[b].s == a1[b].s,
+                  a0[b].sum == a1[b].sum && a0[b].s == a1[b].s && a0[b].fsum == a1[b].fsum &&
+                  a0[b].fsum == (float)a0[b].sum,
                   "%s q8a block %d differs from scalar", k->name, b);
         }
         lp__quant_q8k_scalar(x, k0, N);
@@ -102,8 +103,16 @@ static void test_quantizers(const lp__kern_t *k)
                     break;
                 }
             for (int j = 0; j < 16; j++)
-                CHECK(k0[b].bsums[j] == sg * k1[b].bsums[j], "%s q8k block %d bsum %d: %d vs %d",
-                      k->name, b, j, k0[b].bsums[j], k1[b].bsums[j]);
+                CHECK(k0[b].bsums[j] == sg * k1[b].bsums[j] &&
+                      k0[b].fbsums[j] == (float)k0[b].bsums[j] &&
+                      k1[b].fbsums[j] == (float)k1[b].bsums[j],
+                      "%s q8k block %d bsum %d: %d vs %d", k->name, b, j, k0[b].bsums[j],
+                      k1[b].bsums[j]);
+            for (int j = 0; j < 8; j++)
+                CHECK(k0[b].fbsums32[j] == sg * k1[b].fbsums32[j] &&
+                      k0[b].fbsums32[j] == (float)(k0[b].bsums[2 * j] + k0[b].bsums[2 * j + 1]),
+                      "%s q8k block %d 32-sum %d: %g vs %g", k->name, b, j, k0[b].fbsums32[j],
+                      k1[b].fbsums32[j]);
         }
     }
 }
