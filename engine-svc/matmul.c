@@ -162,6 +162,11 @@ static const lp__kern_t *kern_get(void)
     return atomic_load(&cur_kern);
 }
 
+const lp__kern_t *lp__kern_current(void)
+{
+    return kern_get();
+}
+
 const char *lp_matmul_isa(void)
 {
     return kern_get()->name;

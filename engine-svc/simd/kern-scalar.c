@@ -302,6 +302,23 @@ SCALAR_GEMM(gemm_q4_k, dot_q4_k)
 SCALAR_GEMM(gemm_q5_k, dot_q5_k)
 SCALAR_GEMM(gemm_q6_k, dot_q6_k)
 
+/* ---- float vectors ------------------------------------------------------ */
+
+static float vdot_f32(const float *a, const float *b, int64_t n)
+{
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += a[i + k] * b[i + k];
+    for (; i < n; i++) s[0] += a[i] * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+static void vaxpy_f32(float *y, float s, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += s * x[i];
+}
+
 const lp__kern_t lp__kern_scalar = {
     .name = "scalar",
     .gemm = {
@@ -312,4 +329,6 @@ const lp__kern_t lp__kern_scalar = {
     },
     .quant_q8a = lp__quant_q8a_scalar,
     .quant_q8k = lp__quant_q8k_scalar,
+    .dot_f32 = vdot_f32,
+    .axpy_f32 = vaxpy_f32,
 };

@@ -837,6 +837,43 @@ static void quant_q8k(const float *x, void *xq, int64_t n)
     }
 }
 
+/* ---- float vectors ------------------------------------------------------ */
+
+static float vdot_f32(const float *a, const float *b, int64_t n)
+{
+    FV s0 = f_zero(), s1 = f_zero(), s2 = f_zero(), s3 = f_zero();
+    int64_t i = 0;
+    for (; i + 4 * FW <= n; i += 4 * FW) {
+        s0 = f_fmadd(f_load(a + i), f_load(b + i), s0);
+        s1 = f_fmadd(f_load(a + i + FW), f_load(b + i + FW), s1);
+        s2 = f_fmadd(f_load(a + i + 2 * FW), f_load(b + i + 2 * FW), s2);
+        s3 = f_fmadd(f_load(a + i + 3 * FW), f_load(b + i + 3 * FW), s3);
+    }
+    for (; i + FW <= n; i += FW) s0 = f_fmadd(f_load(a + i), f_load(b + i), s0);
+#if defined(LP_KERN_AVX512)
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+#else
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+#endif
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void vaxpy_f32(float *y, float s, const float *x, int64_t n)
+{
+    int64_t i = 0;
+#if defined(LP_KERN_AVX512)
+    __m512 vs = _mm512_set1_ps(s);
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vs, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+#else
+    __m256 vs = _mm256_set1_ps(s);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+    for (; i < n; i++) y[i] += s * x[i];
+}
+
 const lp__kern_t KERN_SYM = {
     .name = KERN_NAME,
     .gemm = {
@@ -857,4 +894,6 @@ const lp__kern_t KERN_SYM = {
 #endif
     .quant_q8a = quant_q8a,
     .quant_q8k = quant_q8k,
+    .dot_f32 = vdot_f32,
+    .axpy_f32 = vaxpy_f32,
 };

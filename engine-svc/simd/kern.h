@@ -71,7 +71,12 @@ typedef struct lp__kern {
     lp__gemm_pp_fn gemm_pp[LP_TYPE_COUNT]; /* may be NULL: gemm serves batches too */
     lp__act_fn quant_q8a;            /* NULL: scalar */
     lp__act_fn quant_q8k;
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    void (*axpy_f32)(float *y, float s, const float *x, int64_t n);
 } lp__kern_t;
+
+/* The kernel set in use (matmul.c chooses it). */
+const lp__kern_t *lp__kern_current(void);
 
 /* Activation format of a weight type (the type must be supported). */
 enum lp__act lp__act_of(uint32_t type);

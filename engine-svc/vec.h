@@ -1,0 +1,16 @@
+/* vec.h - float vector primitives on the fast kernels' instruction set, for
+ * the CPU backend's attention and element-wise ops.  They use the same
+ * run-time choice as lp_matmul (LMPIPE_ISA, lp_matmul_set_isa). */
+#ifndef LP_VEC_H
+#define LP_VEC_H
+
+#include <stdint.h>
+
+/* sum_i a[i] * b[i], accumulated in float with several partial sums (the
+ * order differs from a plain loop by rounding only). */
+float lp_vec_dot(const float *a, const float *b, int64_t n);
+
+/* y[i] += s * x[i]. */
+void lp_vec_axpy(float *y, float s, const float *x, int64_t n);
+
+#endif

@@ -1,0 +1,70 @@
+/* vec_test.c - lp_vec_dot / lp_vec_axpy on every instruction set against
+ * double-precision loops, lengths 0..200 (every tail length). */
+#include "vec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "matmul.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fprintf(stderr, "\n");                                         \
+            failures++;                                                    \
+        }                                                                  \
+    } while (0)
+
+static uint64_t rng_state = 0x6a09e667f3bcc909ull;
+
+static float frand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
+}
+
+int main(void)
+{
+    enum { N = 200 };
+    float a[N], b[N], y[N], y0[N];
+    const char *isas[] = {"scalar", "avx2", "avx512", "vnni"};
+    for (int k = 0; k < 4; k++) {
+        if (!lp_matmul_isa_supported(isas[k])) continue;
+        CHECK(lp_matmul_set_isa(isas[k]) == 0, "set %s", isas[k]);
+        for (int n = 0; n <= N; n++) {
+            double ref = 0, mag = 0;
+            for (int i = 0; i < n; i++) {
+                a[i] = frand();
+                b[i] = frand();
+                ref += (double)a[i] * b[i];
+                mag += fabs((double)a[i] * b[i]);
+            }
+            float got = lp_vec_dot(a, b, n);
+            /* float partial sums: error below n * 2^-24 of sum |a b| */
+            CHECK(fabs(got - ref) <= (n + 1) * 0x1p-24 * mag, "%s dot n %d: %g vs %g", isas[k], n,
+                  got, ref);
+            for (int i = 0; i < N; i++) y[i] = y0[i] = frand();
+            lp_vec_axpy(y, 0.75f, a, n);
+            for (int i = 0; i < N; i++) {
+                /* one rounding (FMA) or two (mul, add): within 2 ulps */
+                double want = i < n ? (double)y0[i] + 0.75 * a[i] : y0[i];
+                if (!(fabs(y[i] - want) <= 2 * 0x1p-24 * (fabs(want) + 1))) {
+                    CHECK(0, "%s axpy n %d element %d: %g vs %g", isas[k], n, i, y[i], want);
+                    break;
+                }
+            }
+        }
+    }
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    return 0;
+}
