@@ -91,17 +91,21 @@ static int get_bool_opt(const lp_gguf_t *g, const char *key, bool *v)
     return rc == LP_ERR(ENOENT) ? 0 : rc;
 }
 
-/* A special id from the metadata; out-of-range ids keep the default, as
- * llama.cpp does (with a warning). */
+/* A special id from the metadata.  -1 (as i32 or i64) and 0xFFFFFFFF are
+ * GGUF's "no such token": absent, silently.  Other out-of-range ids keep the
+ * default, as in llama.cpp (with a warning: the file is wrong). */
 static int get_id_opt(const lp_gguf_t *g, const char *key, int32_t n_tokens, int32_t *id)
 {
-    uint32_t v;
-    int rc = lp_gguf_get_u32(g, key, &v);
+    int64_t v;
+    int rc = lp_gguf_get_i64(g, key, &v);
     if (rc == LP_ERR(ENOENT)) return 0;
     if (rc) return rc;
-    if (v >= (uint32_t)n_tokens) {
-        if (v == UINT32_MAX) return 0; /* written by some converters for "none" */
-        LP_WARN("tokenizer: %s = %u is out of range (%d tokens); ignored", key, v, n_tokens);
+    if (v == -1 || v == UINT32_MAX) {
+        LP_DEBUG("tokenizer: %s = %lld: none", key, (long long)v);
+        return 0;
+    }
+    if (v < 0 || v >= n_tokens) {
+        LP_WARN("tokenizer: %s = %lld is out of range (%d tokens); ignored", key, (long long)v, n_tokens);
         return 0;
     }
     *id = (int32_t)v;
