@@ -23,6 +23,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -116,6 +117,9 @@ struct lp_coord {
     /* While sample results are handled, tokenizer messages wait here so that
      * the next engine step goes out first (detokenizing overlaps it). */
     size_t rr;       /* round-robin start of the decode pass */
+    uint64_t ring_seq; /* last sequence number given to a ring slot */
+    bool rows_sent;    /* this step's rows went to the sampler with the step */
+    size_t ring_slots; /* slots in the engine's ring */
     bool hold_tok;
     struct held { uint8_t *buf; size_t len; } *held;
     size_t n_held, cap_held;
@@ -533,11 +537,21 @@ static void on_sampled(lp_coord_t *c, const Lmpipe__Msg *m)
         if (!ok || k >= m->sample_reply->n_results) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
         else on_token(c, r, m->sample_reply->results[k]);
     }
-    c->n_entries = 0;
+    if (!c->step_busy) c->n_entries = 0;
 }
 
 /* ---- engine replies ------------------------------------------------------------ */
 
+static void fail_entries(lp_coord_t *c, const char *err)
+{
+    for (size_t i = 0; i < c->n_entries; i++) {
+        req_t *r = req_find(c, c->entries[i].req);
+        if (r) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+    }
+}
+
+/* Positions were advanced when the step was built; here only a failure
+ * matters, and, with rows not yet with the sampler, sending them there. */
 static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
 {
     const Lmpipe__Msg *m = f->msg;
@@ -547,25 +561,17 @@ static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
         if (r) r->in_step = false;
     }
     if (m->body_case != LMPIPE__MSG__BODY_STEP_REPLY) {
-        const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "engine: bad reply";
-        for (size_t i = 0; i < c->n_entries; i++) {
-            req_t *r = req_find(c, c->entries[i].req);
-            if (r) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
-        }
-        c->n_entries = 0;
+        fail_entries(c, m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "engine: bad reply");
+        if (!c->sample_busy) c->n_entries = 0;
+        return;
+    }
+    if (c->rows_sent) { /* the sampler has the rows already (SampleRequest.wait) */
+        if (!c->sample_busy) c->n_entries = 0;
         return;
     }
     const Lmpipe__StepReply *sr = m->step_reply;
     size_t n_rows = 0;
-    for (size_t i = 0; i < c->n_entries; i++) {
-        req_t *r = req_find(c, c->entries[i].req);
-        if (r && r->state == R_RUNNING) {
-            r->n_past += c->entries[i].n_tokens;
-            if (r->has_next && c->entries[i].n_tokens == 1 && r->n_past > (int32_t)r->n_prompt)
-                r->has_next = false;
-        }
-        n_rows += (size_t)c->entries[i].n_logits;
-    }
+    for (size_t i = 0; i < c->n_entries; i++) n_rows += (size_t)c->entries[i].n_logits;
     size_t raw_len;
     const void *raw = lp_frame_raw(f, &raw_len);
     bool rows_ok = c->use_shm ? sr->n_rows == n_rows
@@ -573,10 +579,7 @@ static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
     if (!rows_ok) {
         LP_ERROR("coordinator: engine returned the wrong rows (%zu refs, %zu raw bytes; %zu rows)",
                  sr->n_rows, raw_len, n_rows);
-        for (size_t i = 0; i < c->n_entries; i++) {
-            req_t *r = req_find(c, c->entries[i].req);
-            if (r) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "engine: wrong logit rows");
-        }
+        fail_entries(c, "engine: wrong logit rows");
         c->n_entries = 0;
         return;
     }
@@ -606,6 +609,8 @@ static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
     out.sample = &sq;
     if (bsend(c, B_SAMP, OP_SAMPLE, 0, &out, c->use_shm ? NULL : raw, c->use_shm ? 0 : raw_len) == 0)
         c->sample_busy = true;
+    else
+        c->n_entries = 0;
 }
 
 /* ---- scheduling ------------------------------------------------------------------ */
@@ -679,6 +684,10 @@ static void schedule(lp_coord_t *c)
             sp[n_seqs] = &seqs[n_seqs];
             c->entries[n_seqs] = (entry_t){r->key, n, seqs[n_seqs].n_logits};
             r->in_step = true;
+            /* The cache will hold these tokens once the step has run (a
+             * failed step ends the request), and the pending token is fed. */
+            r->n_past += n;
+            if (decode) r->has_next = false;
             n_seqs++;
             n_tok += (size_t)n;
             budget -= n;
@@ -690,12 +699,50 @@ static void schedule(lp_coord_t *c)
     st.n_seqs = n_seqs;
     st.seqs = sp;
     st.inline_rows = !c->use_shm;
+    /* With the ring, the coordinator picks the slots (the rows of the last
+     * step have all been sampled and released: slot i for row i) and sends
+     * the SampleRequest along with the step: the sampler waits on the slots
+     * and the step costs one round trip less. */
+    size_t n_rows = 0;
+    for (size_t i = 0; i < n_seqs; i++) n_rows += (size_t)c->entries[i].n_logits;
+    Lmpipe__RowRef refs[n_rows ? n_rows : 1], *rp[n_rows ? n_rows : 1];
+    Lmpipe__SampleItem items[n_rows ? n_rows : 1], *ip[n_rows ? n_rows : 1];
+    bool early = c->use_shm && n_rows > 0 && n_rows <= c->ring_slots;
+    c->rows_sent = false;
     if (c->use_shm) st.ring = c->b[B_ENG].hello->hello->shm_name;
+    if (early) {
+        for (size_t i = 0, row = 0; i < n_seqs; i++) {
+            if (!c->entries[i].n_logits) continue;
+            lmpipe__row_ref__init(&refs[row]);
+            refs[row].slot = (uint32_t)row;
+            refs[row].seq = ++c->ring_seq;
+            rp[row] = &refs[row];
+            lmpipe__sample_item__init(&items[row]);
+            items[row].session = c->entries[i].req;
+            items[row].ref = &refs[row];
+            ip[row] = &items[row];
+            row++;
+        }
+        st.n_rows = n_rows;
+        st.rows = rp;
+    }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STEP;
     m.step = &st;
     if (bsend(c, B_ENG, OP_STEP, 0, &m, NULL, 0) == 0) {
         c->step_busy = true;
+        if (early) {
+            Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
+            sq.n_items = n_rows;
+            sq.items = ip;
+            sq.wait = true;
+            sq.ring = st.ring;
+            Lmpipe__Msg sm = LMPIPE__MSG__INIT;
+            sm.body_case = LMPIPE__MSG__BODY_SAMPLE;
+            sm.sample = &sq;
+            if (bsend(c, B_SAMP, OP_SAMPLE, 0, &sm, NULL, 0) == 0) c->sample_busy = c->rows_sent = true;
+            /* else: the step reply finds sample_busy false and sends the rows */
+        }
     } else {
         for (size_t i = 0; i < n_seqs; i++) {
             req_t *r = req_find(c, c->entries[i].req);
@@ -749,6 +796,11 @@ static void check_ready(lp_coord_t *c)
     c->max_batch_tokens = c->p.max_batch_tokens > 0 && c->p.max_batch_tokens < ebt ? c->p.max_batch_tokens : ebt;
     c->use_shm = !c->p.no_shm && e->shm_name && e->shm_name[0] && s->shm_ok &&
                  !strcmp(e->host_id, s->host_id);
+    c->ring_slots = e->shm_slots;
+    /* Slot sequence numbers start at a random point (see shm-ring.h). */
+    if (getrandom(&c->ring_seq, sizeof(c->ring_seq), 0) != (ssize_t)sizeof(c->ring_seq))
+        c->ring_seq = now_ns();
+    c->ring_seq >>= 1;
     c->eog = calloc((size_t)c->n_vocab, 1);
     if (c->eog && c->eos_id >= 0 && c->eos_id < c->n_vocab) c->eog[c->eos_id] = 1;
     for (size_t i = 0; c->eog && i < t->n_eog_ids; i++)
@@ -847,7 +899,7 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
 
 /* ---- the client API ------------------------------------------------------------------ */
 
-static int on_client_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+static int on_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine)
 {
     lp_coord_t *c = ctx;
     if (c->failed) return lp_error_set(LP_ERR(EPROTO), "pipeline failed: %s", c->fail_msg);

@@ -115,9 +115,10 @@ fail:
 
 /* ---- hello --------------------------------------------------------------- */
 
-static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine)
 {
     lp_engine_svc_t *s = ctx;
+    (void)controller;
     mine->n_vocab = (uint32_t)s->hp->n_vocab;
     mine->n_tokens = s->n_tokens;
     mine->vocab_hash = s->vocab_hash;
@@ -128,7 +129,10 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
     mine->max_seqs = (uint32_t)s->max_seqs;
     mine->max_batch_tokens = (uint32_t)s->max_batch_tokens;
     mine->n_ctx = (uint32_t)s->n_ctx;
-    if (s->ring) mine->shm_name = (char *)lp_shm_ring_name(s->ring);
+    if (s->ring) {
+        mine->shm_name = (char *)lp_shm_ring_name(s->ring);
+        mine->shm_slots = lp_shm_ring_n_slots(s->ring);
+    }
     return lp_hello_check_vocab(mine, peer);
 }
 
@@ -199,12 +203,47 @@ static int acquire_rows(lp_engine_svc_t *s, size_t n)
     return 0;
 }
 
+/* The sender chose the slots (StepRequest.rows) and a sampler may already
+ * wait on them: when the step cannot run, mark each one failed so that the
+ * waiter wakes at once. */
+static void fail_refs(lp_engine_svc_t *s, const Lmpipe__StepRequest *sr)
+{
+    for (size_t i = 0; s->ring && i < sr->n_rows; i++) {
+        float *row;
+        if (lp_shm_ring_acquire_at(s->ring, sr->rows[i]->slot, sr->rows[i]->seq, 0, &row) == 0)
+            lp_shm_ring_fail(s->ring, sr->rows[i]->slot, sr->rows[i]->seq);
+    }
+}
+
+/* Take the slots the sender chose, waiting (never overwriting) while the
+ * sampler still holds one. */
+static int acquire_given(lp_engine_svc_t *s, const Lmpipe__StepRequest *sr, size_t n)
+{
+    if (sr->n_rows != n)
+        return lp_error_set(LP_ERR(EINVAL), "step: %zu rows given for %zu logit rows", sr->n_rows, n);
+    int wait = s->p.ring_wait_ms > 0 ? s->p.ring_wait_ms : 10000;
+    for (size_t i = 0; i < n; i++) {
+        s->refs[i] = *sr->rows[i];
+        s->ref_ptrs[i] = &s->refs[i];
+        for (size_t k = 0; k < i; k++)
+            if (s->refs[k].slot == s->refs[i].slot)
+                return lp_error_set(LP_ERR(EINVAL), "step: rows[%zu] and rows[%zu] name slot %u", k,
+                                    i, s->refs[i].slot);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = lp_shm_ring_acquire_at(s->ring, s->refs[i].slot, s->refs[i].seq, wait, &s->row_ptrs[i]);
+        if (rc) {
+            for (size_t k = 0; k < i; k++) lp_shm_ring_fail(s->ring, s->refs[k].slot, s->refs[k].seq);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
 {
     const Lmpipe__StepRequest *sr = req->msg->step;
     size_t n_rows = 0;
-    int rc = check_step(s, sr, &n_rows);
-    if (rc) return rc;
     bool use_ring = s->ring && !sr->inline_rows;
     if (!sr->inline_rows && !s->ring)
         return lp_error_set(LP_ERR(EINVAL), "step: rows in the ring asked for, but this engine has "
@@ -212,8 +251,20 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
     if (use_ring && (!sr->ring || strcmp(sr->ring, lp_shm_ring_name(s->ring)) != 0))
         return lp_error_set(LP_ERR(EINVAL), "step: ring '%s' is not this engine's ring (its hello "
                             "names it): set ring, or inline_rows", sr->ring ? sr->ring : "");
+    if (!use_ring && sr->n_rows)
+        return lp_error_set(LP_ERR(EINVAL), "step: rows given, but the rows go inline");
+    int rc = check_step(s, sr, &n_rows);
+    if (rc) {
+        if (use_ring) fail_refs(s, sr);
+        return rc;
+    }
     size_t nv = (size_t)s->hp->n_vocab;
-    if (use_ring) {
+    if (use_ring && sr->n_rows) {
+        if ((rc = acquire_given(s, sr, n_rows)) != 0) {
+            fail_refs(s, sr);
+            return rc;
+        }
+    } else if (use_ring) {
         if ((rc = acquire_rows(s, n_rows)) != 0) return rc;
     } else {
         if (n_rows * nv > s->inline_cap) {
@@ -234,7 +285,8 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
     uint64_t t1 = now_ns();
     if (use_ring) {
         for (size_t i = 0; i < n_rows; i++) {
-            if (rc) lp_shm_ring_abandon(s->ring, s->refs[i].slot, s->refs[i].seq);
+            if (rc && sr->n_rows) lp_shm_ring_fail(s->ring, s->refs[i].slot, s->refs[i].seq);
+            else if (rc) lp_shm_ring_abandon(s->ring, s->refs[i].slot, s->refs[i].seq);
             else lp_shm_ring_publish(s->ring, s->refs[i].slot, s->refs[i].seq);
         }
     }
@@ -261,6 +313,9 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
                                           lp_msg_body_name(req->msg->body_case));
     switch (req->msg->body_case) {
     case LMPIPE__MSG__BODY_STEP:
+        if (!lp_service_from_controller(svc, req))
+            return lp_error_set(LP_ERR(EPERM), "engine-svc takes steps from its coordinator only "
+                                "(the first peer that said hello as ROLE_COORDINATOR)");
         return do_step(s, svc, req);
     default:
         return lp_error_set(LP_ERR(EPROTO), "engine-svc does not serve '%s' messages",

@@ -30,6 +30,7 @@ struct lp_service {
     lp_zsock_t *zs;
     peer_t *peers; /* peers that said hello; oldest evicted past MAX_PEERS */
     size_t n_peers, next_evict;
+    peer_t controller; /* len 0 until a coordinator says hello */
     uint64_t n_msgs, n_malformed, n_errors, n_refused;
     bool stopping;
 };
@@ -55,6 +56,12 @@ void lp_service_watch_parent(void)
 }
 
 uv_loop_t *lp_service_loop(lp_service_t *svc) { return &svc->loop; }
+
+bool lp_service_from_controller(const lp_service_t *svc, const lp_frame_t *req)
+{
+    return svc->controller.len && svc->controller.len == req->peer_len &&
+           !memcmp(svc->controller.id, req->peer, req->peer_len);
+}
 void *lp_service_zmq_ctx(lp_service_t *svc) { return svc->zctx; }
 void lp_service_count_malformed(lp_service_t *svc) { svc->n_malformed++; }
 
@@ -103,7 +110,9 @@ static void on_hello(lp_service_t *svc, const lp_frame_t *f)
     int rc = lp_hello_check(peer, LMPIPE__ROLE__ROLE_UNKNOWN);
     Lmpipe__Hello mine;
     lp_hello_init(&mine, svc->ops->role);
-    if (!rc && svc->ops->hello) rc = svc->ops->hello(svc->ctx, peer, &mine);
+    bool same = svc->controller.len == f->peer_len && !memcmp(svc->controller.id, f->peer, f->peer_len);
+    bool ctl = same || (svc->controller.len == 0 && peer->role == LMPIPE__ROLE__ROLE_COORDINATOR);
+    if (!rc && svc->ops->hello) rc = svc->ops->hello(svc->ctx, peer, ctl, &mine);
     if (rc) {
         if (rc == LP_ERR(EAGAIN)) /* "not ready yet": the client retries */
             LP_DEBUG("%s: deferred hello from %s (pid %u): %s", svc->ops->name,
@@ -116,6 +125,10 @@ static void on_hello(lp_service_t *svc, const lp_frame_t *f)
         return;
     }
     peer_add(svc, f->peer, f->peer_len);
+    if (ctl && !same) {
+        memcpy(svc->controller.id, f->peer, f->peer_len);
+        svc->controller.len = f->peer_len;
+    }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_HELLO;
     m.hello = &mine;
@@ -230,6 +243,11 @@ out:
     zmq_close(svc->sock);
     /* An ipc:// endpoint leaves its socket file behind after close. */
     if (bound && !strncmp(endpoint, "ipc://", 6)) unlink(endpoint + 6);
+    /* The run folder of `lmpipe up`: the last service out removes it (rmdir
+     * fails while another socket file is still there), so that nothing is
+     * left even when lmpipe itself was killed. */
+    const char *run_dir = getenv("LMPIPE_RUN_DIR");
+    if (run_dir && run_dir[0]) rmdir(run_dir);
     zmq_ctx_term(svc->zctx);
     free(svc->peers);
     free(svc);

@@ -9,6 +9,7 @@
 #ifndef LP_SERVICE_H
 #define LP_SERVICE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -21,10 +22,12 @@ typedef struct lp_service_ops {
     const char *name;  /* for logs: "engine-svc" */
     Lmpipe__Role role;
     /* Fill this side's facts into `mine` (already lp_hello_init'ed) and check
-     * the peer's.  Return 0, or a negative code with lp_error_set() to
+     * the peer's.  `controller`: the peer is (or becomes, if this hello is
+     * accepted) the service's controller: the first peer that said hello as
+     * ROLE_COORDINATOR.  Return 0, or a negative code with lp_error_set() to
      * refuse the peer.  Strings put in `mine` must live until the next call.
      * May be NULL. */
-    int (*hello)(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine);
+    int (*hello)(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine);
     /* One request from a peer that has said hello.  Reply with
      * lp_service_reply() at most once, or return a negative code with
      * lp_error_set() and the skeleton replies with an Error. */
@@ -47,6 +50,11 @@ int lp_service_reply(lp_service_t *svc, const lp_frame_t *req, Lmpipe__Msg *msg,
 /* Send to any peer that has said hello (events that follow a request). */
 int lp_service_send(lp_service_t *svc, const uint8_t *peer, size_t peer_len, Lmpipe__Msg *msg,
                     const void *raw, size_t raw_len);
+
+/* Whether `req` comes from the controller (see ops.hello).  Engine steps,
+ * sampler sessions and detokenizer streams are the controller's alone, so
+ * that no other peer can disturb the coordinator's requests. */
+bool lp_service_from_controller(const lp_service_t *svc, const lp_frame_t *req);
 
 uv_loop_t *lp_service_loop(lp_service_t *svc);
 void *lp_service_zmq_ctx(lp_service_t *svc);

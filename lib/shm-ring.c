@@ -9,7 +9,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 struct lp_shm_ring {
@@ -257,12 +260,85 @@ static int check_ref(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint32
     return 0;
 }
 
+/* Shared (not private) futexes: the waiter is another process. */
+static void futex_wake(_Atomic uint32_t *addr)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait(const _Atomic uint32_t *addr, uint32_t val, int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms, float **row)
+{
+    if (!r->owner) return lp_error_set(LP_ERR(EPERM), "shm %s: only the creator writes", r->name);
+    if (slot >= r->hdr->n_slots)
+        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
+                            r->hdr->n_slots);
+    lp_shm_slot_header_t *s = &r->slots[slot];
+    int64_t deadline = now_ms() + wait_ms;
+    while (atomic_load_explicit(&s->state, memory_order_acquire) != LP_SHM_SLOT_FREE) {
+        if (now_ms() >= deadline)
+            return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u stayed taken (the reader has "
+                                "not released it)", r->name, slot);
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store_explicit(&s->seq, seq, memory_order_relaxed);
+    atomic_store_explicit(&s->state, LP_SHM_SLOT_WRITING, memory_order_release);
+    s->n_floats = r->hdr->row_len;
+    *row = row_at(r, slot);
+    return 0;
+}
+
 int lp_shm_ring_publish(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
 {
     int rc = check_ref(r, slot, seq, LP_SHM_SLOT_WRITING);
     if (rc) return rc;
     atomic_store_explicit(&r->slots[slot].state, LP_SHM_SLOT_READY, memory_order_release);
+    futex_wake(&r->slots[slot].state);
     return 0;
+}
+
+int lp_shm_ring_fail(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
+{
+    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_WRITING);
+    if (rc) return rc;
+    atomic_store_explicit(&r->slots[slot].state, LP_SHM_SLOT_FAILED, memory_order_release);
+    futex_wake(&r->slots[slot].state);
+    return 0;
+}
+
+int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms)
+{
+    if (slot >= r->hdr->n_slots)
+        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
+                            r->hdr->n_slots);
+    lp_shm_slot_header_t *s = &r->slots[slot];
+    int64_t deadline = now_ms() + wait_ms;
+    for (;;) {
+        uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+        uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+        if (q == seq && st == LP_SHM_SLOT_READY) return 0;
+        if (q == seq && st == LP_SHM_SLOT_FAILED)
+            return lp_error_set(LP_ERR(EIO), "shm %s: the step that was to fill slot %u failed",
+                                r->name, slot);
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u did not get seq %llu in %d ms",
+                                r->name, slot, (unsigned long long)seq, wait_ms);
+        futex_wait(&s->state, st, left > 50 ? 50 : (int)left);
+    }
 }
 
 int lp_shm_ring_abandon(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
@@ -292,8 +368,12 @@ int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
     if (atomic_load_explicit(&s->seq, memory_order_acquire) != seq)
         return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
     uint32_t expect = LP_SHM_SLOT_READY;
-    if (!atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_FREE,
-                                                 memory_order_acq_rel, memory_order_acquire))
-        return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
-    return 0;
+    if (atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_FREE,
+                                                memory_order_acq_rel, memory_order_acquire))
+        return 0;
+    expect = LP_SHM_SLOT_FAILED;
+    if (atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_FREE,
+                                                memory_order_acq_rel, memory_order_acquire))
+        return 0;
+    return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
 }

@@ -15,8 +15,8 @@
  *   64                         lp_shm_slot_header_t [n_slots] (64 bytes each)
  *   data_offset (4096-aligned) n_slots rows, slot_stride bytes apart
  *
- * Slot states move FREE -> WRITING (engine) -> READY (engine) -> FREE
- * (sampler).  Each transition is an atomic store with release order; the
+ * Slot states move FREE -> WRITING (engine) -> READY or FAILED (engine) ->
+ * FREE (sampler).  READY and FAILED wake futex waiters on the state word.  Each transition is an atomic store with release order; the
  * reader loads with acquire order, so row data written before READY is
  * visible to the sampler. */
 #ifndef LP_SHM_RING_H
@@ -36,6 +36,7 @@ enum lp_shm_slot_state {
     LP_SHM_SLOT_FREE = 0,
     LP_SHM_SLOT_WRITING = 1,
     LP_SHM_SLOT_READY = 2,
+    LP_SHM_SLOT_FAILED = 3, /* the step that was to fill it failed */
 };
 
 typedef struct lp_shm_ring_header {
@@ -90,6 +91,13 @@ void lp_shm_ring_region(const lp_shm_ring_t *r, void **base, size_t *size);
  * points at row_len floats in the segment, valid until publish.  Returns
  * LP_ERR(EAGAIN) when every slot is taken. */
 int lp_shm_ring_acquire(lp_shm_ring_t *r, uint32_t *slot, uint64_t *seq, float **row);
+/* Writer: take the given slot (which the sender chose) and stamp it with
+ * `seq`, waiting up to wait_ms for the reader to free it.  LP_ERR(ERANGE)
+ * for a bad index, LP_ERR(ETIMEDOUT) when it stays taken. */
+int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms, float **row);
+/* Writer: mark an acquired slot failed (its row will not come) and wake
+ * its readers; the reader frees it like a published one. */
+int lp_shm_ring_fail(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
 /* Writer: make an acquired slot readable. */
 int lp_shm_ring_publish(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
 /* Writer: give back an acquired slot that was never published. */
@@ -99,7 +107,11 @@ int lp_shm_ring_abandon(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
  * LP_ERR(ERANGE) for a bad index, LP_ERR(ESTALE) when the slot does not
  * hold `seq` or is not published. */
 int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const float **row);
-/* Reader: hand the slot back to the writer (same checks as read). */
+/* Reader: wait up to wait_ms for slot to hold `seq` published: 0, then
+ * read it; LP_ERR(EIO) when the writer failed it; LP_ERR(ETIMEDOUT). */
+int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms);
+/* Reader: hand the slot back to the writer (same checks as read; a failed
+ * slot is freed too). */
 int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
 
 /* A random segment name "/lmpipe-PID-HEX" in buf (at least 40 bytes). */

@@ -171,10 +171,55 @@ static void test_two_processes(void)
     lp_shm_ring_destroy(&w);
 }
 
+/* Slots chosen by the sender: a reader in another process waits on its
+ * futex for a publish, for a failure, and times out; a taken slot makes the
+ * writer wait and time out too. */
+static void test_wait(void)
+{
+    lp_shm_ring_t *w;
+    CHECK_RC(lp_shm_ring_create(NULL, 4, 100, &w), 0);
+    if (!w) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        lp_shm_ring_t *r;
+        if (lp_shm_ring_open(lp_shm_ring_name(w), &r)) _exit(2);
+        const float *row;
+        if (lp_shm_ring_wait(r, 2, 777, 5000) != 0) _exit(3);
+        if (lp_shm_ring_read(r, 2, 777, &row) || row[0] != 7.0f || row[99] != 99.0f) _exit(4);
+        if (lp_shm_ring_release(r, 2, 777)) _exit(5);
+        if (lp_shm_ring_wait(r, 1, 888, 5000) != LP_ERR(EIO)) _exit(6);
+        if (lp_shm_ring_release(r, 1, 888)) _exit(7); /* a failed slot is freed too */
+        if (lp_shm_ring_wait(r, 0, 999, 100) != LP_ERR(ETIMEDOUT)) _exit(8);
+        if (lp_shm_ring_wait(r, 9, 1, 100) != LP_ERR(ERANGE)) _exit(9);
+        _exit(0);
+    }
+    usleep(50000); /* the reader is asleep on the futex by now */
+    float *row;
+    CHECK_RC(lp_shm_ring_acquire_at(w, 2, 777, 0, &row), 0);
+    for (int k = 0; k < 100; k++) row[k] = (float)k;
+    row[0] = 7.0f;
+    CHECK_RC(lp_shm_ring_publish(w, 2, 777), 0);
+    usleep(20000);
+    CHECK_RC(lp_shm_ring_acquire_at(w, 1, 888, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_fail(w, 1, 888), 0);
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) fprintf(stderr, "wait child exit %d\n", WEXITSTATUS(st));
+    CHECK(lp_shm_ring_n_free(w) == 4);
+    /* A slot still taken: the writer waits, then gives up. */
+    CHECK_RC(lp_shm_ring_acquire_at(w, 3, 5, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_publish(w, 3, 5), 0);
+    CHECK_RC(lp_shm_ring_acquire_at(w, 3, 6, 50, &row), LP_ERR(ETIMEDOUT));
+    CHECK_RC(lp_shm_ring_acquire_at(w, 4, 6, 0, &row), LP_ERR(ERANGE));
+    lp_shm_ring_destroy(&w);
+}
+
 int main(void)
 {
     test_basic();
     test_bad();
     test_two_processes();
+    test_wait();
     return CHECK_DONE();
 }

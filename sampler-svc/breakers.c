@@ -94,7 +94,7 @@ int lp_dry_breakers_build(const lp_sampler_vocab_text_t *vt, const lp_sampler_pa
         free(x.v);
         return rc;
     }
-    qsort(x.v, x.n, sizeof(*x.v), cmp_head);
+    if (x.n) qsort(x.v, x.n, sizeof(*x.v), cmp_head);
     t->n = x.n;
     t->v = x.v;
     *out = t;

@@ -28,7 +28,7 @@ static int tokenize(void *user, const char *text, size_t len, int32_t *out, size
 static bool has(const lp_dry_breakers_t *t, int32_t head, const int32_t *tail, int32_t n)
 {
     for (size_t b = lp_dry_breakers_find(t, head); b < t->n && t->v[b].head == head; b++)
-        if (t->v[b].tail_len == n && !memcmp(t->v[b].tail, tail, (size_t)n * sizeof(int32_t)))
+        if (t->v[b].tail_len == n && (n == 0 || !memcmp(t->v[b].tail, tail, (size_t)n * sizeof(int32_t))))
             return true;
     return false;
 }

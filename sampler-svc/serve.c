@@ -92,7 +92,7 @@ fail:
 
 /* ---- hello: the vocabulary, and the ring the coordinator names ----------- */
 
-static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine)
 {
     lp_sampler_svc_t *s = ctx;
     mine->n_vocab = (uint32_t)s->n_vocab;
@@ -101,7 +101,8 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
     mine->no_shm = s->p.no_shm;
     int rc = lp_hello_check_vocab(mine, peer);
     if (rc) return rc;
-    if (peer->shm_name && peer->shm_name[0] && !s->p.no_shm) {
+    /* Only the controller (the coordinator) names the ring. */
+    if (controller && peer->shm_name && peer->shm_name[0] && !s->p.no_shm) {
         if (!s->ring || strcmp(lp_shm_ring_name(s->ring), peer->shm_name) != 0) {
             lp_shm_ring_destroy(&s->ring);
             if (lp_shm_ring_open(peer->shm_name, &s->ring) != 0) {
@@ -166,8 +167,8 @@ static int do_close(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *re
 
 /* ---- sampling -------------------------------------------------------------- */
 
-static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, const void *raw,
-                       size_t n_raw_rows, Lmpipe__SampleResult *res, lp_sampler_result_t *r,
+static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool wait,
+                       const void *raw, size_t n_raw_rows, Lmpipe__SampleResult *res, lp_sampler_result_t *r,
                        Lmpipe__TokenProb *tp, Lmpipe__TokenProb **tpp, char *err, size_t errcap)
 {
     res->token = -1;
@@ -178,7 +179,15 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, const 
             snprintf(err, errcap, "row by ring reference, but no ring is open");
             goto out;
         }
-        if (lp_shm_ring_read(s->ring, it->ref->slot, it->ref->seq, &row) != 0) {
+        /* The row may still be on its way (SampleRequest.wait): the engine
+         * wakes this futex wait when it publishes or fails the slot. */
+        int wrc = wait ? lp_shm_ring_wait(s->ring, it->ref->slot, it->ref->seq, 10000) : 0;
+        if (wrc == LP_ERR(ETIMEDOUT) || wrc == LP_ERR(ERANGE)) {
+            snprintf(err, errcap, "%s", lp_error_msg());
+            from_ring = false; /* not ours to release */
+            goto out;
+        }
+        if (wrc || lp_shm_ring_read(s->ring, it->ref->slot, it->ref->seq, &row) != 0) {
             snprintf(err, errcap, "%s", lp_error_msg());
             goto out;
         }
@@ -235,6 +244,9 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
         return lp_error_set(LP_ERR(EINVAL), "sample: raw frame of %zu bytes is not whole rows of %zu",
                             raw_len, row_bytes);
     size_t n_raw_rows = raw ? raw_len / row_bytes : 0;
+    if (sr->wait && (!s->ring || !sr->ring || strcmp(sr->ring, lp_shm_ring_name(s->ring)) != 0))
+        return lp_error_set(LP_ERR(EINVAL), "sample: wait needs ring = the open ring's name ('%s')",
+                            s->ring ? lp_shm_ring_name(s->ring) : "none open");
     Lmpipe__SampleResult *res = calloc(n ? n : 1, sizeof(*res));
     Lmpipe__SampleResult **resp = calloc(n ? n : 1, sizeof(*resp));
     lp_sampler_result_t *r = calloc(n ? n : 1, sizeof(*r));
@@ -249,7 +261,7 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
     for (size_t i = 0; i < n; i++) {
         lmpipe__sample_result__init(&res[i]);
         resp[i] = &res[i];
-        sample_one(s, sr->items[i], raw, n_raw_rows, &res[i], &r[i], tp + i * LP_SAMPLER_MAX_N_PROBS,
+        sample_one(s, sr->items[i], sr->wait, raw, n_raw_rows, &res[i], &r[i], tp + i * LP_SAMPLER_MAX_N_PROBS,
                    tpp + i * LP_SAMPLER_MAX_N_PROBS, errs[i], sizeof(errs[i]));
     }
     Lmpipe__SampleReply rep = LMPIPE__SAMPLE_REPLY__INIT;
@@ -298,9 +310,16 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
     if (req->has_raw && bc != LMPIPE__MSG__BODY_SAMPLE)
         return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame", lp_msg_body_name(bc));
     switch (bc) {
-    case LMPIPE__MSG__BODY_SAMPLER_OPEN: return do_open(s, svc, req);
-    case LMPIPE__MSG__BODY_SAMPLER_CLOSE: return do_close(s, svc, req);
-    case LMPIPE__MSG__BODY_SAMPLE: return do_sample(s, svc, req);
+    case LMPIPE__MSG__BODY_SAMPLER_OPEN:
+    case LMPIPE__MSG__BODY_SAMPLER_CLOSE:
+    case LMPIPE__MSG__BODY_SAMPLE:
+        if (!lp_service_from_controller(svc, req))
+            return lp_error_set(LP_ERR(EPERM), "sampler-svc: sessions and sampling are its "
+                                "coordinator's only (the first peer that said hello as "
+                                "ROLE_COORDINATOR)");
+        if (bc == LMPIPE__MSG__BODY_SAMPLER_OPEN) return do_open(s, svc, req);
+        if (bc == LMPIPE__MSG__BODY_SAMPLER_CLOSE) return do_close(s, svc, req);
+        return do_sample(s, svc, req);
     case LMPIPE__MSG__BODY_SAMPLER_CONTROL: return do_control(s, svc, req);
     default:
         return lp_error_set(LP_ERR(EPROTO), "sampler-svc does not serve '%s' messages",

@@ -4,11 +4,12 @@
 # vocabulary guard options (--n-real, --mask-file), --history for
 # penalties, --plugin, determinism of --seed, and clear refusals of bad
 # input.
-# usage: lmpipe-sample-test.sh LMPIPE MASK_TOKENS_SO WORKDIR
+# usage: lmpipe-sample-test.sh LMPIPE MASK_TOKENS_SO WORKDIR MODEL
 set -u
 lmpipe=$1
 plugin=$2
 work=$3
+model=$4
 mkdir -p "$work"
 fail=0
 
@@ -101,4 +102,18 @@ refuse "--draws: need 1 to" --logits "$work/row6.f32" --params '{}' --draws 0
 refuse "required" --logits "$work/row6.f32"
 refuse "--history" --logits "$work/row6.f32" --params '{}' --draws 1 --history 1,x
 refuse "cannot load" --logits "$work/row6.f32" --params '{}' --draws 1 --plugin /nonexistent.so
+refuse "rows of 512 logits, the row has 6" --logits "$work/row6.f32" --params '{}' --draws 1 \
+    --model "$model"
+
+# --model: the vocabulary of stories260K (512 tokens); with DRY's default text
+# breakers resolved.  A row favouring token 300 greedily gives 300.
+python3 - "$work" <<'PY'
+import struct, sys
+row = [0.0] * 512
+row[300] = 5.0
+open(sys.argv[1] + "/row512.f32", "wb").write(struct.pack("<512f", *row))
+PY
+out=$("$lmpipe" sample --logits "$work/row512.f32" --model "$model" --history 5,6,7,5,6 \
+      --params '{"temperature":0,"dry_multiplier":0.8}' --draws 3) && [ "$out" = '{"300":3}' ] &&
+    echo "ok --model" || { echo "FAIL --model: $out"; fail=1; }
 exit $fail

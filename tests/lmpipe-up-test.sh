@@ -14,10 +14,12 @@ work=$(mktemp -d /tmp/lmpipe-up-test.XXXXXX)
 trap 'kill -KILL $up 2>/dev/null; rm -rf "$work"' EXIT
 
 start_up() { # extra args...
+    rm -f "$work/out" "$work/err" # no stale "ready" line from the last run
+    ep=
     "$lmpipe" up --config "$src/deploy/lmpipe.conf" --model "$model" "$@" >"$work/out" 2>"$work/err" &
     up=$!
     for _ in $(seq 1 300); do
-        ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out")
+        ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out" 2>/dev/null)
         [ -n "$ep" ] && break
         kill -0 $up 2>/dev/null || break
         sleep 0.1
@@ -34,6 +36,12 @@ start_up() { # extra args...
 check_clean() { # what
     for _ in $(seq 1 100); do kill -0 $up 2>/dev/null || break; sleep 0.1; done
     kill -0 $up 2>/dev/null && { echo "FAIL ($1): lmpipe up still runs"; fail=1; }
+    for _ in $(seq 1 100); do # the services stop on their own after a killed lmpipe
+        alive=0
+        for k in $kids; do kill -0 $k 2>/dev/null && alive=1; done
+        [ $alive -eq 0 ] && break
+        sleep 0.1
+    done
     for k in $kids; do
         kill -0 $k 2>/dev/null && { echo "FAIL ($1): service $k still runs"; fail=1; }
     done
@@ -57,12 +65,14 @@ print("ok: lmpipe generate gave the golden continuation")
 PY
     kill -TERM $up
     check_clean SIGTERM
+    wait $up || { echo "FAIL: lmpipe up exited $? after SIGTERM (a service did not stop cleanly)"; fail=1; }
 fi
 
 if start_up --no-shm; then
     [ -z "$shm" ] || { echo "FAIL: --no-shm still passed a segment name"; fail=1; }
     kill -INT $up
     check_clean SIGINT
+    wait $up || { echo "FAIL: lmpipe up exited $? after SIGINT"; fail=1; }
 fi
 
 # A service that dies: lmpipe up stops the others and cleans up after it.
@@ -72,6 +82,54 @@ if start_up; then
     check_clean "engine killed"
     wait $up
     [ $? -ne 0 ] || { echo "FAIL: lmpipe up exited 0 after a service died"; fail=1; }
+fi
+
+# lmpipe up itself killed (no chance to clean up): the services get SIGTERM
+# from the kernel (PR_SET_PDEATHSIG), stop cleanly and remove their ring and
+# socket files themselves.
+if start_up; then
+    kill -KILL $up
+    wait $up 2>/dev/null
+    check_clean "lmpipe up killed"
+fi
+
+# Every endpoint on tcp:// instead of ipc:// (one host: the logits still go
+# through shared memory, which the hello decides).
+port=$((20000 + RANDOM % 40000))
+cat >"$work/tcp.conf" <<CONF
+model = $model
+endpoint = tcp://127.0.0.1:$port
+tokenizer.endpoint = tcp://127.0.0.1:$((port + 1))
+engine.endpoint = tcp://127.0.0.1:$((port + 2))
+sampler.endpoint = tcp://127.0.0.1:$((port + 3))
+threads = 1
+CONF
+rm -f "$work/out" "$work/err"
+"$lmpipe" up --config "$work/tcp.conf" >"$work/out" 2>"$work/err" &
+up=$!
+ep=
+for _ in $(seq 1 300); do
+    ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out" 2>/dev/null)
+    [ -n "$ep" ] && break
+    kill -0 $up 2>/dev/null || break
+    sleep 0.1
+done
+if [ "$ep" = "tcp://127.0.0.1:$port" ]; then
+    ids=$(timeout 60 "$lmpipe" generate --endpoint "$ep" --prompt "Lily and Tom went to the park" \
+          --temperature 0 --max-tokens 64 --ids)
+    python3 - "$shared/goldens/stories260K.json" "$ids" <<'PY' || fail=1
+import json, sys
+g = json.load(open(sys.argv[1]))
+case = next(c for c in g["cases"] if c["prompt"] == "Lily and Tom went to the park")
+if (json.loads(sys.argv[2]) if sys.argv[2] else []) != case["continuation_ids"]:
+    print("FAIL: tcp:// pipeline ids differ from the golden"); sys.exit(1)
+print("ok: tcp:// endpoints give the golden continuation")
+PY
+    kill -TERM $up
+    wait $up || { echo "FAIL: lmpipe up (tcp) exited $?"; fail=1; }
+else
+    echo "FAIL: lmpipe up with tcp:// endpoints did not get ready: $(cat "$work/err")"; fail=1
+    kill -KILL $up 2>/dev/null
 fi
 
 # A bad config is a clear error.

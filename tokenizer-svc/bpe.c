@@ -22,7 +22,7 @@ typedef struct sym {
     uint32_t bsid;         /* ... and the sid it merges into */
 } sym_t;
 
-static int add_bigram(const lp_tokenizer_t *t, sym_t *s, lp__heap_t *h, int32_t l, int32_t r)
+static int add_bigram(const lp_tokenizer_t *t, sym_t *s, lp__mq_t *q, int32_t l, int32_t r)
 {
     if (l < 0 || r < 0) return 0;
     int32_t rank;
@@ -31,7 +31,7 @@ static int add_bigram(const lp_tokenizer_t *t, sym_t *s, lp__heap_t *h, int32_t 
     s[l].bprio = (uint32_t)rank;
     s[l].bsize = s[l].n + s[r].n;
     s[l].bsid = sid;
-    if (lp__heap_push(h, (uint64_t)(uint32_t)rank << 32 | (uint32_t)l))
+    if (lp__mq_push(q, (uint64_t)(uint32_t)rank << 32 | (uint32_t)l))
         return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     return 0;
 }
@@ -74,12 +74,16 @@ int lp__bpe_word(const lp_tokenizer_t *t, const char *w, size_t n, lp__ivec_t *o
         s[i] = (sym_t){(int32_t)i - 1, i + 1 == n ? -1 : (int32_t)i + 1, t->byte_sid[(uint8_t)w[i]], 1,
                        0, 0, 0};
     uint64_t small_heap[128];
-    lp__heap_t h;
-    lp__heap_init(&h, small_heap, 128);
+    lp__mq_t q = {0};
+    lp__heap_init(&q.h, small_heap, 128);
     int rc = 0;
-    for (size_t i = 1; i < n && !rc; i++) rc = add_bigram(t, s, &h, (int32_t)i - 1, (int32_t)i);
-    while (h.n && !rc) {
-        uint64_t key = lp__heap_pop(&h);
+    if (n >= LP__BQ_MIN_SYMBOLS) {
+        q.big = true;
+        if (lp__bq_init(&q.b, t->n_merge_ranks, 2 * n)) rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    }
+    for (size_t i = 1; i < n && !rc; i++) rc = add_bigram(t, s, &q, (int32_t)i - 1, (int32_t)i);
+    uint64_t key;
+    while (!rc && lp__mq_pop(&q, &key)) {
         int32_t li = (int32_t)(uint32_t)key;
         sym_t *l = &s[li];
         if (l->n == 0 || l->next < 0 || l->bprio != (uint32_t)(key >> 32)) continue;
@@ -90,11 +94,13 @@ int lp__bpe_word(const lp_tokenizer_t *t, const char *w, size_t n, lp__ivec_t *o
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0) s[r->next].prev = li;
-        rc = add_bigram(t, s, &h, l->prev, li);
-        if (!rc) rc = add_bigram(t, s, &h, li, l->next);
+        rc = add_bigram(t, s, &q, l->prev, li);
+        if (!rc) rc = add_bigram(t, s, &q, li, l->next);
     }
+    if (!rc && q.oom) rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     for (int32_t i = 0; i != -1 && !rc; i = s[i].next) rc = emit(t, s[i].sid, out);
-    lp__heap_free(&h);
+    lp__heap_free(&q.h);
+    if (q.big) lp__bq_free(&q.b);
     if (s != small_sym) free(s);
     return rc;
 }

@@ -66,9 +66,10 @@ int lp_tokenizer_svc_new(const char *model_path, lp_tokenizer_svc_t **out)
     return 0;
 }
 
-static int on_hello(void *ctx, const Lmpipe__Hello *peer, Lmpipe__Hello *mine)
+static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine)
 {
     lp_tokenizer_svc_t *s = ctx;
+    (void)controller;
     mine->n_tokens = s->n_tokens;
     mine->vocab_hash = s->vocab_hash;
     mine->model_name = s->model_name;
@@ -143,6 +144,9 @@ static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_fram
                                 d->ids[i], n_tok - 1);
     if (d->n_ids > (1u << 20)) return lp_error_set(LP_ERR(E2BIG), "detokenize: %zu ids", d->n_ids);
     stream_t *st = NULL;
+    if (d->stream && !lp_service_from_controller(svc, req))
+        return lp_error_set(LP_ERR(EPERM), "detokenize: streams are the coordinator's only; use "
+                            "stream 0");
     if (d->stream) {
         st = stream_get(s, d->stream, d->special, d->n_ids > 0 || d->flush);
         if (!st && (d->n_ids > 0 || d->flush)) return LP_ERR(EBUSY); /* message set */

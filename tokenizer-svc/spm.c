@@ -30,6 +30,7 @@ typedef struct spm_ctx {
     sym_t *sym;
     size_t cap;
     lp__heap_t heap;
+    lp__mq_t *bq; /* set while encoding a long chunk */
 } spm_ctx_t;
 
 /* Queue the pair (left, right) when its text is a token; the priority is
@@ -47,6 +48,8 @@ static int try_bigram(spm_ctx_t *c, int32_t left, int32_t right, bool append)
     c->sym[left].bprio = prio;
     c->sym[left].bsize = size;
     uint64_t key = (uint64_t)prio << 32 | (uint32_t)left;
+    if (c->bq)
+        return lp__mq_push(c->bq, key) ? lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory") : 0;
     if (append && c->heap.n < c->heap.cap) {
         c->heap.v[c->heap.n++] = key;
         return 0;
@@ -91,10 +94,25 @@ static int encode_chunk(spm_ctx_t *c, const char *text, size_t len, lp__ivec_t *
         off += l;
     }
     int rc = 0;
+    lp__mq_t q = {0}; /* used for long chunks only; short ones use c->heap */
+    if (n >= LP__BQ_MIN_SYMBOLS) {
+        q.big = true;
+        if (lp__bq_init(&q.b, c->t->n_score_ranks, 2 * (size_t)n))
+            rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+        c->bq = &q;
+    }
     for (int32_t i = 1; i < n && !rc; i++) rc = try_bigram(c, i - 1, i, true);
-    lp__heap_build(&c->heap);
-    while (c->heap.n && !rc) {
-        uint64_t key = lp__heap_pop(&c->heap);
+    if (!q.big) lp__heap_build(&c->heap);
+    uint64_t key;
+    for (;;) {
+        if (rc) break;
+        if (!q.big) {
+            if (!c->heap.n) break;
+            key = lp__heap_pop(&c->heap);
+        } else if (!lp__mq_pop(&q, &key)) {
+            if (q.oom) rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+            break;
+        }
         int32_t li = (int32_t)(uint32_t)key;
         sym_t *l = &c->sym[li];
         if (l->n == 0 || l->next < 0 || l->bprio != (uint32_t)(key >> 32)) continue;
@@ -106,6 +124,10 @@ static int encode_chunk(spm_ctx_t *c, const char *text, size_t len, lp__ivec_t *
         if (r->next >= 0) c->sym[r->next].prev = li;
         rc = try_bigram(c, l->prev, li, false);
         if (!rc) rc = try_bigram(c, li, l->next, false);
+    }
+    if (q.big) {
+        lp__bq_free(&q.b);
+        c->bq = NULL;
     }
     for (int32_t i = 0; i != -1 && n > 0 && !rc; i = c->sym[i].next)
         rc = emit_symbol(c->t, text + c->sym[i].start, c->sym[i].n, out);

@@ -150,6 +150,7 @@ struct lp_tokenizer {
     uint32_t *tok_sid;   /* (n_tokens) sid of each token's text */
     float *scores;       /* (n_tokens) SPM merge scores */
     uint32_t *score_rank; /* (n_tokens) SPM: 0 for the highest score, equal scores equal */
+    uint32_t n_score_ranks; /* distinct scores */
     uint16_t *attr;      /* (n_tokens) LP__ATTR_* bits */
     uint8_t *eog;        /* (n_tokens) 1 for end-of-generation tokens */
     size_t max_token_len;
@@ -171,6 +172,7 @@ struct lp_tokenizer {
 
     /* BPE */
     lp__pairmap_t merges;    /* (sid_left << 32 | sid_right) -> rank, sid */
+    uint32_t n_merge_ranks;  /* length of tokenizer.ggml.merges */
     uint32_t byte_sid[256];  /* sid of each byte's GPT-2 character */
 
     char *chat_template;     /* NUL-terminated copy, or NULL */

@@ -143,6 +143,7 @@ static int build_score_rank(lp_tokenizer_t *t)
         if (i > 0 && t->scores[order[i]] != t->scores[order[i - 1]]) rank++;
         t->score_rank[order[i]] = rank;
     }
+    t->n_score_ranks = rank + 1;
     free(order);
     return 0;
 }
@@ -258,6 +259,7 @@ static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
     if (n > INT32_MAX) return lp_error_set(LP_ERR(EINVAL), "tokenizer.ggml.merges: too many entries");
     rc = lp__pairmap_init(&t->merges, (size_t)n);
     if (rc) return rc;
+    t->n_merge_ranks = (uint32_t)n;
     part_cache_t *pc = calloc(8192, sizeof(*pc));
     if (!pc) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     enum { BATCH = 16 };

@@ -2,8 +2,10 @@
  * row of float32 logits N times and print how often each token was drawn. */
 #include "lmpipe.h"
 
+#include "engine.h"
 #include "error.h"
 #include "sampler.h"
+#include "tokenizer.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,10 +16,11 @@
 #define USAGE                                                                             \
     "usage: lmpipe sample --logits FILE --params JSON --draws N [--seed S]\n"             \
     "                     [--history 0,1,2] [--n-real N] [--mask-file FILE]\n"           \
-    "                     [--plugin PATH[=CONFIG]]\n"                                    \
+    "                     [--plugin PATH[=CONFIG]] [--model M.gguf]\n"                   \
     "  FILE holds one row of little-endian float32 logits; JSON uses llama.cpp\n"        \
     "  /completion names (or @FILE to read it); --mask-file holds one byte per token\n"  \
-    "  (non-zero: never sample)."
+    "  (non-zero: never sample).  --model takes the real token count, the mask\n"      \
+    "  and the vocabulary (for DRY's text sequence breakers) from a GGUF."
 
 /* Read a whole file; caller frees. */
 static int read_file(const char *path, char **out, size_t *len)
@@ -53,6 +56,18 @@ static int read_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
+/* The vocabulary as text, for DRY's text sequence breakers. */
+static int token_piece(void *user, int32_t id, const char **text, size_t *len)
+{
+    return lp_token_piece(user, id, true, text, len);
+}
+
+static int tokenize_text(void *user, const char *text, size_t len, int32_t *out, size_t cap,
+                         size_t *n_out)
+{
+    return lp_tokenize(user, text, len, false, false, out, cap, n_out);
+}
+
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
@@ -66,7 +81,7 @@ static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 int lp_cmd_sample(int argc, char **argv)
 {
     const char *logits_path = NULL, *params = NULL, *history = NULL, *mask_path = NULL;
-    const char *plugin = NULL;
+    const char *plugin = NULL, *model_path = NULL;
     int64_t draws = -1, seed = -2, n_real = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -81,6 +96,7 @@ int lp_cmd_sample(int argc, char **argv)
         else if (!strcmp(a, "--history")) history = v;
         else if (!strcmp(a, "--mask-file")) mask_path = v;
         else if (!strcmp(a, "--plugin")) plugin = v;
+        else if (!strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--draws")) {
             if (parse_i64(v, 1, 100000000, &draws))
                 return lp_cmd_usage_error("sample", "--draws: need 1 to 100000000, got '%s'", v);
@@ -104,6 +120,8 @@ int lp_cmd_sample(int argc, char **argv)
     lp_sampler_seq_t *seq = NULL;
     lp_sampler_params_t *req = NULL;
     uint64_t *counts = NULL;
+    lp_model_t *model = NULL;
+    lp_tokenizer_t *tok = NULL;
 
     if (read_file(logits_path, &row_buf, &row_len)) goto fail;
     if (row_len == 0 || row_len % 4 || row_len / 4 > INT32_MAX) {
@@ -148,6 +166,21 @@ int lp_cmd_sample(int argc, char **argv)
                          mask_len, n_vocab);
             goto fail;
         }
+    }
+    if (model_path) {
+        if (lp_model_load(model_path, &model)) goto fail;
+        const lp_hparams_t *hp = lp_model_hparams(model);
+        if (hp->n_vocab != n_vocab) {
+            lp_error_set(LP_ERR(EINVAL), "%s: rows of %d logits, the row has %d", model_path,
+                         hp->n_vocab, n_vocab);
+            goto fail;
+        }
+        if (!n_real && !mask_path &&
+            lp_sampler_store_set_vocab(st, hp->n_tokens_real, lp_model_token_mask(model), n_vocab))
+            goto fail;
+        if (lp_tokenizer_new_from_gguf(lp_model_gguf(model), &tok)) goto fail;
+        lp_sampler_vocab_text_t vt = {lp_tokenizer_n_tokens(tok), token_piece, tokenize_text, tok};
+        if (lp_sampler_store_set_vocab_text(st, &vt)) goto fail;
     }
     if (n_real || mask_path) {
         if (lp_sampler_store_set_vocab(st, n_real ? (int32_t)n_real : n_vocab,
@@ -202,6 +235,8 @@ fail:
     free(counts);
     lp_sampler_seq_destroy(&seq);
     lp_sampler_store_destroy(&st);
+    lp_tokenizer_destroy(&tok);
+    lp_model_destroy(&model);
     free(req);
     free(row_buf);
     free(params_buf);

@@ -14,10 +14,12 @@
  * weights directly (matvec.cu, the decode path); larger batches dequantize
  * the weight to float32 in row chunks and run cuBLAS (gemm.c), float32
  * weights go to cuBLAS as they are.  Residual adds are fused into the
- * products that feed them (accumulate / beta = 1).
+ * products that feed them (accumulate / beta = 1); on the matvec path q,
+ * k and v of one weight type share a launch, and gate, up and SwiGLU are
+ * one kernel.
  *
  * Decode steps (at most LP_CUDA_MMV_MAX_TOKENS tokens, so no cuBLAS) are
- * captured once per shape in a CUDA graph and replayed: a step is about 13
+ * captured once per shape in a CUDA graph and replayed: a step is 8 to 10
  * launches per layer, whose launch overhead would otherwise exceed the time
  * the weights take to stream.  Nothing a captured kernel is given depends
  * on positions, tokens or cache addresses (they are read from the device
