@@ -431,9 +431,136 @@ INLINE void tile_q6_k(int64_t n, const void *wv, const void *const *xv, const in
     _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
 }
 
-DEFINE_GEMM(gemm_q4_k, tile_q4_k)
+/* Decode (one token), two rows at a time: two independent chains share
+ * each activation load. */
+INLINE void dec2_q4_k(int64_t n, const uint8_t *w0, const uint8_t *w1, const lp__q8k_t *a,
+                      float *out0, float *out1)
+{
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const lp_block_q4_k_t *bb[2] = {(const lp_block_q4_k_t *)w0, (const lp_block_q4_k_t *)w1};
+    for (int64_t i = 0; i < n / LP_QK_K; i++, a++) {
+        __m256i mdup[2], scb[2], isum[2], isum2[2];
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+            __m256i sm = k_scales_mins(bb[r][i].scales);
+            scb[r] = _mm256_permute4x64_epi64(sm, 0x44);
+            mdup[r] = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(sm, 0xee),
+                                          _mm256_load_si256((const __m256i *)dup16_ctrl));
+            isum[r] = isum2[r] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            __m256i xlo = _mm256_load_si256((const __m256i *)(a->qs + 64 * c));
+            __m256i xhi = _mm256_load_si256((const __m256i *)(a->qs + 64 * c + 32));
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(bb[r][i].qs + 32 * c));
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                isum[r] = dot_us_scaled(isum[r], lo, xlo, bcast16(scb[r], 2 * c));
+                isum2[r] = dot_us_scaled(isum2[r], hi, xhi, bcast16(scb[r], 2 * c + 1));
+            }
+        }
+        __m256i bs = _mm256_load_si256((const __m256i *)a->bsums);
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+            __m256i mm = _mm256_madd_epi16(bs, mdup[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(isum[r], isum2[r])),
+                                     _mm256_set1_ps(f16(bb[r][i].d) * a->d), acc[r]);
+            accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm),
+                                      _mm256_set1_ps(f16(bb[r][i].dmin) * a->d), accm[r]);
+        }
+    }
+    *out0 = hsum_ps(_mm256_sub_ps(acc[0], accm[0]));
+    *out1 = hsum_ps(_mm256_sub_ps(acc[1], accm[1]));
+}
+
+DEFINE_GEMM(gemm_q4_k_tiles, tile_q4_k)
+
+static void gemm_q4_k(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,
+                      size_t xrb, int64_t nt, float *y, int64_t ys)
+{
+    if (nt != 1) {
+        gemm_q4_k_tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);
+        return;
+    }
+    int64_t r = 0;
+    for (; r + 2 <= nr; r += 2)
+        dec2_q4_k(n, (const uint8_t *)w + (size_t)r * wrb, (const uint8_t *)w + (size_t)(r + 1) * wrb,
+                  xq, &y[r], &y[r + 1]);
+    if (r < nr) gemm_q4_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1,
+                                y + r, ys);
+}
 DEFINE_GEMM(gemm_q5_k, tile_q5_k)
-DEFINE_GEMM(gemm_q6_k, tile_q6_k)
+/* Decode, two Q6_K rows at a time (as dec2_q4_k). */
+INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_t *b1,
+                      const lp__q8k_t *a, float *out0, float *out1)
+{
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const lp_block_q6_k_t *bb[2] = {b0, b1};
+    for (int64_t i = 0; i < n / LP_QK_K; i++, a++) {
+        __m256i isum[2], isum2[2], sc16[2];
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+            sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)bb[r][i].scales));
+            isum[r] = isum2[r] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            __m256i x[4];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+                x[k] = _mm256_load_si256((const __m256i *)(a->qs + 128 * h + 32 * k));
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+                const lp_block_q6_k_t *b = &bb[r][i];
+                __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+                __m256i sch = h ? _mm256_permute4x64_epi64(sc16[r], 0xee)
+                                : _mm256_permute4x64_epi64(sc16[r], 0x44);
+                __m256i q[4];
+                q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+                q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                       _mm256_and_si256(qh, m30));
+                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                    __m256i sc = _mm256_shuffle_epi8(
+                        sch, _mm256_load_si256((const __m256i *)q6_scale_ctrl[k]));
+                    if (k & 1) isum2[r] = dot_us_scaled(isum2[r], q[k], x[k], sc);
+                    else isum[r] = dot_us_scaled(isum[r], q[k], x[k], sc);
+                }
+            }
+        }
+        __m256i bs = _mm256_load_si256((const __m256i *)a->bsums);
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+            __m256i corr = _mm256_madd_epi16(bs, sc16[r]);
+            __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(isum[r], isum2[r]),
+                                           _mm256_slli_epi32(corr, 5));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),
+                                     _mm256_set1_ps(f16(bb[r][i].d) * a->d), acc[r]);
+        }
+    }
+    *out0 = hsum_ps(acc[0]);
+    *out1 = hsum_ps(acc[1]);
+}
+
+DEFINE_GEMM(gemm_q6_k_tiles, tile_q6_k)
+
+static void gemm_q6_k(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,
+                      size_t xrb, int64_t nt, float *y, int64_t ys)
+{
+    if (nt != 1) {
+        gemm_q6_k_tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);
+        return;
+    }
+    int64_t r = 0;
+    for (; r + 2 <= nr; r += 2)
+        dec2_q6_k(n, (const lp_block_q6_k_t *)((const uint8_t *)w + (size_t)r * wrb),
+                  (const lp_block_q6_k_t *)((const uint8_t *)w + (size_t)(r + 1) * wrb), xq,
+                  &y[r], &y[r + 1]);
+    if (r < nr) gemm_q6_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1,
+                                y + r, ys);
+}
 
 /* ---- batched GEMM (VNNI): repacked row groups ---------------------------
  *
