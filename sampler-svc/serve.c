@@ -168,9 +168,11 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
             goto out;
         }
         /* The row may still be on its way (SampleRequest.wait): the engine
-         * wakes this futex wait when it publishes or fails the slot. */
-        int wrc = wait ? lp_shm_ring_wait(s->ring, it->ref->slot, it->ref->seq, 10000) : 0;
-        if (wrc == LP_ERR(ETIMEDOUT) || wrc == LP_ERR(ERANGE)) {
+         * wakes this futex wait when it publishes or fails the slot.  A long
+         * prefill of a big model on a CPU can take minutes: the limit is only
+         * there for an engine that died (lmpipe up stops the rest then). */
+        int wrc = wait ? lp_shm_ring_wait(s->ring, it->ref->slot, it->ref->seq, 300000) : 0;
+        if (wrc == LP_ERR(ETIMEDOUT) || wrc == LP_ERR(ERANGE) || wrc == LP_ERR(EPIPE)) {
             snprintf(err, errcap, "%s", lp_error_msg());
             from_ring = false; /* not ours to release */
             goto out;
