@@ -172,99 +172,105 @@ DEFINE_GEMM(gemm_bf16, tile_bf16)
 
 /* ---- legacy types: 32-element blocks, Q8 activations -------------------- */
 
-INLINE void tile_q8_0(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
+enum { L_Q8_0, L_Q4_0, L_Q5_0, L_Q4_1, L_Q5_1 };
+
+/* Block i of a legacy row dotted with each token: Q8_0 through |q| and
+ * the sign trick; Q4_0/Q5_0 as unsigned q with the offset times the
+ * activation sum folded into the accumulator (sum((q - off) x) =
+ * sum(q x) - off sum(x)); Q4_1/Q5_1 as d_w d_x sum(q x) + m_w s_x. */
+INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void *const *xv,
+                         const int nt, __m256 *acc, float *mins)
 {
-    const lp_block_q8_0_t *b = wv;
-    __m256 acc[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        __m256i aq = _mm256_sign_epi8(q, q); /* |q| as unsigned bytes (-128 -> 128) */
-        float d = f16(b[i].d);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i x = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i s = dot_us(_mm256_setzero_si256(), aq, x);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-        }
+    static const size_t bsize[] = {sizeof(lp_block_q8_0_t), sizeof(lp_block_q4_0_t),
+                                   sizeof(lp_block_q5_0_t), sizeof(lp_block_q4_1_t),
+                                   sizeof(lp_block_q5_1_t)};
+    const uint8_t *blk = w + (size_t)i * bsize[kind];
+    __m256i q, aq = _mm256_setzero_si256();
+    float d, m = 0;
+    int off = 0;
+    switch (kind) {
+    case L_Q8_0: {
+        const lp_block_q8_0_t *b = (const lp_block_q8_0_t *)blk;
+        q = _mm256_loadu_si256((const __m256i *)b->qs);
+        aq = _mm256_sign_epi8(q, q); /* |q| as unsigned bytes (-128 -> 128) */
+        d = f16(b->d);
+        break;
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
+    case L_Q4_0: {
+        const lp_block_q4_0_t *b = (const lp_block_q4_0_t *)blk;
+        q = unpack_nibbles16(b->qs);
+        d = f16(b->d);
+        off = 8;
+        break;
+    }
+    case L_Q5_0: {
+        const lp_block_q5_0_t *b = (const lp_block_q5_0_t *)blk;
+        q = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
+        d = f16(b->d);
+        off = 16;
+        break;
+    }
+    case L_Q4_1: {
+        const lp_block_q4_1_t *b = (const lp_block_q4_1_t *)blk;
+        q = unpack_nibbles16(b->qs);
+        d = f16(b->d);
+        m = f16(b->m);
+        break;
+    }
+    default: {
+        const lp_block_q5_1_t *b = (const lp_block_q5_1_t *)blk;
+        q = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
+        d = f16(b->d);
+        m = f16(b->m);
+        break;
+    }
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
+        const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
+        __m256i x = _mm256_loadu_si256((const __m256i *)a->qs);
+        __m256i s;
+        if (kind == L_Q8_0) s = dot_us(_mm256_setzero_si256(), aq, _mm256_sign_epi8(x, q));
+        else if (off) s = dot_us(lane0(-off * a->sum), q, x);
+        else s = dot_us(_mm256_setzero_si256(), q, x);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
+        if (kind == L_Q4_1 || kind == L_Q5_1) mins[t] += m * f16(a->s);
+    }
 }
 
-/* Q4_0 / Q5_0: unsigned q with an offset: sum((q - off) * x) =
- * sum(q * x) - off * sum(x). */
-INLINE void tile_q4_0(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
+/* Blocks in pairs with two sets of accumulators: the FMA chain through one
+ * accumulator would otherwise bound a single-token row at one block per
+ * FMA latency. */
+INLINE void tile_legacy(const int kind, int64_t n, const void *wv, const void *const *xv,
+                        const int nt, float *out)
 {
-    const lp_block_q4_0_t *b = wv;
-    __m256 acc[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = unpack_nibbles16(b[i].qs);
-        float d = f16(b[i].d);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i s = dot_us(lane0(-8 * a->sum), q, _mm256_loadu_si256((const __m256i *)a->qs));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-        }
-    }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
-}
-
-INLINE void tile_q5_0(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
-{
-    const lp_block_q5_0_t *b = wv;
-    __m256 acc[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = _mm256_or_si256(unpack_nibbles16(b[i].qs), bits_to_0x10(b[i].qh));
-        float d = f16(b[i].d);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i s = dot_us(lane0(-16 * a->sum), q, _mm256_loadu_si256((const __m256i *)a->qs));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-        }
-    }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
-}
-
-/* Q4_1 / Q5_1: d_w*d_x*sum(q*x) + m_w*s_x. */
-INLINE void tile_q4_1(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
-{
-    const lp_block_q4_1_t *b = wv;
-    __m256 acc[NT];
+    __m256 acc0[NT], acc1[NT];
     float mins[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) { acc[t] = _mm256_setzero_ps(); mins[t] = 0; }
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = unpack_nibbles16(b[i].qs);
-        float d = f16(b[i].d), m = f16(b[i].m);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i s = dot_us(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a->qs));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-            mins[t] += m * f16(a->s);
-        }
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
+        acc0[t] = acc1[t] = _mm256_setzero_ps();
+        mins[t] = 0;
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + mins[t];
+    int64_t nb = n / LP_QK, i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        legacy_block(kind, wv, i, xv, nt, acc0, mins);
+        legacy_block(kind, wv, i + 1, xv, nt, acc1, mins);
+    }
+    if (i < nb) legacy_block(kind, wv, i, xv, nt, acc0, mins);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++)
+        out[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + mins[t];
 }
 
-INLINE void tile_q5_1(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
-{
-    const lp_block_q5_1_t *b = wv;
-    __m256 acc[NT];
-    float mins[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) { acc[t] = _mm256_setzero_ps(); mins[t] = 0; }
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = _mm256_or_si256(unpack_nibbles16(b[i].qs), bits_to_0x10(b[i].qh));
-        float d = f16(b[i].d), m = f16(b[i].m);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i s = dot_us(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a->qs));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-            mins[t] += m * f16(a->s);
-        }
+#define DEFINE_LEGACY_TILE(name, kind)                                                    \
+    INLINE void name(int64_t n, const void *w, const void *const *xv, const int nt,       \
+                     float *out)                                                          \
+    {                                                                                     \
+        tile_legacy(kind, n, w, xv, nt, out);                                             \
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + mins[t];
-}
+
+DEFINE_LEGACY_TILE(tile_q8_0, L_Q8_0)
+DEFINE_LEGACY_TILE(tile_q4_0, L_Q4_0)
+DEFINE_LEGACY_TILE(tile_q5_0, L_Q5_0)
+DEFINE_LEGACY_TILE(tile_q4_1, L_Q4_1)
+DEFINE_LEGACY_TILE(tile_q5_1, L_Q5_1)
 
 DEFINE_GEMM(gemm_q8_0, tile_q8_0)
 DEFINE_GEMM(gemm_q4_0, tile_q4_0)
