@@ -16,7 +16,7 @@
 #define LP_PROTOCOL_NAME "lmpipe"
 #define LP_PROTOCOL_VERSION 1u
 
-/* "hostname/boot-id"; borrowed, static. */
+/* "hostname/boot-id", or $LMPIPE_HOST_ID when set; borrowed, static. */
 const char *lp_host_id(void);
 const char *lp_role_name(Lmpipe__Role r);
 

@@ -243,6 +243,11 @@ out:
     zmq_close(svc->sock);
     /* An ipc:// endpoint leaves its socket file behind after close. */
     if (bound && !strncmp(endpoint, "ipc://", 6)) unlink(endpoint + 6);
+    /* The run folder of `lmpipe up`: the last service out removes it (rmdir
+     * fails while another socket file is still there), so that nothing is
+     * left even when lmpipe itself was killed. */
+    const char *run_dir = getenv("LMPIPE_RUN_DIR");
+    if (run_dir && run_dir[0]) rmdir(run_dir);
     zmq_ctx_term(svc->zctx);
     free(svc->peers);
     free(svc);

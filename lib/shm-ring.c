@@ -4,6 +4,7 @@
 #include "error.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +338,10 @@ int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
         if (left <= 0)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u did not get seq %llu in %d ms",
                                 r->name, slot, (unsigned long long)seq, wait_ms);
+        /* A writer that died will never publish: do not wait for it. */
+        if (r->hdr->owner_pid && kill((pid_t)r->hdr->owner_pid, 0) != 0 && errno == ESRCH)
+            return lp_error_set(LP_ERR(EPIPE), "shm %s: the engine (pid %u) that writes the ring "
+                                "has exited", r->name, r->hdr->owner_pid);
         futex_wait(&s->state, st, left > 50 ? 50 : (int)left);
     }
 }

@@ -108,7 +108,8 @@ int lp_shm_ring_abandon(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
  * hold `seq` or is not published. */
 int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const float **row);
 /* Reader: wait up to wait_ms for slot to hold `seq` published: 0, then
- * read it; LP_ERR(EIO) when the writer failed it; LP_ERR(ETIMEDOUT). */
+ * read it; LP_ERR(EIO) when the writer failed it; LP_ERR(EPIPE) when the
+ * writer's process has exited; LP_ERR(ETIMEDOUT). */
 int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms);
 /* Reader: hand the slot back to the writer (same checks as read; a failed
  * slot is freed too). */

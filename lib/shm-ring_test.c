@@ -215,11 +215,41 @@ static void test_wait(void)
     lp_shm_ring_destroy(&w);
 }
 
+/* The writer's process is gone: a reader does not wait for it. */
+static void test_writer_gone(void)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        lp_shm_ring_t *w;
+        if (lp_shm_ring_create(NULL, 2, 10, &w)) _exit(2);
+        char name[256];
+        snprintf(name, sizeof(name), "%s", lp_shm_ring_name(w));
+        if (write(fds[1], name, sizeof(name)) != (ssize_t)sizeof(name)) _exit(3);
+        _exit(0); /* no destroy: the segment stays, its writer is gone */
+    }
+    char name[256] = "";
+    CHECK(read(fds[0], name, sizeof(name)) == (ssize_t)sizeof(name));
+    int st;
+    waitpid(pid, &st, 0);
+    lp_shm_ring_t *r;
+    CHECK_RC(lp_shm_ring_open(name, &r), 0);
+    if (r) {
+        CHECK_RC(lp_shm_ring_wait(r, 0, 1, 5000), LP_ERR(EPIPE));
+        lp_shm_ring_destroy(&r);
+    }
+    shm_unlink(name);
+    close(fds[0]);
+    close(fds[1]);
+}
+
 int main(void)
 {
     test_basic();
     test_bad();
     test_two_processes();
     test_wait();
+    test_writer_gone();
     return CHECK_DONE();
 }

@@ -36,6 +36,12 @@ start_up() { # extra args...
 check_clean() { # what
     for _ in $(seq 1 100); do kill -0 $up 2>/dev/null || break; sleep 0.1; done
     kill -0 $up 2>/dev/null && { echo "FAIL ($1): lmpipe up still runs"; fail=1; }
+    for _ in $(seq 1 100); do # the services stop on their own after a killed lmpipe
+        alive=0
+        for k in $kids; do kill -0 $k 2>/dev/null && alive=1; done
+        [ $alive -eq 0 ] && break
+        sleep 0.1
+    done
     for k in $kids; do
         kill -0 $k 2>/dev/null && { echo "FAIL ($1): service $k still runs"; fail=1; }
     done
@@ -76,6 +82,15 @@ if start_up; then
     check_clean "engine killed"
     wait $up
     [ $? -ne 0 ] || { echo "FAIL: lmpipe up exited 0 after a service died"; fail=1; }
+fi
+
+# lmpipe up itself killed (no chance to clean up): the services get SIGTERM
+# from the kernel (PR_SET_PDEATHSIG), stop cleanly and remove their ring and
+# socket files themselves.
+if start_up; then
+    kill -KILL $up
+    wait $up 2>/dev/null
+    check_clean "lmpipe up killed"
 fi
 
 # Every endpoint on tcp:// instead of ipc:// (one host: the logits still go

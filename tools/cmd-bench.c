@@ -7,31 +7,12 @@
 
 #include "engine.h"
 #include "error.h"
+#include "sysinfo.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static long rss_kb(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof(line), f))
-        if (!strncmp(line, field, n)) kb = strtol(line + n, NULL, 10);
-    if (f) fclose(f);
-    return kb;
-}
 
 typedef struct bench {
     lp_engine_t *eng;
@@ -43,27 +24,27 @@ typedef struct bench {
 static int run_prefill(bench_t *b, int32_t n, double *secs)
 {
     lp_engine_seq_reset(b->eng, 0);
-    double t0 = now_s();
+    double t0 = lp_now_s();
     for (int32_t pos = 0; pos < n; pos += b->batch) {
         int32_t k = n - pos < b->batch ? n - pos : b->batch;
         lp_batch_seq_t s = {0, pos, k, b->tokens + pos, pos + k == n};
         int rc = lp_engine_step(b->eng, &s, 1, &b->logits);
         if (rc) return rc;
     }
-    *secs = now_s() - t0;
+    *secs = lp_now_s() - t0;
     return 0;
 }
 
 static int run_decode(bench_t *b, int32_t n, double *secs)
 {
     lp_engine_seq_reset(b->eng, 0);
-    double t0 = now_s();
+    double t0 = lp_now_s();
     for (int32_t pos = 0; pos < n; pos++) {
         lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1};
         int rc = lp_engine_step(b->eng, &s, 1, &b->logits);
         if (rc) return rc;
     }
-    *secs = now_s() - t0;
+    *secs = lp_now_s() - t0;
     return 0;
 }
 
@@ -145,8 +126,8 @@ int lp_cmd_bench(int argc, char **argv)
                "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, \"rss_mb\": %.1f, "
                "\"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f}\n",
                model_path, lp_engine_backend_name(b.eng), threads, pp, tg,
-               pp ? pp / t_pp : 0.0, tg ? tg / t_tg : 0.0, rss_kb("VmRSS:") / 1024.0,
-               rss_kb("VmHWM:") / 1024.0,
+               pp ? pp / t_pp : 0.0, tg ? tg / t_tg : 0.0, lp_proc_status_kb("VmRSS") / 1024.0,
+               lp_proc_status_kb("VmHWM") / 1024.0,
                lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0, kv_mb);
     }
     free(b.tokens);

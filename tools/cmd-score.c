@@ -7,31 +7,13 @@
 
 #include "engine.h"
 #include "error.h"
+#include "sysinfo.h"
 
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof(line), f))
-        if (!strncmp(line, "VmRSS:", 6)) kb = strtol(line + 6, NULL, 10);
-    if (f) fclose(f);
-    return kb;
-}
 
 /* Parse "1,403,407" into a new array; returns the count or -1. */
 static int32_t parse_ids(const char *s, int32_t **out)
@@ -119,7 +101,7 @@ int lp_cmd_score(int argc, char **argv)
     if (n <= 0)
         return lp_cmd_usage_error("score", "--ids must be a comma-separated list of token ids");
 
-    double t0 = now_s();
+    double t0 = lp_now_s();
     lp_model_t *model = NULL;
     lp_engine_t *eng = NULL;
     float *logits = NULL;
@@ -130,7 +112,7 @@ int lp_cmd_score(int argc, char **argv)
     lp_engine_params_t ep = {.n_ctx = n, .max_seqs = 1, .max_batch_tokens = chunk,
                              .n_threads = threads, .exact = exact, .backend = backend};
     if (!rc) rc = lp_engine_new(model, &ep, &eng);
-    double t_load = now_s() - t0, t_eval = 0;
+    double t_load = lp_now_s() - t0, t_eval = 0;
     if (!rc) {
         logits = malloc(sizeof(float) * (size_t)chunk * (size_t)hp->n_vocab);
         rows = malloc(sizeof(float *) * (size_t)chunk);
@@ -141,16 +123,16 @@ int lp_cmd_score(int argc, char **argv)
         for (int32_t r = 0; r < k; r++) rows[r] = logits + (size_t)r * hp->n_vocab;
         lp_batch_seq_t b = {.seq_id = 0, .pos = pos, .n_tokens = k, .tokens = ids + pos,
                             .n_logits = k};
-        double t1 = now_s();
+        double t1 = lp_now_s();
         rc = lp_engine_step(eng, &b, 1, rows);
-        t_eval += now_s() - t1;
+        t_eval += lp_now_s() - t1;
         for (int32_t r = 0; !rc && r < k; r++) print_top(pos + r, rows[r], hp->n_vocab, top);
     }
     if (rc) fprintf(stderr, "lmpipe score: %s\n", lp_error_msg());
     else if (stats)
         fprintf(stderr, "{\"stats\": {\"backend\": \"%s\", \"tokens\": %d, \"load_s\": %.4f, "
                 "\"eval_s\": %.4f, \"tok_s\": %.2f, \"rss_mb\": %.1f, \"file_mb\": %.1f}}\n",
-                lp_engine_backend_name(eng), n, t_load, t_eval, n / t_eval, rss_kb() / 1024.0,
+                lp_engine_backend_name(eng), n, t_load, t_eval, n / t_eval, lp_proc_status_kb("VmRSS") / 1024.0,
                 lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0);
     free(rows);
     free(logits);

@@ -227,14 +227,19 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
     /* The environment, plus the parent pid for PR_SET_PDEATHSIG. */
     size_t n_env = 0;
     while (environ[n_env]) n_env++;
-    char **env = calloc(n_env + 2, sizeof(char *));
-    char parent[64];
+    char **env = calloc(n_env + 3, sizeof(char *));
+    char parent[64], run_dir[PATH_MAX + 32];
     snprintf(parent, sizeof(parent), "LMPIPE_PARENT_PID=%d", (int)getpid());
+    snprintf(run_dir, sizeof(run_dir), "LMPIPE_RUN_DIR=%s", p->own_run_dir ? p->run_dir : "");
     size_t k = 0;
     for (size_t i = 0; env && i < n_env; i++)
-        if (strncmp(environ[i], "LMPIPE_PARENT_PID=", 18)) env[k++] = environ[i];
+        if (strncmp(environ[i], "LMPIPE_PARENT_PID=", 18) && strncmp(environ[i], "LMPIPE_RUN_DIR=", 15))
+            env[k++] = environ[i];
     int rc = env ? 0 : LP_ERR(ENOMEM);
-    if (env) env[k++] = parent;
+    if (env) {
+        env[k++] = parent;
+        env[k++] = run_dir;
+    }
     for (int i = 0; !rc && i < P_COUNT; i++) rc = spawn(p, o, i, env);
     free(env);
     *out = p;

@@ -192,7 +192,7 @@ int main(void)
         }
         ran++;
         test_quantizers(k);
-        const int64_t shapes[][3] = {{256, 1, 1}, {512, 5, 3}, {768, 3, 9}, {2048, 2, 4},
+        const int64_t shapes[][3] = {{256, 1, 1}, {512, 5, 3}, {768, 3, 9}, {2048, 2, 4}, {512, 5, 1},
                                      {256, 4, 7}};
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
             for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
