@@ -540,6 +540,30 @@ static void test_robust(const char *model, const char *golden_path)
     CHECK_RC(lp_client_generate(c2, 10, &bad, 10000, NULL, NULL, &gen), 0);
     CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "n_predict"));
     lp_generation_clear(&gen);
+    /* A stop string: the text ends right before its first occurrence in the
+     * golden text, the finish reason says so, and nothing after it comes. */
+    const lp_json_t *exp = lp_json_get(lp_json_root(doc), "expected_text");
+    const char *stop = "girl named Lily";
+    const char *at = exp ? strstr(exp->u.str, stop) : NULL;
+    CHECK(at != NULL);
+    Lmpipe__GenerateRequest sg = LMPIPE__GENERATE_REQUEST__INIT;
+    ProtobufCBinaryData sb = {strlen(stop), (uint8_t *)stop};
+    sg.n_predict = (int32_t)n_want;
+    sg.params_json = "{\"temperature\": 0}";
+    sg.n_stop = 1;
+    sg.stop = &sb;
+    CHECK_RC(lp_client_generate(c2, 11, &sg, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_STOP);
+    CHECK(at && gen.text_len == (size_t)(at - exp->u.str) && !memcmp(gen.text, exp->u.str, gen.text_len));
+    lp_generation_clear(&gen);
+    /* The same through params_json, as a llama.cpp /completion body. */
+    sg.n_stop = 0;
+    sg.n_predict = 0;
+    sg.params_json = "{\"prompt\": \"\", \"n_predict\": 200, \"temperature\": 0, \"stop\": [\"girl named Lily\"]}";
+    CHECK_RC(lp_client_generate(c2, 12, &sg, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_STOP);
+    CHECK(at && gen.text_len == (size_t)(at - exp->u.str) && !memcmp(gen.text, exp->u.str, gen.text_len));
+    lp_generation_clear(&gen);
     lp_client_destroy(&c2);
 
     /* Malformed and hostile frames to every socket. */
