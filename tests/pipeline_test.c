@@ -564,6 +564,33 @@ static void test_robust(const char *model, const char *golden_path)
     CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_STOP);
     CHECK(at && gen.text_len == (size_t)(at - exp->u.str) && !memcmp(gen.text, exp->u.str, gen.text_len));
     lp_generation_clear(&gen);
+    /* Logprobs (n_probs): each token event's top 3 match the golden's ids and
+     * log-probabilities (F32: within 0.001, goldens/README.md). */
+    Lmpipe__GenerateRequest pg = LMPIPE__GENERATE_REQUEST__INIT;
+    pg.n_predict = 5;
+    pg.params_json = "{\"temperature\": 0, \"n_probs\": 3}";
+    CHECK(lp_client_send_generate(c2, 13, &pg) == 0);
+    const lp_json_t *steps = lp_json_get(cs, "steps");
+    int seen = 0;
+    while (lp_client_recv(c2, 10000, &f) == 0) {
+        int done = f.msg->body_case != LMPIPE__MSG__BODY_TOKEN;
+        if (!done && f.msg->id == 13 && steps && (size_t)seen < steps->n) {
+            const Lmpipe__TokenEvent *t = f.msg->token;
+            const lp_json_t *st = &steps->u.items[seen];
+            CHECK(t->n_top == 3);
+            for (size_t k = 0; k < t->n_top && k < 3; k++) {
+                CHECK(t->top[k]->id == (int32_t)st->u.items[k].u.items[0].u.num);
+                double d = t->top[k]->logprob - st->u.items[k].u.items[1].u.num;
+                CHECK(d < 0.001 && d > -0.001);
+            }
+            double d0 = t->logprob - st->u.items[0].u.items[1].u.num;
+            CHECK(t->id == want[seen] && d0 < 0.001 && d0 > -0.001);
+            seen++;
+        }
+        lp_frame_clear(&f);
+        if (done) break;
+    }
+    CHECK(seen == 5);
     lp_client_destroy(&c2);
 
     /* Malformed and hostile frames to every socket. */
