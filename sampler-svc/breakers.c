@@ -75,6 +75,27 @@ static int resolve_text(const lp_sampler_vocab_text_t *vt, const char *str, size
     return 0;
 }
 
+/* Add p's ID breakers to x and hand x over as a sorted table. */
+static int finish(vec_t *x, int rc, const lp_sampler_params_t *p, lp_dry_breakers_t **out)
+{
+    for (int32_t i = 0; !rc && i < p->n_breakers; i++) {
+        lp_dry_breaker_t b = {.head = p->breakers[i][0], .tail_len = p->breaker_len[i] - 1};
+        memcpy(b.tail, &p->breakers[i][1], (size_t)b.tail_len * sizeof(int32_t));
+        rc = push(x, &b);
+    }
+    lp_dry_breakers_t *t = rc ? NULL : malloc(sizeof(*t));
+    if (!rc && !t) rc = lp_error_set(LP_ERR(ENOMEM), "dry breakers: out of memory");
+    if (rc) {
+        free(x->v);
+        return rc;
+    }
+    if (x->n) qsort(x->v, x->n, sizeof(*x->v), cmp_head);
+    t->n = x->n;
+    t->v = x->v;
+    *out = t;
+    return 0;
+}
+
 int lp_dry_breakers_build(const lp_sampler_vocab_text_t *vt, const lp_sampler_params_t *p,
                           lp_dry_breakers_t **out)
 {
@@ -83,22 +104,22 @@ int lp_dry_breakers_build(const lp_sampler_vocab_text_t *vt, const lp_sampler_pa
     int rc = 0;
     for (int32_t i = 0; vt && !rc && i < p->n_text_breakers; i++)
         rc = resolve_text(vt, p->text_breakers[i], (size_t)p->text_breaker_len[i], &x);
-    for (int32_t i = 0; !rc && i < p->n_breakers; i++) {
-        lp_dry_breaker_t b = {.head = p->breakers[i][0], .tail_len = p->breaker_len[i] - 1};
-        memcpy(b.tail, &p->breakers[i][1], (size_t)b.tail_len * sizeof(int32_t));
-        rc = push(&x, &b);
+    return finish(&x, rc, p, out);
+}
+
+int lp_dry_breakers_with_ids(const lp_dry_breakers_t *text, const lp_sampler_params_t *p,
+                             lp_dry_breakers_t **out)
+{
+    *out = NULL;
+    vec_t x = {0};
+    size_t n = text ? text->n : 0;
+    if (n) {
+        if (!(x.v = malloc(n * sizeof(*x.v))))
+            return lp_error_set(LP_ERR(ENOMEM), "dry breakers: out of memory");
+        memcpy(x.v, text->v, n * sizeof(*x.v));
+        x.n = x.cap = n;
     }
-    lp_dry_breakers_t *t = rc ? NULL : malloc(sizeof(*t));
-    if (!rc && !t) rc = lp_error_set(LP_ERR(ENOMEM), "dry breakers: out of memory");
-    if (rc) {
-        free(x.v);
-        return rc;
-    }
-    if (x.n) qsort(x.v, x.n, sizeof(*x.v), cmp_head);
-    t->n = x.n;
-    t->v = x.v;
-    *out = t;
-    return 0;
+    return finish(&x, 0, p, out);
 }
 
 lp_dry_breakers_t *lp_dry_breakers_copy(const lp_dry_breakers_t *b)

@@ -40,6 +40,9 @@ typedef struct lp_dry_breakers {
  * ID breakers.  *out owns a new table. */
 int lp_dry_breakers_build(const lp_sampler_vocab_text_t *vt, const lp_sampler_params_t *p,
                           lp_dry_breakers_t **out);
+/* A new table: `text` (may be NULL) plus p's ID breakers. */
+int lp_dry_breakers_with_ids(const lp_dry_breakers_t *text, const lp_sampler_params_t *p,
+                             lp_dry_breakers_t **out);
 /* A copy of a table (NULL gives an empty one); NULL on out-of-memory. */
 lp_dry_breakers_t *lp_dry_breakers_copy(const lp_dry_breakers_t *b);
 void lp_dry_breakers_destroy(lp_dry_breakers_t **self_p);

@@ -6,6 +6,7 @@
 #include "breakers.h"
 #include "chain.h"
 #include "tokenizer.h"
+#include "vocab-text.h"
 
 #include "check.h"
 #include "error.h"
@@ -13,17 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int piece(void *user, int32_t id, const char **text, size_t *len)
-{
-    return lp_token_piece(user, id, true, text, len);
-}
-
-static int tokenize(void *user, const char *text, size_t len, int32_t *out, size_t cap,
-                    size_t *n_out)
-{
-    return lp_tokenize(user, text, len, false, false, out, cap, n_out);
-}
 
 static bool has(const lp_dry_breakers_t *t, int32_t head, const int32_t *tail, int32_t n)
 {
@@ -72,7 +62,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", lp_error_msg());
         return 1;
     }
-    lp_sampler_vocab_text_t vt = {lp_tokenizer_n_tokens(tok), piece, tokenize, tok};
+    lp_sampler_vocab_text_t vt = lp_sampler_vocab_text_of(tok);
 
     /* llama.cpp's default breakers "\n" ":" "\"" "*": every token whose text
      * holds one of them is a breaker on its own */

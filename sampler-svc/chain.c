@@ -297,7 +297,7 @@ int lp_sampler_chain_build(const lp_sampler_params_t *p, int32_t n_vocab, lp_rng
             case LP_SAMPLER_DRY: {
                 lp_dry_breakers_t *own = NULL;
                 const lp_dry_breakers_t *br = dry_breakers;
-                if (!br && (rc = lp_dry_breakers_build(NULL, p, &own))) break;
+                if (!br && (rc = lp_dry_breakers_with_ids(NULL, p, &own))) break;
                 rc = add(ch, lp_sampler_dry_new(p->dry_multiplier, p->dry_base,
                                                 p->dry_allowed_length,
                                                 p->dry_penalty_last_n < 0 ? hist

@@ -12,6 +12,7 @@
 #include "sampler.h"
 #include "shm-ring.h"
 #include "tokenizer.h"
+#include "vocab-text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -43,18 +44,6 @@ void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
     *self_p = NULL;
 }
 
-/* The vocabulary as text for the sampler store (DRY sequence breakers). */
-static int token_piece(void *user, int32_t id, const char **text, size_t *len)
-{
-    return lp_token_piece(user, id, true, text, len);
-}
-
-static int tokenize_text(void *user, const char *text, size_t len, int32_t *out, size_t cap,
-                         size_t *n_out)
-{
-    return lp_tokenize(user, text, len, false, false, out, cap, n_out);
-}
-
 int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
 {
     *out = NULL;
@@ -71,8 +60,7 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
                                     hp->n_vocab);
     if (rc) goto fail;
     if ((rc = lp_tokenizer_new_from_gguf(lp_model_gguf(s->model), &s->tok)) == 0) {
-        lp_sampler_vocab_text_t vt = {lp_tokenizer_n_tokens(s->tok), token_piece, tokenize_text,
-                                      s->tok};
+        lp_sampler_vocab_text_t vt = lp_sampler_vocab_text_of(s->tok);
         if ((rc = lp_sampler_store_set_vocab_text(s->store, &vt)) != 0) goto fail;
     } else {
         /* no tokenizer in the GGUF: only token-ID breakers act */

@@ -217,38 +217,10 @@ int lp__store_dry_breakers(lp_sampler_store_t *st, const lp_sampler_params_t *p,
         }
     }
     /* the caller's copy: the text table plus p's ID breakers */
-    lp_dry_breakers_t *ids = NULL, *all = NULL;
-    if (!rc) {
-        lp_sampler_params_t *idp = malloc(sizeof(*idp));
-        if (!idp) rc = lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory");
-        else {
-            memcpy(idp, p, sizeof(*idp));
-            idp->n_text_breakers = 0;
-            rc = lp_dry_breakers_build(NULL, idp, &ids);
-            free(idp);
-        }
-    }
-    if (!rc) {
-        all = malloc(sizeof(*all));
-        lp_dry_breaker_t *v = malloc((text->n + ids->n + 1) * sizeof(*v));
-        if (!all || !v) {
-            free(all);
-            free(v);
-            all = NULL;
-            rc = lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory");
-        } else {
-            /* merge two head-sorted tables */
-            size_t a = 0, b = 0, k = 0;
-            while (a < text->n || b < ids->n)
-                v[k++] = b >= ids->n || (a < text->n && text->v[a].head <= ids->v[b].head)
-                             ? text->v[a++] : ids->v[b++];
-            all->v = v;
-            all->n = k;
-        }
-    }
+    lp_dry_breakers_t *all = NULL;
+    if (!rc) rc = lp_dry_breakers_with_ids(text, p, &all);
     pthread_mutex_unlock(&st->breakers_lock);
     free(key);
-    lp_dry_breakers_destroy(&ids);
     *out = all;
     return rc;
 }

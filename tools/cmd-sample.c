@@ -6,6 +6,7 @@
 #include "error.h"
 #include "sampler.h"
 #include "tokenizer.h"
+#include "vocab-text.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -54,18 +55,6 @@ static int read_file(const char *path, char **out, size_t *len)
     *out = buf;
     *len = n;
     return 0;
-}
-
-/* The vocabulary as text, for DRY's text sequence breakers. */
-static int token_piece(void *user, int32_t id, const char **text, size_t *len)
-{
-    return lp_token_piece(user, id, true, text, len);
-}
-
-static int tokenize_text(void *user, const char *text, size_t len, int32_t *out, size_t cap,
-                         size_t *n_out)
-{
-    return lp_tokenize(user, text, len, false, false, out, cap, n_out);
 }
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -179,7 +168,7 @@ int lp_cmd_sample(int argc, char **argv)
             lp_sampler_store_set_vocab(st, hp->n_tokens_real, lp_model_token_mask(model), n_vocab))
             goto fail;
         if (lp_tokenizer_new_from_gguf(lp_model_gguf(model), &tok)) goto fail;
-        lp_sampler_vocab_text_t vt = {lp_tokenizer_n_tokens(tok), token_piece, tokenize_text, tok};
+        lp_sampler_vocab_text_t vt = lp_sampler_vocab_text_of(tok);
         if (lp_sampler_store_set_vocab_text(st, &vt)) goto fail;
     }
     if (n_real || mask_path) {

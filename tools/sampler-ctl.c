@@ -17,7 +17,10 @@ int lp_sampler_ctl(const char *endpoint, const char *json, int timeout_ms, bool 
     lp_client_t *c;
     int rc = lp_client_new(endpoint, &c);
     if (rc) return rc;
-    if ((rc = lp_client_hello_as(c, LMPIPE__ROLE__ROLE_SAMPLER, timeout_ms))) goto out;
+    if ((rc = lp_client_hello_as(c, LMPIPE__ROLE__ROLE_SAMPLER, timeout_ms))) {
+        lp_error_prefix("sampler-svc at %s: ", endpoint);
+        goto out;
+    }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     Lmpipe__SamplerControl sc = LMPIPE__SAMPLER_CONTROL__INIT;
     sc.json = (char *)json;

@@ -102,7 +102,7 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
         for (int64_t t0 = 0; t0 < nt; t0 += NT) {                                         \
             int m = nt - t0 < NT ? (int)(nt - t0) : NT;                                   \
             const void *x[NT];                                                            \
-            _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++)                                                  \
+            _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++)                        \
                 x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;         \
             for (int64_t r = 0; r < nr; r++) {                                            \
                 float out[NT];                                                            \
@@ -172,99 +172,105 @@ DEFINE_GEMM(gemm_bf16, tile_bf16)
 
 /* ---- legacy types: 32-element blocks, Q8 activations -------------------- */
 
-INLINE void tile_q8_0(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
+enum { L_Q8_0, L_Q4_0, L_Q5_0, L_Q4_1, L_Q5_1 };
+
+/* Block i of a legacy row dotted with each token: Q8_0 through |q| and
+ * the sign trick; Q4_0/Q5_0 as unsigned q with the offset times the
+ * activation sum folded into the accumulator (sum((q - off) x) =
+ * sum(q x) - off sum(x)); Q4_1/Q5_1 as d_w d_x sum(q x) + m_w s_x. */
+INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void *const *xv,
+                         const int nt, __m256 *acc, float *mins)
 {
-    const lp_block_q8_0_t *b = wv;
-    __m256 acc[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        __m256i aq = _mm256_sign_epi8(q, q); /* |q| as unsigned bytes (-128 -> 128) */
-        float d = f16(b[i].d);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i x = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), q);
-            __m256i s = dot_us(_mm256_setzero_si256(), aq, x);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-        }
+    static const size_t bsize[] = {sizeof(lp_block_q8_0_t), sizeof(lp_block_q4_0_t),
+                                   sizeof(lp_block_q5_0_t), sizeof(lp_block_q4_1_t),
+                                   sizeof(lp_block_q5_1_t)};
+    const uint8_t *blk = w + (size_t)i * bsize[kind];
+    __m256i q, aq = _mm256_setzero_si256();
+    float d, m = 0;
+    int off = 0;
+    switch (kind) {
+    case L_Q8_0: {
+        const lp_block_q8_0_t *b = (const lp_block_q8_0_t *)blk;
+        q = _mm256_loadu_si256((const __m256i *)b->qs);
+        aq = _mm256_sign_epi8(q, q); /* |q| as unsigned bytes (-128 -> 128) */
+        d = f16(b->d);
+        break;
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
+    case L_Q4_0: {
+        const lp_block_q4_0_t *b = (const lp_block_q4_0_t *)blk;
+        q = unpack_nibbles16(b->qs);
+        d = f16(b->d);
+        off = 8;
+        break;
+    }
+    case L_Q5_0: {
+        const lp_block_q5_0_t *b = (const lp_block_q5_0_t *)blk;
+        q = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
+        d = f16(b->d);
+        off = 16;
+        break;
+    }
+    case L_Q4_1: {
+        const lp_block_q4_1_t *b = (const lp_block_q4_1_t *)blk;
+        q = unpack_nibbles16(b->qs);
+        d = f16(b->d);
+        m = f16(b->m);
+        break;
+    }
+    default: {
+        const lp_block_q5_1_t *b = (const lp_block_q5_1_t *)blk;
+        q = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
+        d = f16(b->d);
+        m = f16(b->m);
+        break;
+    }
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
+        const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
+        __m256i x = _mm256_loadu_si256((const __m256i *)a->qs);
+        __m256i s;
+        if (kind == L_Q8_0) s = dot_us(_mm256_setzero_si256(), aq, _mm256_sign_epi8(x, q));
+        else if (off) s = dot_us(lane0(-off * a->sum), q, x);
+        else s = dot_us(_mm256_setzero_si256(), q, x);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
+        if (kind == L_Q4_1 || kind == L_Q5_1) mins[t] += m * f16(a->s);
+    }
 }
 
-/* Q4_0 / Q5_0: unsigned q with an offset: sum((q - off) * x) =
- * sum(q * x) - off * sum(x). */
-INLINE void tile_q4_0(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
+/* Blocks in pairs with two sets of accumulators: the FMA chain through one
+ * accumulator would otherwise bound a single-token row at one block per
+ * FMA latency. */
+INLINE void tile_legacy(const int kind, int64_t n, const void *wv, const void *const *xv,
+                        const int nt, float *out)
 {
-    const lp_block_q4_0_t *b = wv;
-    __m256 acc[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = unpack_nibbles16(b[i].qs);
-        float d = f16(b[i].d);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i s = dot_us(lane0(-8 * a->sum), q, _mm256_loadu_si256((const __m256i *)a->qs));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-        }
-    }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
-}
-
-INLINE void tile_q5_0(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
-{
-    const lp_block_q5_0_t *b = wv;
-    __m256 acc[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = _mm256_or_si256(unpack_nibbles16(b[i].qs), bits_to_0x10(b[i].qh));
-        float d = f16(b[i].d);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i s = dot_us(lane0(-16 * a->sum), q, _mm256_loadu_si256((const __m256i *)a->qs));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-        }
-    }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
-}
-
-/* Q4_1 / Q5_1: d_w*d_x*sum(q*x) + m_w*s_x. */
-INLINE void tile_q4_1(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
-{
-    const lp_block_q4_1_t *b = wv;
-    __m256 acc[NT];
+    __m256 acc0[NT], acc1[NT];
     float mins[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) { acc[t] = _mm256_setzero_ps(); mins[t] = 0; }
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = unpack_nibbles16(b[i].qs);
-        float d = f16(b[i].d), m = f16(b[i].m);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i s = dot_us(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a->qs));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-            mins[t] += m * f16(a->s);
-        }
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
+        acc0[t] = acc1[t] = _mm256_setzero_ps();
+        mins[t] = 0;
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + mins[t];
+    int64_t nb = n / LP_QK, i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        legacy_block(kind, wv, i, xv, nt, acc0, mins);
+        legacy_block(kind, wv, i + 1, xv, nt, acc1, mins);
+    }
+    if (i < nb) legacy_block(kind, wv, i, xv, nt, acc0, mins);
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++)
+        out[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + mins[t];
 }
 
-INLINE void tile_q5_1(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
-{
-    const lp_block_q5_1_t *b = wv;
-    __m256 acc[NT];
-    float mins[NT];
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) { acc[t] = _mm256_setzero_ps(); mins[t] = 0; }
-    for (int64_t i = 0; i < n / LP_QK; i++) {
-        __m256i q = _mm256_or_si256(unpack_nibbles16(b[i].qs), bits_to_0x10(b[i].qh));
-        float d = f16(b[i].d), m = f16(b[i].m);
-        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
-            const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
-            __m256i s = dot_us(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a->qs));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
-            mins[t] += m * f16(a->s);
-        }
+#define DEFINE_LEGACY_TILE(name, kind)                                                    \
+    INLINE void name(int64_t n, const void *w, const void *const *xv, const int nt,       \
+                     float *out)                                                          \
+    {                                                                                     \
+        tile_legacy(kind, n, w, xv, nt, out);                                             \
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]) + mins[t];
-}
+
+DEFINE_LEGACY_TILE(tile_q8_0, L_Q8_0)
+DEFINE_LEGACY_TILE(tile_q4_0, L_Q4_0)
+DEFINE_LEGACY_TILE(tile_q5_0, L_Q5_0)
+DEFINE_LEGACY_TILE(tile_q4_1, L_Q4_1)
+DEFINE_LEGACY_TILE(tile_q5_1, L_Q5_1)
 
 DEFINE_GEMM(gemm_q8_0, tile_q8_0)
 DEFINE_GEMM(gemm_q4_0, tile_q4_0)
@@ -431,19 +437,26 @@ INLINE void tile_q6_k(int64_t n, const void *wv, const void *const *xv, const in
     _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
 }
 
-/* Decode (one token), two rows at a time: two independent chains share
- * each activation load. */
-INLINE void dec2_q4_k(int64_t n, const uint8_t *w0, const uint8_t *w1, const lp__q8k_t *a,
-                      float *out0, float *out1)
+/* Decode (one token), two Q4_K/Q5_K rows at a time: two independent chains
+ * share each activation load. */
+INLINE void dec2_qk_affine(int64_t n, const uint8_t *w0, const uint8_t *w1, size_t bb,
+                           int hbits, const lp__q8k_t *a, float *out0, float *out1)
 {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const lp_block_q4_k_t *bb[2] = {(const lp_block_q4_k_t *)w0, (const lp_block_q4_k_t *)w1};
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    const uint8_t *wr[2] = {w0, w1};
     for (int64_t i = 0; i < n / LP_QK_K; i++, a++) {
-        __m256i mdup[2], scb[2], isum[2], isum2[2];
+        __m256i mdup[2], scb[2], isum[2], isum2[2], hv[2];
+        const lp_block_q4_k_t *b[2];
+        const uint8_t *qs[2];
         _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
-            __m256i sm = k_scales_mins(bb[r][i].scales);
+            const uint8_t *blk = wr[r] + (size_t)i * bb;
+            b[r] = (const lp_block_q4_k_t *)blk; /* the d, dmin, scales prefix */
+            qs[r] = hbits ? ((const lp_block_q5_k_t *)blk)->qs : b[r]->qs;
+            hv[r] = hbits ? _mm256_loadu_si256((const __m256i *)((const lp_block_q5_k_t *)blk)->qh)
+                          : _mm256_setzero_si256();
+            __m256i sm = k_scales_mins(b[r]->scales);
             scb[r] = _mm256_permute4x64_epi64(sm, 0x44);
             mdup[r] = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(sm, 0xee),
                                           _mm256_load_si256((const __m256i *)dup16_ctrl));
@@ -453,9 +466,15 @@ INLINE void dec2_q4_k(int64_t n, const uint8_t *w0, const uint8_t *w1, const lp_
             __m256i xlo = _mm256_load_si256((const __m256i *)(a->qs + 64 * c));
             __m256i xhi = _mm256_load_si256((const __m256i *)(a->qs + 64 * c + 32));
             _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
-                __m256i q = _mm256_loadu_si256((const __m256i *)(bb[r][i].qs + 32 * c));
+                __m256i q = _mm256_loadu_si256((const __m256i *)(qs[r] + 32 * c));
                 __m256i lo = _mm256_and_si256(q, m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (hbits) {
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hv[r], one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(
+                                                 _mm256_and_si256(_mm256_srli_epi16(hv[r], 1), one), 4));
+                    hv[r] = _mm256_srli_epi16(hv[r], 2);
+                }
                 isum[r] = dot_us_scaled(isum[r], lo, xlo, bcast16(scb[r], 2 * c));
                 isum2[r] = dot_us_scaled(isum2[r], hi, xhi, bcast16(scb[r], 2 * c + 1));
             }
@@ -464,9 +483,9 @@ INLINE void dec2_q4_k(int64_t n, const uint8_t *w0, const uint8_t *w1, const lp_
         _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
             __m256i mm = _mm256_madd_epi16(bs, mdup[r]);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(isum[r], isum2[r])),
-                                     _mm256_set1_ps(f16(bb[r][i].d) * a->d), acc[r]);
+                                     _mm256_set1_ps(f16(b[r]->d) * a->d), acc[r]);
             accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm),
-                                      _mm256_set1_ps(f16(bb[r][i].dmin) * a->d), accm[r]);
+                                      _mm256_set1_ps(f16(b[r]->dmin) * a->d), accm[r]);
         }
     }
     *out0 = hsum_ps(_mm256_sub_ps(acc[0], accm[0]));
@@ -475,21 +494,27 @@ INLINE void dec2_q4_k(int64_t n, const uint8_t *w0, const uint8_t *w1, const lp_
 
 DEFINE_GEMM(gemm_q4_k_tiles, tile_q4_k)
 
-static void gemm_q4_k(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,
-                      size_t xrb, int64_t nt, float *y, int64_t ys)
-{
-    if (nt != 1) {
-        gemm_q4_k_tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);
-        return;
+DEFINE_GEMM(gemm_q5_k_tiles, tile_q5_k)
+
+#define DEFINE_GEMM_DEC2_AFFINE(name, tiles, block, hbits)                                \
+    static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
+                     size_t xrb, int64_t nt, float *y, int64_t ys)                        \
+    {                                                                                     \
+        if (nt != 1) {                                                                    \
+            tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);                                     \
+            return;                                                                       \
+        }                                                                                 \
+        int64_t r = 0;                                                                    \
+        for (; r + 2 <= nr; r += 2)                                                       \
+            dec2_qk_affine(n, (const uint8_t *)w + (size_t)r * wrb,                       \
+                           (const uint8_t *)w + (size_t)(r + 1) * wrb, sizeof(block),     \
+                           hbits, xq, &y[r], &y[r + 1]);                                  \
+        if (r < nr)                                                                       \
+            tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1, y + r, ys); \
     }
-    int64_t r = 0;
-    for (; r + 2 <= nr; r += 2)
-        dec2_q4_k(n, (const uint8_t *)w + (size_t)r * wrb, (const uint8_t *)w + (size_t)(r + 1) * wrb,
-                  xq, &y[r], &y[r + 1]);
-    if (r < nr) gemm_q4_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1,
-                                y + r, ys);
-}
-DEFINE_GEMM(gemm_q5_k, tile_q5_k)
+
+DEFINE_GEMM_DEC2_AFFINE(gemm_q4_k, gemm_q4_k_tiles, lp_block_q4_k_t, 0)
+DEFINE_GEMM_DEC2_AFFINE(gemm_q5_k, gemm_q5_k_tiles, lp_block_q5_k_t, 1)
 /* Decode, two Q6_K rows at a time (as dec2_q4_k). */
 INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_t *b1,
                       const lp__q8k_t *a, float *out0, float *out1)
