@@ -422,6 +422,9 @@ static void hostile_frames(const char *run_dir_ep[4])
     CHECK(strstr(err, "prompt_ids[1]") != NULL);
 }
 
+static uint64_t stats_active;
+
+/* n_malformed of a service's StatsReply (n_active into stats_active). */
 static uint64_t stats_malformed(const char *ep)
 {
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
@@ -447,6 +450,7 @@ static uint64_t stats_malformed(const char *ep)
         lp_frame_t f;
         if (lp_frame_recv(s, false, &f) == 0 && f.msg->body_case == LMPIPE__MSG__BODY_STATS_REPLY) {
             n = f.msg->stats_reply->n_malformed;
+            stats_active = f.msg->stats_reply->n_active;
             lp_frame_clear(&f);
             break;
         }
@@ -540,6 +544,57 @@ static void test_robust(const char *model, const char *golden_path)
     CHECK_RC(lp_client_generate(c2, 10, &bad, 10000, NULL, NULL, &gen), 0);
     CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "n_predict"));
     lp_generation_clear(&gen);
+    /* A stop string: the text ends right before its first occurrence in the
+     * golden text, the finish reason says so, and nothing after it comes. */
+    const lp_json_t *exp = lp_json_get(lp_json_root(doc), "expected_text");
+    const char *stop = "girl named Lily";
+    const char *at = exp ? strstr(exp->u.str, stop) : NULL;
+    CHECK(at != NULL);
+    Lmpipe__GenerateRequest sg = LMPIPE__GENERATE_REQUEST__INIT;
+    ProtobufCBinaryData sb = {strlen(stop), (uint8_t *)stop};
+    sg.n_predict = (int32_t)n_want;
+    sg.params_json = "{\"temperature\": 0}";
+    sg.n_stop = 1;
+    sg.stop = &sb;
+    CHECK_RC(lp_client_generate(c2, 11, &sg, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_STOP);
+    CHECK(at && gen.text_len == (size_t)(at - exp->u.str) && !memcmp(gen.text, exp->u.str, gen.text_len));
+    lp_generation_clear(&gen);
+    /* The same through params_json, as a llama.cpp /completion body. */
+    sg.n_stop = 0;
+    sg.n_predict = 0;
+    sg.params_json = "{\"prompt\": \"\", \"n_predict\": 200, \"temperature\": 0, \"stop\": [\"girl named Lily\"]}";
+    CHECK_RC(lp_client_generate(c2, 12, &sg, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_STOP);
+    CHECK(at && gen.text_len == (size_t)(at - exp->u.str) && !memcmp(gen.text, exp->u.str, gen.text_len));
+    lp_generation_clear(&gen);
+    /* Logprobs (n_probs): each token event's top 3 match the golden's ids and
+     * log-probabilities (F32: within 0.001, goldens/README.md). */
+    Lmpipe__GenerateRequest pg = LMPIPE__GENERATE_REQUEST__INIT;
+    pg.n_predict = 5;
+    pg.params_json = "{\"temperature\": 0, \"n_probs\": 3}";
+    CHECK(lp_client_send_generate(c2, 13, &pg) == 0);
+    const lp_json_t *steps = lp_json_get(cs, "steps");
+    int seen = 0;
+    while (lp_client_recv(c2, 10000, &f) == 0) {
+        int done = f.msg->body_case != LMPIPE__MSG__BODY_TOKEN;
+        if (!done && f.msg->id == 13 && steps && (size_t)seen < steps->n) {
+            const Lmpipe__TokenEvent *t = f.msg->token;
+            const lp_json_t *st = &steps->u.items[seen];
+            CHECK(t->n_top == 3);
+            for (size_t k = 0; k < t->n_top && k < 3; k++) {
+                CHECK(t->top[k]->id == (int32_t)st->u.items[k].u.items[0].u.num);
+                double d = t->top[k]->logprob - st->u.items[k].u.items[1].u.num;
+                CHECK(d < 0.001 && d > -0.001);
+            }
+            double d0 = t->logprob - st->u.items[0].u.items[1].u.num;
+            CHECK(t->id == want[seen] && d0 < 0.001 && d0 > -0.001);
+            seen++;
+        }
+        lp_frame_clear(&f);
+        if (done) break;
+    }
+    CHECK(seen == 5);
     lp_client_destroy(&c2);
 
     /* Malformed and hostile frames to every socket. */
@@ -558,6 +613,20 @@ static void test_robust(const char *model, const char *golden_path)
         if (done) break;
     }
     CHECK(out.n_ids == n_want && !memcmp(out.ids, want, n_want * sizeof(int32_t)));
+    /* Nothing is left open: the disconnected client's request, the
+     * cancelled one, the failed ones have all ended, in the coordinator,
+     * the sampler (sessions) and the tokenizer (decoder streams). */
+    for (int i = 0; i < 4; i++) {
+        if (i == 1) continue; /* the engine keeps no per-request state */
+        uint64_t active = 1;
+        for (int tries = 0; tries < 50 && active; tries++) {
+            stats_malformed(epp[i]);
+            active = stats_active;
+            if (active) usleep(100000);
+        }
+        CHECK(active == 0);
+        if (active) fprintf(stderr, "%s: %llu still active\n", files[i], (unsigned long long)active);
+    }
     printf("robust: greedy request gave %zu of %zu golden tokens; finish %d\n", out.n_ids, n_want, out.reason);
     lp_generation_clear(&out);
     const char *who = NULL;
