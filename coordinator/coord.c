@@ -1182,6 +1182,11 @@ void lp_coord_destroy(lp_coord_t **self_p)
     *self_p = NULL;
 }
 
+static void on_stats(void *ctx, Lmpipe__StatsReply *out)
+{
+    out->n_active = ((lp_coord_t *)ctx)->n_reqs;
+}
+
 const lp_service_ops_t lp_coord_ops = {
     .name = "coordinator",
     .role = LMPIPE__ROLE__ROLE_COORDINATOR,
@@ -1189,4 +1194,5 @@ const lp_service_ops_t lp_coord_ops = {
     .handle = on_client,
     .start = on_start,
     .stop = on_stop,
+    .stats = on_stats,
 };

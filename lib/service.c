@@ -141,6 +141,7 @@ static void on_stats(lp_service_t *svc, const lp_frame_t *f)
     s.n_msgs = svc->n_msgs;
     s.n_malformed = svc->n_malformed;
     s.n_errors = svc->n_errors;
+    if (svc->ops->stats) svc->ops->stats(svc->ctx, &s);
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STATS_REPLY;
     m.stats_reply = &s;

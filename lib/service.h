@@ -37,6 +37,8 @@ typedef struct lp_service_ops {
     int (*start)(void *ctx, lp_service_t *svc);
     /* After the loop stops, before the socket closes; may be NULL. */
     void (*stop)(void *ctx, lp_service_t *svc);
+    /* The service's own counters in a StatsReply (n_active); may be NULL. */
+    void (*stats)(void *ctx, Lmpipe__StatsReply *out);
 } lp_service_ops_t;
 
 /* Bind a ROUTER to `endpoint` and serve until SIGINT or SIGTERM.  Returns 0

@@ -317,9 +317,15 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
     }
 }
 
+static void on_stats(void *ctx, Lmpipe__StatsReply *out)
+{
+    out->n_active = lp_sampler_registry_count(((lp_sampler_svc_t *)ctx)->reg);
+}
+
 const lp_service_ops_t lp_sampler_svc_ops = {
     .name = "sampler-svc",
     .role = LMPIPE__ROLE__ROLE_SAMPLER,
+    .stats = on_stats,
     .hello = on_hello,
     .handle = on_request,
 };

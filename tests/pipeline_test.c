@@ -422,6 +422,9 @@ static void hostile_frames(const char *run_dir_ep[4])
     CHECK(strstr(err, "prompt_ids[1]") != NULL);
 }
 
+static uint64_t stats_active;
+
+/* n_malformed of a service's StatsReply (n_active into stats_active). */
 static uint64_t stats_malformed(const char *ep)
 {
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
@@ -447,6 +450,7 @@ static uint64_t stats_malformed(const char *ep)
         lp_frame_t f;
         if (lp_frame_recv(s, false, &f) == 0 && f.msg->body_case == LMPIPE__MSG__BODY_STATS_REPLY) {
             n = f.msg->stats_reply->n_malformed;
+            stats_active = f.msg->stats_reply->n_active;
             lp_frame_clear(&f);
             break;
         }
@@ -609,6 +613,20 @@ static void test_robust(const char *model, const char *golden_path)
         if (done) break;
     }
     CHECK(out.n_ids == n_want && !memcmp(out.ids, want, n_want * sizeof(int32_t)));
+    /* Nothing is left open: the disconnected client's request, the
+     * cancelled one, the failed ones have all ended, in the coordinator,
+     * the sampler (sessions) and the tokenizer (decoder streams). */
+    for (int i = 0; i < 4; i++) {
+        if (i == 1) continue; /* the engine keeps no per-request state */
+        uint64_t active = 1;
+        for (int tries = 0; tries < 50 && active; tries++) {
+            stats_malformed(epp[i]);
+            active = stats_active;
+            if (active) usleep(100000);
+        }
+        CHECK(active == 0);
+        if (active) fprintf(stderr, "%s: %llu still active\n", files[i], (unsigned long long)active);
+    }
     printf("robust: greedy request gave %zu of %zu golden tokens; finish %d\n", out.n_ids, n_want, out.reason);
     lp_generation_clear(&out);
     const char *who = NULL;

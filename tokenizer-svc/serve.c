@@ -225,9 +225,15 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
     }
 }
 
+static void on_stats(void *ctx, Lmpipe__StatsReply *out)
+{
+    out->n_active = ((lp_tokenizer_svc_t *)ctx)->n_streams;
+}
+
 const lp_service_ops_t lp_tokenizer_svc_ops = {
     .name = "tokenizer-svc",
     .role = LMPIPE__ROLE__ROLE_TOKENIZER,
+    .stats = on_stats,
     .hello = on_hello,
     .handle = on_request,
 };
