@@ -1,11 +1,101 @@
 /* detok.c - token IDs back to text: per-token pieces and the incremental
  * decoder that holds back partial UTF-8 (see tokenizer.h). */
 #include "tok-internal.h"
+#include "unicode.h"
 
 #include "error.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- pieces ----
+ * token_to_piece(special = true) of every token, built on the first call:
+ * tokenizing never needs them, and for a 150k-token vocabulary they are a
+ * pass over every token and a megabyte of tables. */
+static int build_pieces(lp_tokenizer_t *t)
+{
+    lp__buf_t arena = {0};
+    uint32_t *off = malloc((size_t)t->n_tokens * sizeof(uint32_t));
+    uint32_t *plen = malloc((size_t)t->n_tokens * sizeof(uint32_t));
+    int rc = off && plen ? 0 : lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    for (int32_t id = 0; id < t->n_tokens && !rc; id++) {
+        size_t n;
+        const char *s = lp__strtab_str(&t->strs, t->tok_sid[id], &n);
+        uint16_t a = t->attr[id];
+        size_t start = arena.n;
+        if (a & (LP__ATTR_UNKNOWN | LP__ATTR_CONTROL | LP__ATTR_USER_DEFINED)) {
+            rc = lp__buf_put(&arena, s, n);
+        } else if (t->kind == LP_VOCAB_SPM && (a & LP__ATTR_NORMAL)) {
+            for (size_t i = 0; i < n && !rc; i++) {
+                if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
+                    rc = lp__buf_put(&arena, " ", 1);
+                    i += 2;
+                } else {
+                    rc = lp__buf_put(&arena, s + i, 1);
+                }
+            }
+        } else if (t->kind == LP_VOCAB_SPM && (a & LP__ATTR_BYTE)) {
+            unsigned v;
+            char hex[3] = {0};
+            if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {
+                memcpy(hex, s + 3, 2);
+                v = (unsigned)strtoul(hex, NULL, 16);
+                char c = (char)v;
+                rc = lp__buf_put(&arena, &c, 1);
+            }
+        } else if (t->kind == LP_VOCAB_BPE && (a & LP__ATTR_NORMAL)) {
+            /* decoding never lengthens the text: reserve n bytes, then write */
+            rc = lp__buf_put(&arena, s, n);
+            if (!rc) {
+                char *dst = arena.v + start;
+                size_t at = 0, w = 0;
+                while (at < n) {
+                    size_t from = at;
+                    int32_t cp = lp__utf8_decode((const uint8_t *)s, n, &at);
+                    int b = cp < 0 ? -1 : lp__cp_to_byte((uint32_t)cp);
+                    if (b >= 0) {
+                        dst[w++] = (char)b;
+                    } else {
+                        memmove(dst + w, s + from, at - from);
+                        w += at - from;
+                    }
+                }
+                arena.n = start + w;
+            }
+        }
+        if (!rc) {
+            off[id] = (uint32_t)start;
+            plen[id] = (uint32_t)(arena.n - start);
+        }
+    }
+    if (!rc && !arena.v) rc = lp__buf_put(&arena, "", 0);
+    if (rc) {
+        free(off);
+        free(plen);
+        free(arena.v);
+        return rc;
+    }
+    t->piece_off = off;
+    t->piece_len = plen;
+    t->piece_arena = arena.v;
+    return 0;
+}
+
+/* The tables are built once, under a lock; readers that find them ready
+ * take no lock. */
+static int pieces_ready(const lp_tokenizer_t *tok)
+{
+    if (atomic_load_explicit(&tok->pieces_ready, memory_order_acquire)) return 0;
+    lp_tokenizer_t *t = (lp_tokenizer_t *)tok; /* only the lazily built tables change */
+    pthread_mutex_lock(&t->pieces_lock);
+    int rc = 0;
+    if (!atomic_load_explicit(&t->pieces_ready, memory_order_relaxed)) {
+        rc = build_pieces(t);
+        if (!rc) atomic_store_explicit(&t->pieces_ready, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&t->pieces_lock);
+    return rc;
+}
 
 int lp_token_piece(const lp_tokenizer_t *tok, int32_t id, bool special, const char **piece,
                    size_t *len)
@@ -17,6 +107,8 @@ int lp_token_piece(const lp_tokenizer_t *tok, int32_t id, bool special, const ch
         *len = 0;
         return 0;
     }
+    int rc = pieces_ready(tok);
+    if (rc) return rc;
     *piece = tok->piece_arena + tok->piece_off[id];
     *len = tok->piece_len[id];
     return 0;

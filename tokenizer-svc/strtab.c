@@ -6,6 +6,38 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* Zeroed memory for a hash table.  Tables of a megabyte or more come
+ * straight from mmap, 2 MiB-aligned and marked for transparent huge pages:
+ * a vocabulary's tables are several MiB probed at random, and with 4 KiB
+ * pages most probes would also miss the TLB, and each page would cost a
+ * fault. */
+#define TABLE_BIG ((size_t)1 << 20)
+#define TABLE_HUGE ((size_t)2 << 20)
+
+void *lp__table_alloc(size_t bytes)
+{
+    if (bytes < TABLE_BIG) return calloc(1, bytes);
+    size_t size = (bytes + TABLE_HUGE - 1) & ~(TABLE_HUGE - 1);
+    char *p = mmap(NULL, size + TABLE_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    size_t lead = (TABLE_HUGE - ((uintptr_t)p & (TABLE_HUGE - 1))) & (TABLE_HUGE - 1);
+    if (lead) munmap(p, lead);
+    munmap(p + lead + size, TABLE_HUGE - lead);
+    madvise(p + lead, size, MADV_HUGEPAGE); /* a hint: fine if refused */
+    return p + lead;
+}
+
+void lp__table_free(void *p, size_t bytes)
+{
+    if (!p) return;
+    if (bytes < TABLE_BIG) {
+        free(p);
+        return;
+    }
+    munmap(p, (bytes + TABLE_HUGE - 1) & ~(TABLE_HUGE - 1));
+}
 
 int lp__ivec_reserve(lp__ivec_t *a, size_t extra)
 {
@@ -45,27 +77,6 @@ int lp__buf_put(lp__buf_t *b, const void *p, size_t n)
     return 0;
 }
 
-uint64_t lp__hash(const void *p, size_t n)
-{
-    const uint8_t *s = p;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, s, 8);
-        h = (h ^ v) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t v = 0;
-    memcpy(&v, s, n);
-    h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 29;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 32;
-    return h;
-}
-
 /* ---- string table ---- */
 
 static size_t pow2_at_least(size_t n)
@@ -79,7 +90,7 @@ int lp__strtab_init(lp__strtab_t *t, size_t expect)
 {
     memset(t, 0, sizeof(*t));
     t->mask = pow2_at_least(expect + expect / 3) - 1; /* load <= 3/4 */
-    t->slots = calloc(t->mask + 1, sizeof(*t->slots));
+    t->slots = lp__table_alloc((t->mask + 1) * sizeof(*t->slots));
     if (!t->slots) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     return 0;
 }
@@ -90,7 +101,7 @@ void lp__strtab_free(lp__strtab_t *t)
     free(t->len);
     free(t->tok);
     free(t->arena);
-    free(t->slots);
+    lp__table_free(t->slots, (t->mask + 1) * sizeof(*t->slots));
     memset(t, 0, sizeof(*t));
 }
 
@@ -105,12 +116,12 @@ static void slot_put(lp__strslot_t *slots, size_t mask, uint64_t h, uint32_t sid
 static int strtab_grow_slots(lp__strtab_t *t)
 {
     size_t mask = t->mask * 2 + 1;
-    lp__strslot_t *slots = calloc(mask + 1, sizeof(*slots));
+    lp__strslot_t *slots = lp__table_alloc((mask + 1) * sizeof(*slots));
     if (!slots) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     for (size_t sid = 0; sid < t->n; sid++)
         slot_put(slots, mask, lp__hash(t->arena + t->off[sid], t->len[sid]), (uint32_t)sid,
                  t->off[sid], t->len[sid]);
-    free(t->slots);
+    lp__table_free(t->slots, (t->mask + 1) * sizeof(*t->slots));
     t->slots = slots;
     t->mask = mask;
     return 0;
@@ -190,7 +201,7 @@ int lp__pairmap_init(lp__pairmap_t *m, size_t expect)
     while (((size_t)1 << bits) < cap) bits++;
     m->mask = cap - 1;
     m->shift = 64 - bits;
-    m->e = malloc(cap * sizeof(*m->e));
+    m->e = lp__table_alloc(cap * sizeof(*m->e));
     if (!m->e) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
     memset(m->e, 0xff, cap * sizeof(*m->e));
     return 0;
@@ -198,7 +209,7 @@ int lp__pairmap_init(lp__pairmap_t *m, size_t expect)
 
 void lp__pairmap_free(lp__pairmap_t *m)
 {
-    free(m->e);
+    if (m->e) lp__table_free(m->e, (m->mask + 1) * sizeof(*m->e));
     memset(m, 0, sizeof(*m));
 }
 

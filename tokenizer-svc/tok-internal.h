@@ -6,9 +6,12 @@
 
 #include "tokenizer.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* llama.cpp's token attributes (llama_token_attr), kept as bits. */
 enum {
@@ -36,7 +39,61 @@ typedef struct lp__buf {
 } lp__buf_t;
 int lp__buf_put(lp__buf_t *b, const void *p, size_t n);
 
-uint64_t lp__hash(const void *p, size_t n);
+/* Zeroed memory for a hash table of `bytes` (huge pages when large); free
+ * it with the same size. */
+void *lp__table_alloc(size_t bytes);
+void lp__table_free(void *p, size_t bytes);
+
+/* String hash for the tables (in-process only, never stored): wyhash's
+ * structure, whole words read with unaligned loads (two overlapping 4- or
+ * 8-byte reads cover a short string without a byte loop), mixed by 64x64 ->
+ * 128-bit multiplies. */
+static inline uint64_t lp__mum(uint64_t a, uint64_t b)
+{
+    __uint128_t r = (__uint128_t)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+static inline uint64_t lp__rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline uint64_t lp__rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t lp__hash(const void *data, size_t n)
+{
+    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull,
+                   k2 = 0x8ebc6af09c88c6e3ull;
+    const uint8_t *p = data;
+    uint64_t a, b, seed = k0 ^ n;
+    if (n <= 16) {
+        if (n >= 4) {
+            size_t m = (n >> 3) << 2; /* 0 or 4 */
+            a = lp__rd32(p) << 32 | lp__rd32(p + m);
+            b = lp__rd32(p + n - 4) << 32 | lp__rd32(p + n - 4 - m);
+        } else if (n) {
+            a = (uint64_t)p[0] << 16 | (uint64_t)p[n >> 1] << 8 | p[n - 1];
+            b = 0;
+        } else {
+            a = b = 0;
+        }
+    } else {
+        size_t i = n;
+        while (i > 16) {
+            seed = lp__mum(lp__rd64(p) ^ k1, lp__rd64(p + 8) ^ seed);
+            p += 16;
+            i -= 16;
+        }
+        a = lp__rd64(p + i - 16);
+        b = lp__rd64(p + i - 8);
+    }
+    return lp__mum(k1 ^ n, lp__mum(a ^ k1, b ^ seed) ^ k2);
+}
 
 /* ---- interned strings: bytes -> dense id (sid) ---- */
 typedef struct lp__strslot {
@@ -98,6 +155,10 @@ int lp__pairmap_add(lp__pairmap_t *m, uint64_t key, int32_t rank, uint32_t val);
 static inline size_t lp__pairmap_slot(const lp__pairmap_t *m, uint64_t key)
 {
     return (size_t)((key * 0x9E3779B97F4A7C15ull) >> m->shift);
+}
+static inline void lp__pairmap_prefetch(const lp__pairmap_t *m, uint64_t key)
+{
+    __builtin_prefetch(&m->e[lp__pairmap_slot(m, key)], 1);
 }
 static inline bool lp__pairmap_get(const lp__pairmap_t *m, uint64_t key, int32_t *rank,
                                    uint32_t *val)
@@ -162,7 +223,10 @@ struct lp_tokenizer {
     int32_t *special;
     size_t n_special;
 
-    /* token_to_piece(special = true) of every token. */
+    /* token_to_piece(special = true) of every token, built by the first
+     * lp_token_piece (detok.c) under pieces_lock; NULL until then. */
+    atomic_bool pieces_ready;
+    pthread_mutex_t pieces_lock;
     uint32_t *piece_off, *piece_len; /* (n_tokens) into piece_arena */
     char *piece_arena;
 

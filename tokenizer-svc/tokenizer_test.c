@@ -9,10 +9,12 @@
 #include "error.h"
 #include "gguf-write.h"
 #include "gguf.h"
+#include "log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *shared;
 
@@ -412,8 +414,24 @@ static void check_block_cut(const lp_tokenizer_t *t)
 }
 
 /* A copy of a vocab file with one string key replaced (or added). */
-static int open_modified(const char *rel, const char *key, const char *value, uint8_t **mem,
-                         lp_gguf_t **out)
+/* A value to put in a copy of a GGUF: a string, or an integer of the
+ * GGUF type 'u' (u32) or 'i' (i32). */
+typedef struct kv_value {
+    char type; /* 's', 'u', 'i' */
+    const char *str;
+    int64_t num;
+} kv_value_t;
+
+static int add_value(lp_gguf_writer_t *w, const char *key, kv_value_t v)
+{
+    if (v.type == 'u') return lp_gguf_writer_add_u32(w, key, (uint32_t)v.num);
+    if (v.type == 'i') return lp_gguf_writer_add_i32(w, key, (int32_t)v.num);
+    return lp_gguf_writer_add_cstr(w, key, v.str);
+}
+
+/* A copy of shared/rel, in memory, with key set to v (added when absent). */
+static int open_modified_kv(const char *rel, const char *key, kv_value_t v, uint8_t **mem,
+                            lp_gguf_t **out)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", shared, rel);
@@ -425,16 +443,101 @@ static int open_modified(const char *rel, const char *key, const char *value, ui
     bool replaced = false;
     for (int64_t i = 0; !rc && i < lp_gguf_n_kv(g); i++) {
         const lp_gguf_kv_t *kv = lp_gguf_kv_at(g, i);
-        if (!strcmp(kv->key, key)) rc = lp_gguf_writer_add_cstr(w, key, value), replaced = true;
+        if (!strcmp(kv->key, key)) rc = add_value(w, key, v), replaced = true;
         else if (strcmp(kv->key, "general.alignment")) rc = lp_gguf_writer_add_kv(w, kv);
     }
-    if (!rc && !replaced) rc = lp_gguf_writer_add_cstr(w, key, value);
+    if (!rc && !replaced) rc = add_value(w, key, v);
     size_t len;
     if (!rc) rc = lp_gguf_writer_write_mem(w, mem, &len);
     if (!rc) rc = lp_gguf_open_mem(*mem, len, out);
     lp_gguf_writer_destroy(&w);
     lp_gguf_destroy(&g);
     return rc;
+}
+
+static int open_modified(const char *rel, const char *key, const char *value, uint8_t **mem,
+                         lp_gguf_t **out)
+{
+    return open_modified_kv(rel, key, (kv_value_t){'s', value, 0}, mem, out);
+}
+
+/* Load the tokenizer of g with stderr going to a scratch file; returns what
+ * was logged (malloc'd, NUL-terminated), or NULL when the load failed. */
+static char *load_logged(const lp_gguf_t *g, lp_tokenizer_t **t)
+{
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    int saved = dup(2);
+    if (!tmp || saved < 0) return NULL;
+    dup2(fileno(tmp), 2);
+    int rc = lp_tokenizer_new_from_gguf(g, t);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    off_t n = lseek(fileno(tmp), 0, SEEK_END); /* written through fd 2, not the FILE */
+    char *log = rc ? NULL : calloc(1, (size_t)(n > 0 ? n : 0) + 1);
+    if (log && n > 0 && pread(fileno(tmp), log, (size_t)n, 0) != n) log[0] = 0;
+    fclose(tmp);
+    if (rc) fprintf(stderr, "tokenizer load: %s\n", lp_error_msg());
+    return log;
+}
+
+/* Special ids: -1 and 0xFFFFFFFF mean "none" and load silently (the
+ * default id stays, as llama.cpp keeps it); other out-of-range ids also keep
+ * the default but are reported, naming the key. */
+static void test_special_ids(void)
+{
+    setenv("LMPIPE_LOG", "warn", 1);
+    lp_log_init(NULL);
+    static const struct {
+        const char *key;
+        kv_value_t v;
+        bool warns;
+    } cases[] = {
+        {"tokenizer.ggml.padding_token_id", {'u', NULL, 0xFFFFFFFF}, false},
+        {"tokenizer.ggml.padding_token_id", {'i', NULL, -1}, false},
+        {"tokenizer.ggml.bos_token_id", {'i', NULL, -1}, false},
+        {"tokenizer.ggml.bos_token_id", {'u', NULL, 0xFFFFFFFF}, false},
+        {"tokenizer.ggml.eos_token_id", {'u', NULL, 512}, true},
+        {"tokenizer.ggml.eos_token_id", {'i', NULL, -7}, true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t *mem = NULL;
+        lp_gguf_t *g = NULL;
+        lp_tokenizer_t *t = NULL;
+        CHECK_RC(open_modified_kv("models/stories260K.gguf", cases[i].key, cases[i].v, &mem, &g), 0);
+        char *log = g ? load_logged(g, &t) : NULL;
+        CHECK(log != NULL && t != NULL);
+        if (log && t) {
+            if (cases[i].warns) CHECK(strstr(log, cases[i].key) != NULL);
+            else CHECK(log[0] == 0);
+            if (log[0] && !cases[i].warns) fprintf(stderr, "unexpected log: %s", log);
+            /* stories260K's own ids: BOS 1, EOS 2 */
+            CHECK(lp_tokenizer_bos(t) == 1);
+            CHECK(lp_tokenizer_eos(t) == 2);
+        }
+        free(log);
+        lp_tokenizer_destroy(&t);
+        lp_gguf_destroy(&g);
+        free(mem);
+    }
+    /* the shared files themselves load without a word */
+    static const char *const files[] = {
+        "models/stories260K.gguf", "models/synth-qwen2-Q8_0.gguf", "models/synth-llama-Q8_0.gguf",
+        "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-qwen2.gguf"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", shared, files[i]);
+        lp_gguf_t *g = NULL;
+        lp_tokenizer_t *t = NULL;
+        CHECK_RC(lp_gguf_open(path, &g), 0);
+        char *log = g ? load_logged(g, &t) : NULL;
+        CHECK(log != NULL && log[0] == 0);
+        if (log && log[0]) fprintf(stderr, "%s: unexpected log: %s", files[i], log);
+        free(log);
+        lp_tokenizer_destroy(&t);
+        lp_gguf_destroy(&g);
+    }
 }
 
 static void test_errors(void)
@@ -621,6 +724,7 @@ int main(int argc, char **argv)
     free(corpus);
     test_special();
     test_errors();
+    test_special_ids();
     test_chat();
     test_chat_model();
     return CHECK_DONE();

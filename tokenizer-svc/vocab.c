@@ -91,17 +91,21 @@ static int get_bool_opt(const lp_gguf_t *g, const char *key, bool *v)
     return rc == LP_ERR(ENOENT) ? 0 : rc;
 }
 
-/* A special id from the metadata; out-of-range ids keep the default, as
- * llama.cpp does (with a warning). */
+/* A special id from the metadata.  -1 (as i32 or i64) and 0xFFFFFFFF are
+ * GGUF's "no such token": absent, silently.  Other out-of-range ids keep the
+ * default, as in llama.cpp (with a warning: the file is wrong). */
 static int get_id_opt(const lp_gguf_t *g, const char *key, int32_t n_tokens, int32_t *id)
 {
-    uint32_t v;
-    int rc = lp_gguf_get_u32(g, key, &v);
+    int64_t v;
+    int rc = lp_gguf_get_i64(g, key, &v);
     if (rc == LP_ERR(ENOENT)) return 0;
     if (rc) return rc;
-    if (v >= (uint32_t)n_tokens) {
-        if (v == UINT32_MAX) return 0; /* written by some converters for "none" */
-        LP_WARN("tokenizer: %s = %u is out of range (%d tokens); ignored", key, v, n_tokens);
+    if (v == -1 || v == UINT32_MAX) {
+        LP_DEBUG("tokenizer: %s = %lld: none", key, (long long)v);
+        return 0;
+    }
+    if (v < 0 || v >= n_tokens) {
+        LP_WARN("tokenizer: %s = %lld is out of range (%d tokens); ignored", key, (long long)v, n_tokens);
         return 0;
     }
     *id = (int32_t)v;
@@ -148,97 +152,12 @@ static int build_score_rank(lp_tokenizer_t *t)
     return 0;
 }
 
-static int build_pieces(lp_tokenizer_t *t)
-{
-    lp__buf_t arena = {0};
-    t->piece_off = malloc((size_t)t->n_tokens * sizeof(uint32_t));
-    t->piece_len = malloc((size_t)t->n_tokens * sizeof(uint32_t));
-    if (!t->piece_off || !t->piece_len) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-    for (int32_t id = 0; id < t->n_tokens; id++) {
-        size_t n;
-        const char *s = lp__strtab_str(&t->strs, t->tok_sid[id], &n);
-        uint16_t a = t->attr[id];
-        size_t start = arena.n;
-        int rc = 0;
-        if (a & (LP__ATTR_UNKNOWN | LP__ATTR_CONTROL | LP__ATTR_USER_DEFINED)) {
-            rc = lp__buf_put(&arena, s, n);
-        } else if (t->kind == LP_VOCAB_SPM && (a & LP__ATTR_NORMAL)) {
-            for (size_t i = 0; i < n && !rc; i++) {
-                if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
-                    rc = lp__buf_put(&arena, " ", 1);
-                    i += 2;
-                } else {
-                    rc = lp__buf_put(&arena, s + i, 1);
-                }
-            }
-        } else if (t->kind == LP_VOCAB_SPM && (a & LP__ATTR_BYTE)) {
-            unsigned v;
-            char hex[3] = {0};
-            if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {
-                memcpy(hex, s + 3, 2);
-                v = (unsigned)strtoul(hex, NULL, 16);
-                char c = (char)v;
-                rc = lp__buf_put(&arena, &c, 1);
-            }
-        } else if (t->kind == LP_VOCAB_BPE && (a & LP__ATTR_NORMAL)) {
-            /* decoding never lengthens the text: reserve n bytes, then write */
-            rc = lp__buf_put(&arena, s, n);
-            if (!rc) {
-                char *dst = arena.v + start;
-                size_t off = 0, w = 0;
-                while (off < n) {
-                    size_t at = off;
-                    int32_t cp = lp__utf8_decode((const uint8_t *)s, n, &off);
-                    int b = cp < 0 ? -1 : lp__cp_to_byte((uint32_t)cp);
-                    if (b >= 0) {
-                        dst[w++] = (char)b;
-                    } else {
-                        memmove(dst + w, s + at, off - at);
-                        w += off - at;
-                    }
-                }
-                arena.n = start + w;
-            }
-        }
-        if (rc) {
-            free(arena.v);
-            return rc;
-        }
-        t->piece_off[id] = (uint32_t)start;
-        t->piece_len[id] = (uint32_t)(arena.n - start);
-    }
-    if (!arena.v && lp__buf_put(&arena, "", 0)) return LP_ERR(ENOMEM);
-    t->piece_arena = arena.v;
-    return 0;
-}
-
 /* Merges are "A B": intern A, B and AB and map (A, B) -> (rank, AB).  The
- * tables are larger than the cache and this is most of the load time, so:
- * AB is first tried at token id 256 + rank (where Hugging Face converters
- * put it), frequent parts hit a small direct-mapped cache, and the other
- * lookups run in batches whose hash slots are prefetched first. */
-typedef struct part_cache {
-    uint64_t h;
-    uint32_t sid1; /* sid + 1; 0 = empty */
-} part_cache_t;
-
-static int intern_part(lp_tokenizer_t *t, part_cache_t *pc, const char *s, size_t n, uint64_t h,
-                       uint32_t *sid)
-{
-    part_cache_t *e = &pc[(h >> 7) & 8191];
-    if (e->sid1 && e->h == h) {
-        size_t len;
-        const char *p = lp__strtab_str(&t->strs, e->sid1 - 1, &len);
-        if (len == n && !memcmp(p, s, n)) {
-            *sid = e->sid1 - 1;
-            return 0;
-        }
-    }
-    int rc = lp__strtab_intern_h(&t->strs, s, n, h, sid);
-    if (!rc) *e = (part_cache_t){h, *sid + 1};
-    return rc;
-}
-
+ * tables are larger than the cache and this is most of the load time, so
+ * the merges go through in batches, each a pipeline of passes whose memory
+ * accesses the pass before prefetched: hash A and B (and find AB at token
+ * id 256 + rank, where Hugging Face converters put it), then touch their
+ * hash slots, then look them up and compute the pair's slot, then insert. */
 static bool is_token_text(const lp_tokenizer_t *t, int64_t id, const char *a, size_t la,
                           const char *b, size_t lb)
 {
@@ -260,14 +179,14 @@ static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
     rc = lp__pairmap_init(&t->merges, (size_t)n);
     if (rc) return rc;
     t->n_merge_ranks = (uint32_t)n;
-    part_cache_t *pc = calloc(8192, sizeof(*pc));
-    if (!pc) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-    enum { BATCH = 16 };
+    enum { BATCH = 32 };
     struct {
         const char *a, *b;
         size_t la, lb;
-        uint64_t ha, hb, hab;
-        int64_t ab_id; /* token id of AB when found by the guess, else -1 */
+        uint64_t ha, hb;
+        uint64_t key;
+        uint32_t sab;
+        bool ab_found; /* sab is set: AB was the token at 256 + rank */
     } q[BATCH];
     char *tmp = NULL;
     size_t tmp_cap = 0;
@@ -288,19 +207,21 @@ static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
             lp__strtab_prefetch(&t->strs, q[j].ha);
             lp__strtab_prefetch(&t->strs, q[j].hb);
             int64_t guess = 256 + (int64_t)(base + j);
-            q[j].ab_id = is_token_text(t, guess, q[j].a, q[j].la, q[j].b, q[j].lb) &&
-                                 t->strs.tok[t->tok_sid[guess]] >= 0
-                             ? guess
-                             : -1;
+            q[j].ab_found = is_token_text(t, guess, q[j].a, q[j].la, q[j].b, q[j].lb) &&
+                            t->strs.tok[t->tok_sid[guess]] >= 0;
+            if (q[j].ab_found) q[j].sab = t->tok_sid[guess];
+        }
+        for (size_t j = 0; j < k; j++) {
+            if (!q[j].a) continue;
+            lp__strtab_prefetch2(&t->strs, q[j].ha);
+            lp__strtab_prefetch2(&t->strs, q[j].hb);
         }
         for (size_t j = 0; j < k && !rc; j++) {
             if (!q[j].a) continue;
-            uint32_t sa, sb, sab;
-            if ((rc = intern_part(t, pc, q[j].a, q[j].la, q[j].ha, &sa))) break;
-            if ((rc = intern_part(t, pc, q[j].b, q[j].lb, q[j].hb, &sb))) break;
-            if (q[j].ab_id >= 0) {
-                sab = t->tok_sid[q[j].ab_id];
-            } else {
+            uint32_t sa, sb;
+            if ((rc = lp__strtab_intern_h(&t->strs, q[j].a, q[j].la, q[j].ha, &sa))) break;
+            if ((rc = lp__strtab_intern_h(&t->strs, q[j].b, q[j].lb, q[j].hb, &sb))) break;
+            if (!q[j].ab_found) {
                 size_t lab = q[j].la + q[j].lb;
                 if (lab > tmp_cap) {
                     tmp_cap = lab * 2 + 64;
@@ -313,13 +234,15 @@ static int load_merges(lp_tokenizer_t *t, const lp_gguf_t *g)
                 }
                 memcpy(tmp, q[j].a, q[j].la);
                 memcpy(tmp + q[j].la, q[j].b, q[j].lb);
-                if ((rc = lp__strtab_intern(&t->strs, tmp, lab, &sab))) break;
+                if ((rc = lp__strtab_intern(&t->strs, tmp, lab, &q[j].sab))) break;
             }
-            rc = lp__pairmap_add(&t->merges, (uint64_t)sa << 32 | sb, (int32_t)(base + j), sab);
+            q[j].key = (uint64_t)sa << 32 | sb;
+            lp__pairmap_prefetch(&t->merges, q[j].key);
         }
+        for (size_t j = 0; j < k && !rc; j++)
+            if (q[j].a) rc = lp__pairmap_add(&t->merges, q[j].key, (int32_t)(base + j), q[j].sab);
     }
     free(tmp);
-    free(pc);
     return rc;
 }
 
@@ -539,8 +462,6 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
         }
     }
 
-    if ((rc = build_pieces(t))) return rc;
-
     rc = lp_gguf_get_str(g, "tokenizer.chat_template", &s);
     if (rc && rc != LP_ERR(ENOENT)) return rc;
     if (!rc) {
@@ -558,6 +479,7 @@ int lp_tokenizer_new_from_gguf(const lp_gguf_t *g, lp_tokenizer_t **out)
     *out = NULL;
     lp_tokenizer_t *t = calloc(1, sizeof(*t));
     if (!t) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
+    pthread_mutex_init(&t->pieces_lock, NULL);
     int rc = load(t, g);
     if (rc) {
         lp_tokenizer_destroy(&t);
@@ -594,6 +516,7 @@ void lp_tokenizer_destroy(lp_tokenizer_t **self_p)
     free(t->piece_off);
     free(t->piece_len);
     free(t->piece_arena);
+    pthread_mutex_destroy(&t->pieces_lock);
     free(t->chat_template);
     free(t);
     *self_p = NULL;
