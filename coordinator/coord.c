@@ -29,7 +29,7 @@
 
 enum { B_TOK, B_ENG, B_SAMP, B_COUNT };
 
-enum opkind { OP_HELLO, OP_TOKENIZE, OP_DETOK, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE };
+enum opkind { OP_NONE, OP_HELLO, OP_TOKENIZE, OP_DETOK, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE };
 
 typedef struct op {
     uint64_t id;
@@ -200,7 +200,7 @@ static int bsend(lp_coord_t *c, int which, enum opkind kind, uint64_t req, Lmpip
 {
     backend_t *b = &c->b[which];
     m->id = ++b->next_id;
-    int rc = op_push(b, (op_t){m->id, kind, req});
+    int rc = kind == OP_NONE ? 0 : op_push(b, (op_t){m->id, kind, req});
     if (rc) return rc;
     if (which == B_TOK && c->hold_tok && !raw_len) {
         if (c->n_held == c->cap_held) {
@@ -216,7 +216,7 @@ static int bsend(lp_coord_t *c, int which, enum opkind kind, uint64_t req, Lmpip
         size_t len = lmpipe__msg__get_packed_size(m);
         uint8_t *buf = malloc(len ? len : 1);
         if (!buf) {
-            b->n--;
+            if (kind != OP_NONE) b->n--;
             return LP_ERR(ENOMEM);
         }
         lmpipe__msg__pack(m, buf);
@@ -226,7 +226,7 @@ static int bsend(lp_coord_t *c, int which, enum opkind kind, uint64_t req, Lmpip
     rc = lp_frame_send(b->sock, NULL, 0, m, raw, raw_len);
     lp_zsock_kick(b->zs);
     if (rc) {
-        b->n--; /* never sent: forget it */
+        if (kind != OP_NONE) b->n--; /* never sent: forget it */
         LP_ERROR("coordinator: send to %s: %s", b->name, lp_error_msg());
     }
     return rc;
@@ -537,7 +537,13 @@ static void on_sampled(lp_coord_t *c, const Lmpipe__Msg *m)
         if (!ok || k >= m->sample_reply->n_results) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
         else on_token(c, r, m->sample_reply->results[k]);
     }
-    if (!c->step_busy) c->n_entries = 0;
+    if (!c->step_busy) { /* a quiet step ends with its samples */
+        for (size_t i = 0; i < c->n_entries; i++) {
+            req_t *r = req_find(c, c->entries[i].req);
+            if (r) r->in_step = false;
+        }
+        c->n_entries = 0;
+    }
 }
 
 /* ---- engine replies ------------------------------------------------------------ */
@@ -725,12 +731,13 @@ static void schedule(lp_coord_t *c)
         }
         st.n_rows = n_rows;
         st.rows = rp;
+        st.quiet = true; /* success shows in the slots; a failure fails them */
     }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STEP;
     m.step = &st;
-    if (bsend(c, B_ENG, OP_STEP, 0, &m, NULL, 0) == 0) {
-        c->step_busy = true;
+    if (bsend(c, B_ENG, early ? OP_NONE : OP_STEP, 0, &m, NULL, 0) == 0) {
+        c->step_busy = !early;
         if (early) {
             Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
             sq.n_items = n_rows;
@@ -740,8 +747,13 @@ static void schedule(lp_coord_t *c)
             Lmpipe__Msg sm = LMPIPE__MSG__INIT;
             sm.body_case = LMPIPE__MSG__BODY_SAMPLE;
             sm.sample = &sq;
-            if (bsend(c, B_SAMP, OP_SAMPLE, 0, &sm, NULL, 0) == 0) c->sample_busy = c->rows_sent = true;
-            /* else: the step reply finds sample_busy false and sends the rows */
+            if (bsend(c, B_SAMP, OP_SAMPLE, 0, &sm, NULL, 0) == 0) {
+                c->sample_busy = c->rows_sent = true;
+            } else {
+                /* The quiet step's rows will not be read: end the requests. */
+                fail_entries(c, "cannot reach sampler-svc");
+                c->n_entries = 0;
+            }
         }
     } else {
         for (size_t i = 0; i < n_seqs; i++) {
@@ -855,9 +867,19 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
         lp_frame_clear(&f);
         return;
     }
-    /* Find the operation; replies come in order, so it is the head. */
+    /* Find the operation; replies come in order, so it is the head.  A reply
+     * to no pending operation (an Error for a quiet step) leaves the FIFO. */
     op_t op = {0};
-    bool found = false;
+    bool found = false, pending = false;
+    for (size_t i = 0; i < b->n && !pending; i++) pending = b->ops[(b->head + i) % b->cap].id == f.msg->id;
+    if (!pending) {
+        if (f.msg->body_case == LMPIPE__MSG__BODY_ERROR)
+            LP_WARN("coordinator: %s: %s", b->name, f.msg->error->message);
+        else
+            LP_WARN("coordinator: %s: unexpected reply %llu", b->name, (unsigned long long)f.msg->id);
+        lp_frame_clear(&f);
+        return;
+    }
     while (b->n > 0) {
         op = b->ops[b->head];
         b->head = (b->head + 1) % b->cap;
@@ -875,6 +897,7 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
     }
     req_t *r = op.req ? req_find(c, op.req) : NULL;
     switch (op.kind) {
+    case OP_NONE: break;
     case OP_HELLO: on_hello_reply(c, which, &f); break;
     case OP_TOKENIZE: if (r) on_tokenized(c, r, f.msg); break;
     case OP_DETOK: if (r) on_detok(c, r, f.msg); break;

@@ -1,6 +1,8 @@
 /* ops.c - reference element-wise and attention operations. */
 #include "ops.h"
 
+#include "vec.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -41,10 +43,7 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
             scores[j] = -INFINITY;
             continue;
         }
-        const float *kj = k + (int64_t)j * kv_stride;
-        float dot = 0;
-        for (int32_t d = 0; d < head_dim; d++) dot += q[d] * kj[d];
-        scores[j] = dot * scale;
+        scores[j] = lp_vec_dot(q, k + (int64_t)j * kv_stride, head_dim) * scale;
         if (scores[j] > max) max = scores[j];
     }
     memset(out, 0, sizeof(float) * (size_t)head_dim);
@@ -58,8 +57,7 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
     for (int32_t j = 0; j < n_pos; j++) {
         const float p = scores[j] * inv;
         if (p == 0.0f) continue;
-        const float *vj = v + (int64_t)j * kv_stride;
-        for (int32_t d = 0; d < head_dim; d++) out[d] += p * vj[d];
+        lp_vec_axpy(out, p, v + (int64_t)j * kv_stride, head_dim);
     }
 }
 

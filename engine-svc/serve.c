@@ -291,6 +291,7 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
         }
     }
     if (rc) return rc;
+    if (sr->quiet && sr->n_rows) return 0; /* the published slots say it all */
     Lmpipe__StepReply rep = LMPIPE__STEP_REPLY__INIT;
     rep.row_count = (uint32_t)n_rows;
     rep.n_vocab = (uint32_t)nv;
