@@ -11,6 +11,7 @@
 #include "gguf.h"
 #include "log.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,6 +415,67 @@ static void check_block_cut(const lp_tokenizer_t *t)
 }
 
 /* A copy of a vocab file with one string key replaced (or added). */
+/* The piece table is built by the first lp_token_piece: threads that all
+ * start on a fresh tokenizer at once must see the same, complete pieces.
+ * Each thread hashes every piece; the sums must equal one thread's. */
+typedef struct piece_job {
+    const lp_tokenizer_t *t;
+    uint64_t sum;
+    int failures;
+} piece_job_t;
+
+static void *piece_worker(void *arg)
+{
+    piece_job_t *j = arg;
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t id = 0; id < lp_tokenizer_n_tokens(j->t); id++) {
+        const char *p;
+        size_t n;
+        if (lp_token_piece(j->t, id, true, &p, &n)) {
+            j->failures++;
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
+        h = (h ^ n) * 1099511628211ull;
+    }
+    j->sum = h;
+    return NULL;
+}
+
+static void test_pieces_threads(const char *rel)
+{
+    lp_tokenizer_t *t = open_tok(rel);
+    if (!t) return;
+    enum { N = 4 };
+    piece_job_t jobs[N] = {{0}};
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        jobs[i].t = t;
+        CHECK(pthread_create(&th[i], NULL, piece_worker, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    piece_job_t again = {t, 0, 0};
+    piece_worker(&again);
+    for (int i = 0; i < N; i++) {
+        CHECK(jobs[i].failures == 0);
+        CHECK(jobs[i].sum == again.sum);
+    }
+    /* a BPE piece is the token's text byte-decoded: "\xc4\xa0the" -> " the" */
+    int32_t id = -1;
+    for (int32_t k = 0; k < lp_tokenizer_n_tokens(t) && id < 0; k++) {
+        size_t n;
+        const char *s = lp_tokenizer_token_text(t, k, &n);
+        if (n == 5 && !memcmp(s, "\xc4\xa0the", 5)) id = k;
+    }
+    if (lp_tokenizer_kind(t) == LP_VOCAB_BPE) {
+        const char *p;
+        size_t n;
+        CHECK(id >= 0);
+        if (id >= 0) CHECK(lp_token_piece(t, id, false, &p, &n) == 0 && n == 4 && !memcmp(p, " the", 4));
+    }
+    lp_tokenizer_destroy(&t);
+}
+
 /* A value to put in a copy of a GGUF: a string, or an integer of the
  * GGUF type 'u' (u32) or 'i' (i32). */
 typedef struct kv_value {
@@ -725,6 +787,8 @@ int main(int argc, char **argv)
     test_special();
     test_errors();
     test_special_ids();
+    test_pieces_threads("vocab/ggml-vocab-qwen2.gguf");
+    test_pieces_threads("vocab/ggml-vocab-llama-spm.gguf");
     test_chat();
     test_chat_model();
     return CHECK_DONE();
