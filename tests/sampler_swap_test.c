@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #define N_REQ 8
-#define N_PREDICT 150
+#define N_PREDICT 400 /* long enough to outlive the 20 swaps on a fast pipeline */
 #define MAX_V 64
 
 static void pause_ms(int ms)
