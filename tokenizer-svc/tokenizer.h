@@ -90,7 +90,9 @@ int lp_tokenize_alloc(const lp_tokenizer_t *tok, const char *text, size_t len,
 /* The bytes one token stands for (llama.cpp's token_to_piece with lstrip 0):
  * SPM "▁" becomes " ", byte tokens one byte, BPE tokens are byte-decoded.
  * Control and unknown tokens give "" unless special.  *piece is borrowed and
- * not NUL-terminated; it may be partial UTF-8.  LP_ERR(EINVAL) for a bad id. */
+ * not NUL-terminated; it may be partial UTF-8.  LP_ERR(EINVAL) for a bad id.
+ * The first call builds the table of all pieces (thread-safe; LP_ERR(ENOMEM)
+ * if that fails), so loading and tokenizing never pay for it. */
 int lp_token_piece(const lp_tokenizer_t *tok, int32_t id, bool special, const char **piece,
                    size_t *len);
 
