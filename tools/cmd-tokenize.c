@@ -67,9 +67,13 @@ static const char *parse_args(const char *cmd, int argc, char **argv, const char
 }
 
 /* IDs on one line, space-separated (printf per ID would cost more than the
- * tokenizing). */
+ * tokenizing).  Digits are written two at a time, right to left. */
 static void print_ids(const int32_t *ids, size_t n)
 {
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                   "25262728293031323334353637383940414243444546474849"
+                                   "50515253545556575859606162636465666768697071727374"
+                                   "75767778798081828384858687888990919293949596979899";
     char buf[65536];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -79,10 +83,21 @@ static void print_ids(const int32_t *ids, size_t n)
         }
         if (i) buf[k++] = ' ';
         char tmp[12];
-        int m = 0;
+        char *e = tmp + sizeof(tmp), *p = e;
         uint32_t v = (uint32_t)ids[i]; /* ids are >= 0 */
-        do tmp[m++] = (char)('0' + v % 10); while ((v /= 10));
-        while (m) buf[k++] = tmp[--m];
+        while (v >= 100) {
+            p -= 2;
+            memcpy(p, pairs + 2 * (v % 100), 2);
+            v /= 100;
+        }
+        if (v >= 10) {
+            p -= 2;
+            memcpy(p, pairs + 2 * v, 2);
+        } else {
+            *--p = (char)('0' + v);
+        }
+        memcpy(buf + k, p, (size_t)(e - p));
+        k += (size_t)(e - p);
     }
     buf[k++] = '\n';
     fwrite(buf, 1, k, stdout);
