@@ -12,11 +12,10 @@
  * streaming overlap the next step.  Replies from each service come back in
  * the order of the requests (one DEALER each), so every service has a FIFO
  * of pending operations. */
-#include "coord.h"
+#include "coord-internal.h"
 
 #include "error.h"
 #include "hello.h"
-#include "json.h"
 #include "log.h"
 #include "textstream.h"
 #include "zloop.h"
@@ -27,112 +26,13 @@
 #include <time.h>
 #include <zmq.h>
 
-enum { B_TOK, B_ENG, B_SAMP, B_COUNT };
-
-enum opkind { OP_NONE, OP_HELLO, OP_TOKENIZE, OP_DETOK, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE };
-
-typedef struct op {
-    uint64_t id;
-    enum opkind kind;
-    uint64_t req; /* request key, 0 for none */
-} op_t;
-
-typedef struct backend {
-    const char *name;
-    Lmpipe__Role role;
-    void *sock;
-    lp_zsock_t *zs;
-    Lmpipe__Msg *hello; /* the service's Hello reply (owned); NULL until then */
-    op_t *ops;          /* FIFO ring of pending operations */
-    size_t head, n, cap;
-    uint64_t next_id;
-    struct lp_coord *owner;
-    int which;
-} backend_t;
-
-enum rstate { R_TOKENIZING, R_WAIT_SLOT, R_OPENING, R_RUNNING, R_DONE };
-
-typedef struct tokinfo { /* a sampled token waiting for its piece */
-    int32_t id;
-    float logprob;
-    uint64_t strategy_version; /* the sampler strategy that chose it */
-    size_t n_top;
-    Lmpipe__TokenProb top[32];
-} tokinfo_t;
-
-typedef struct req {
-    uint64_t key;              /* the coordinator's id, also the sampler session */
-    uint8_t peer[LP_FRAME_MAX_PEER];
-    size_t peer_len;
-    uint64_t client_id;        /* Msg.id of the client's Generate */
-    enum rstate state;
-    int32_t *prompt;
-    size_t n_prompt;
-    int32_t seq;               /* engine slot, -1 when none */
-    int32_t n_past;            /* tokens in the KV cache */
-    int32_t next_tok;          /* sampled, not yet fed */
-    bool has_next;
-    bool in_step;
-    bool session_open;
-    int32_t n_gen, n_predict;
-    bool ignore_eos;
-    char *params_json;
-    char **stops;
-    size_t *stop_lens, n_stops;
-    lp_textstream_t *ts;
-    tokinfo_t *pend;           /* FIFO of tokens awaiting detokenization */
-    size_t pend_head, pend_n, pend_cap;
-    Lmpipe__FinishReason reason;
-    int stop_idx;
-    char error[512];
-    bool client_gone;
-    bool detok_open;           /* the tokenizer holds a decoder for this request */
-    char *tail;                /* text released by the final flush */
-    size_t tail_len;
-    uint64_t t_start, t_first, t_last;
-} req_t;
-
-typedef struct entry { /* one entry of the step in flight */
-    uint64_t req;
-    int32_t n_tokens, n_logits;
-} entry_t;
-
-struct lp_coord {
-    lp_coord_params_t p;
-    lp_service_t *svc;
-    backend_t b[B_COUNT];
-    bool ready, failed;
-    char fail_msg[1024];
-    bool use_shm;
-    int32_t n_vocab, eos_id, bos_id, n_ctx, max_seqs, max_batch_tokens;
-    req_t **reqs;
-    size_t n_reqs, cap_reqs;
-    uint64_t next_key;
-    uint8_t *slot_used;
-    bool step_busy, sample_busy;
-    entry_t *entries;
-    size_t n_entries;
-    int32_t *tokbuf; /* the tokens of the step being built */
-    uint8_t *eog;    /* n_vocab flags: end-of-generation tokens */
-    /* While sample results are handled, tokenizer messages wait here so that
-     * the next engine step goes out first (detokenizing overlaps it). */
-    size_t rr;       /* round-robin start of the decode pass */
-    uint64_t ring_seq; /* last sequence number given to a ring slot */
-    bool rows_sent;    /* this step's rows went to the sampler with the step */
-    size_t ring_slots; /* slots in the engine's ring */
-    bool hold_tok;
-    struct held { uint8_t *buf; size_t len; } *held;
-    size_t n_held, cap_held;
-};
-
-static uint64_t now_ns(void)
+uint64_t lp__coord_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void pump(lp_coord_t *c);
 
 /* ---- requests ------------------------------------------------------------ */
 
@@ -143,7 +43,7 @@ static req_t *req_find(lp_coord_t *c, uint64_t key)
     return NULL;
 }
 
-static req_t *req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, uint64_t id)
+req_t *lp__req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, uint64_t id)
 {
     for (size_t i = 0; i < c->n_reqs; i++) {
         req_t *r = c->reqs[i];
@@ -152,7 +52,7 @@ static req_t *req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, ui
     return NULL;
 }
 
-static void req_free(req_t *r)
+void lp__req_free(req_t *r)
 {
     free(r->prompt);
     free(r->params_json);
@@ -173,7 +73,7 @@ static void req_remove(lp_coord_t *c, req_t *r)
             c->n_reqs--;
             break;
         }
-    req_free(r);
+    lp__req_free(r);
 }
 
 /* ---- backends -------------------------------------------------------------- */
@@ -195,7 +95,7 @@ static int op_push(backend_t *b, op_t op)
 }
 
 /* Send `m` to a service and remember what its reply is for. */
-static int bsend(lp_coord_t *c, int which, enum opkind kind, uint64_t req, Lmpipe__Msg *m,
+int lp__coord_send(lp_coord_t *c, int which, enum opkind kind, uint64_t req, Lmpipe__Msg *m,
                  const void *raw, size_t raw_len)
 {
     backend_t *b = &c->b[which];
@@ -265,7 +165,6 @@ static void send_client(lp_coord_t *c, req_t *r, Lmpipe__Msg *m)
     }
 }
 
-static void finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, const char *error);
 static int pend_push(req_t *r, const tokinfo_t *ti);
 
 static void maybe_final(lp_coord_t *c, req_t *r)
@@ -293,7 +192,7 @@ static void maybe_final(lp_coord_t *c, req_t *r)
     }
     f.n_prompt = (uint32_t)r->n_prompt;
     f.n_generated = (uint32_t)r->n_gen;
-    uint64_t t_first = r->t_first ? r->t_first : now_ns();
+    uint64_t t_first = r->t_first ? r->t_first : lp__coord_now_ns();
     f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
     f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
     if (r->error[0]) f.error = r->error;
@@ -305,7 +204,7 @@ static void maybe_final(lp_coord_t *c, req_t *r)
     req_remove(c, r);
 }
 
-static void finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, const char *error)
+void lp__coord_finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, const char *error)
 {
     if (r->state == R_DONE) {
         /* A stop string found in text that arrives after a natural end wins. */
@@ -325,7 +224,7 @@ static void finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, const c
         sc.session = r->key;
         m.body_case = LMPIPE__MSG__BODY_SAMPLER_CLOSE;
         m.sampler_close = &sc;
-        bsend(c, B_SAMP, OP_SCLOSE, r->key, &m, NULL, 0);
+        lp__coord_send(c, B_SAMP, OP_SCLOSE, r->key, &m, NULL, 0);
         r->session_open = false;
     }
     if (r->detok_open) {
@@ -342,7 +241,7 @@ static void finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, const c
         m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
         m.detokenize = &d;
         tokinfo_t marker = {.id = -1};
-        if (pend_push(r, &marker) == 0 && bsend(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0) != 0)
+        if (pend_push(r, &marker) == 0 && lp__coord_send(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0) != 0)
             r->pend_n--;
         r->detok_open = false;
     }
@@ -355,18 +254,18 @@ static void on_tokenized(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
 {
     if (r->state != R_TOKENIZING) return;
     if (m->body_case != LMPIPE__MSG__BODY_TOKENIZE_REPLY) {
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
                m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "tokenizer: bad reply");
         return;
     }
     const Lmpipe__TokenizeReply *t = m->tokenize_reply;
     if (t->n_ids == 0) {
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "the prompt has no tokens (and the model adds no BOS)");
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "the prompt has no tokens (and the model adds no BOS)");
         return;
     }
     r->prompt = malloc(t->n_ids * sizeof(int32_t));
     if (!r->prompt) {
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
         return;
     }
     memcpy(r->prompt, t->ids, t->n_ids * sizeof(int32_t));
@@ -374,7 +273,7 @@ static void on_tokenized(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     if ((int64_t)r->n_prompt >= c->n_ctx) {
         char msg[160];
         snprintf(msg, sizeof(msg), "the prompt has %zu tokens; the context holds %d", r->n_prompt, c->n_ctx);
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, msg);
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, msg);
         return;
     }
     r->state = R_WAIT_SLOT;
@@ -397,7 +296,7 @@ static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
         m->detokenize_reply->n_pieces != (ti->id == -1 ? 0u : 1u)) {
         const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply";
         if (r->state != R_DONE) {
-            finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
         } else {
             r->reason = LMPIPE__FINISH_REASON__FINISH_ERROR;
             snprintf(r->error, sizeof(r->error), "tokenizer: %s", err);
@@ -440,13 +339,13 @@ static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     em.token = &ev;
     send_client(c, r, &em);
     if (r->client_gone) {
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_CANCELLED, "the client has gone");
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CANCELLED, "the client has gone");
         maybe_final(c, r);
         return;
     }
     if (stop >= 0) {
         r->stop_idx = stop; /* later pieces are past the stop string: dropped */
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_STOP, NULL);
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_STOP, NULL);
     }
     maybe_final(c, r);
 }
@@ -458,7 +357,7 @@ static void on_opened(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     if (r->state != R_OPENING) return;
     if (m->body_case != LMPIPE__MSG__BODY_SAMPLER_OPEN) {
         r->session_open = false;
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
                m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply");
         return;
     }
@@ -484,15 +383,15 @@ static int pend_push(req_t *r, const tokinfo_t *ti)
 static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res)
 {
     if (res->error && res->error[0]) {
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, res->error);
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, res->error);
         return;
     }
     int32_t t = res->token;
-    uint64_t now = now_ns();
+    uint64_t now = lp__coord_now_ns();
     if (!r->t_first) r->t_first = now;
     r->t_last = now;
     if (t >= 0 && t < c->n_vocab && c->eog[t] && !r->ignore_eos) {
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_EOS, NULL);
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_EOS, NULL);
         return;
     }
     r->n_gen++;
@@ -511,16 +410,16 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res)
     m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
     m.detokenize = &d;
     r->detok_open = true;
-    if (pend_push(r, &ti) || bsend(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0)) {
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+    if (pend_push(r, &ti) || lp__coord_send(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0)) {
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
         return;
     }
     r->next_tok = t;
     r->has_next = true;
     if (r->n_predict >= 0 && r->n_gen >= r->n_predict)
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
     else if (r->n_past >= c->n_ctx)
-        finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
 }
 
 static void on_sampled(lp_coord_t *c, const Lmpipe__Msg *m)
@@ -534,7 +433,7 @@ static void on_sampled(lp_coord_t *c, const Lmpipe__Msg *m)
         req_t *r = req_find(c, c->entries[i].req);
         size_t k = row++;
         if (!r || r->state != R_RUNNING) continue;
-        if (!ok || k >= m->sample_reply->n_results) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+        if (!ok || k >= m->sample_reply->n_results) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
         else on_token(c, r, m->sample_reply->results[k]);
     }
     if (!c->step_busy) { /* a quiet step ends with its samples */
@@ -552,7 +451,7 @@ static void fail_entries(lp_coord_t *c, const char *err)
 {
     for (size_t i = 0; i < c->n_entries; i++) {
         req_t *r = req_find(c, c->entries[i].req);
-        if (r) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+        if (r) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
     }
 }
 
@@ -613,7 +512,7 @@ static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
     Lmpipe__Msg out = LMPIPE__MSG__INIT;
     out.body_case = LMPIPE__MSG__BODY_SAMPLE;
     out.sample = &sq;
-    if (bsend(c, B_SAMP, OP_SAMPLE, 0, &out, c->use_shm ? NULL : raw, c->use_shm ? 0 : raw_len) == 0)
+    if (lp__coord_send(c, B_SAMP, OP_SAMPLE, 0, &out, c->use_shm ? NULL : raw, c->use_shm ? 0 : raw_len) == 0)
         c->sample_busy = true;
     else
         c->n_entries = 0;
@@ -646,9 +545,9 @@ static void admit(lp_coord_t *c)
         m.sampler_open = &so;
         r->state = R_OPENING;
         r->session_open = true;
-        if (bsend(c, B_SAMP, OP_SOPEN, r->key, &m, NULL, 0)) {
+        if (lp__coord_send(c, B_SAMP, OP_SOPEN, r->key, &m, NULL, 0)) {
             r->session_open = false;
-            finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach sampler-svc");
+            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach sampler-svc");
         }
     }
 }
@@ -736,7 +635,7 @@ static void schedule(lp_coord_t *c)
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STEP;
     m.step = &st;
-    if (bsend(c, B_ENG, early ? OP_NONE : OP_STEP, 0, &m, NULL, 0) == 0) {
+    if (lp__coord_send(c, B_ENG, early ? OP_NONE : OP_STEP, 0, &m, NULL, 0) == 0) {
         c->step_busy = !early;
         if (early) {
             Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
@@ -747,7 +646,7 @@ static void schedule(lp_coord_t *c)
             Lmpipe__Msg sm = LMPIPE__MSG__INIT;
             sm.body_case = LMPIPE__MSG__BODY_SAMPLE;
             sm.sample = &sq;
-            if (bsend(c, B_SAMP, OP_SAMPLE, 0, &sm, NULL, 0) == 0) {
+            if (lp__coord_send(c, B_SAMP, OP_SAMPLE, 0, &sm, NULL, 0) == 0) {
                 c->sample_busy = c->rows_sent = true;
             } else {
                 /* The quiet step's rows will not be read: end the requests. */
@@ -758,13 +657,13 @@ static void schedule(lp_coord_t *c)
     } else {
         for (size_t i = 0; i < n_seqs; i++) {
             req_t *r = req_find(c, c->entries[i].req);
-            if (r) finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach engine-svc");
+            if (r) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach engine-svc");
         }
         c->n_entries = 0;
     }
 }
 
-static void pump(lp_coord_t *c)
+void lp__coord_pump(lp_coord_t *c)
 {
     if (!c->ready) return;
     admit(c);
@@ -785,7 +684,7 @@ static void send_hello(lp_coord_t *c, int which)
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_HELLO;
     m.hello = &h;
-    bsend(c, which, OP_HELLO, 0, &m, NULL, 0);
+    lp__coord_send(c, which, OP_HELLO, 0, &m, NULL, 0);
 }
 
 static void check_ready(lp_coord_t *c)
@@ -811,7 +710,7 @@ static void check_ready(lp_coord_t *c)
     c->ring_slots = e->shm_slots;
     /* Slot sequence numbers start at a random point (see shm-ring.h). */
     if (getrandom(&c->ring_seq, sizeof(c->ring_seq), 0) != (ssize_t)sizeof(c->ring_seq))
-        c->ring_seq = now_ns();
+        c->ring_seq = lp__coord_now_ns();
     c->ring_seq >>= 1;
     c->eog = calloc((size_t)c->n_vocab, 1);
     if (c->eog && c->eos_id >= 0 && c->eos_id < c->n_vocab) c->eog[c->eos_id] = 1;
@@ -910,226 +809,14 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
     case OP_SAMPLE:
         c->hold_tok = true;
         on_sampled(c, f.msg);
-        pump(c); /* the next step first ... */
+        lp__coord_pump(c); /* the next step first ... */
         c->hold_tok = false;
         send_held(c); /* ... then the pieces to detokenize */
         break;
     }
     lp_frame_clear(&f);
-    pump(c);
+    lp__coord_pump(c);
     (void)zs;
-}
-
-/* ---- the client API ------------------------------------------------------------------ */
-
-static int on_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine)
-{
-    lp_coord_t *c = ctx;
-    if (c->failed) return lp_error_set(LP_ERR(EPROTO), "pipeline failed: %s", c->fail_msg);
-    if (!c->ready) {
-        const char *waiting = !c->b[B_TOK].hello ? "tokenizer-svc" : !c->b[B_ENG].hello ? "engine-svc"
-                                                                                        : "sampler-svc";
-        return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready: waiting for %s", waiting);
-    }
-    const Lmpipe__Hello *e = c->b[B_ENG].hello->hello;
-    mine->n_vocab = e->n_vocab;
-    mine->n_tokens = e->n_tokens;
-    mine->vocab_hash = e->vocab_hash;
-    mine->model_name = e->model_name;
-    mine->bos_id = c->bos_id;
-    mine->eos_id = c->eos_id;
-    mine->max_seqs = (uint32_t)c->max_seqs;
-    mine->max_batch_tokens = (uint32_t)c->max_batch_tokens;
-    mine->n_ctx = (uint32_t)c->n_ctx;
-    mine->no_shm = !c->use_shm;
-    return lp_hello_check_vocab(mine, peer);
-}
-
-/* Fill prompt, n_predict, stop and ignore_eos from params_json where the
- * request's own fields leave them unset (llama.cpp /completion bodies). */
-static int parse_json_fields(req_t *r, const Lmpipe__GenerateRequest *g, char **prompt_text)
-{
-    *prompt_text = NULL;
-    if (!g->params_json || !g->params_json[0]) return 0;
-    lp_json_doc_t *doc;
-    int rc = lp_json_parse(g->params_json, strlen(g->params_json), &doc);
-    if (rc) {
-        lp_error_prefix("params_json: ");
-        return rc;
-    }
-    const lp_json_t *root = lp_json_root(doc), *v;
-    if (root->type != LP_JSON_OBJECT) {
-        lp_json_doc_destroy(&doc);
-        return lp_error_set(LP_ERR(EINVAL), "params_json: not a JSON object");
-    }
-    if (g->n_predict == 0 && (v = lp_json_get(root, "n_predict"))) {
-        int64_t x;
-        if ((rc = lp_json_int(v, -1, 1 << 30, &x)) != 0) {
-            lp_json_doc_destroy(&doc);
-            return lp_error_set(LP_ERR(EINVAL), "n_predict: must be an integer >= -1");
-        }
-        r->n_predict = (int32_t)x;
-    }
-    if ((v = lp_json_get(root, "ignore_eos"))) {
-        if (v->type != LP_JSON_BOOL) {
-            lp_json_doc_destroy(&doc);
-            return lp_error_set(LP_ERR(EINVAL), "ignore_eos: must be true or false");
-        }
-        r->ignore_eos = r->ignore_eos || v->u.b;
-    }
-    if (g->n_stop == 0 && (v = lp_json_get(root, "stop"))) {
-        if (v->type != LP_JSON_ARRAY) {
-            lp_json_doc_destroy(&doc);
-            return lp_error_set(LP_ERR(EINVAL), "stop: must be an array of strings");
-        }
-        r->stops = calloc(v->n ? v->n : 1, sizeof(char *));
-        r->stop_lens = calloc(v->n ? v->n : 1, sizeof(size_t));
-        for (size_t i = 0; r->stops && r->stop_lens && i < v->n; i++) {
-            const lp_json_t *s = &v->u.items[i];
-            if (s->type != LP_JSON_STRING) {
-                lp_json_doc_destroy(&doc);
-                return lp_error_set(LP_ERR(EINVAL), "stop[%zu]: must be a string", i);
-            }
-            r->stops[i] = malloc(s->n ? s->n : 1);
-            if (!r->stops[i]) break;
-            memcpy(r->stops[i], s->u.str, s->n);
-            r->stop_lens[i] = s->n;
-            r->n_stops++;
-        }
-    }
-    if (!g->prompt.len && !g->n_prompt_ids && (v = lp_json_get(root, "prompt"))) {
-        if (v->type != LP_JSON_STRING) {
-            lp_json_doc_destroy(&doc);
-            return lp_error_set(LP_ERR(EINVAL), "prompt: only a string prompt is supported in "
-                                "params_json (send token ids in prompt_ids)");
-        }
-        *prompt_text = strndup(v->u.str, v->n);
-    }
-    lp_json_doc_destroy(&doc);
-    return 0;
-}
-
-static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
-{
-    const Lmpipe__GenerateRequest *g = f->msg->generate;
-    if (req_find_client(c, f->peer, f->peer_len, f->msg->id))
-        return lp_error_set(LP_ERR(EEXIST), "generate: request id %llu is already running",
-                            (unsigned long long)f->msg->id);
-    size_t max_req = c->p.max_requests > 0 ? (size_t)c->p.max_requests : 1024;
-    if (c->n_reqs >= max_req)
-        return lp_error_set(LP_ERR(EBUSY), "generate: %zu requests are queued or running", c->n_reqs);
-    req_t *r = calloc(1, sizeof(*r));
-    if (!r) return LP_ERR(ENOMEM);
-    r->key = ++c->next_key;
-    memcpy(r->peer, f->peer, f->peer_len);
-    r->peer_len = f->peer_len;
-    r->client_id = f->msg->id;
-    r->seq = -1;
-    r->stop_idx = -1;
-    r->n_predict = g->n_predict != 0 ? g->n_predict : -1;
-    r->ignore_eos = g->ignore_eos;
-    r->t_start = now_ns();
-    char *prompt_text = NULL;
-    int rc = parse_json_fields(r, g, &prompt_text);
-    if (!rc && g->n_stop) {
-        r->stops = calloc(g->n_stop, sizeof(char *));
-        r->stop_lens = calloc(g->n_stop, sizeof(size_t));
-        if (!r->stops || !r->stop_lens) rc = LP_ERR(ENOMEM);
-        for (size_t i = 0; !rc && i < g->n_stop; i++) {
-            r->stops[i] = malloc(g->stop[i].len ? g->stop[i].len : 1);
-            if (!r->stops[i]) {
-                rc = LP_ERR(ENOMEM);
-                break;
-            }
-            if (g->stop[i].len) memcpy(r->stops[i], g->stop[i].data, g->stop[i].len);
-            r->stop_lens[i] = g->stop[i].len;
-            r->n_stops++;
-        }
-    }
-    if (!rc && g->n_predict < -1) rc = lp_error_set(LP_ERR(EINVAL), "n_predict: must be >= -1, got %d", g->n_predict);
-    if (!rc && g->params_json && g->params_json[0]) r->params_json = strdup(g->params_json);
-    if (!rc) {
-        r->ts = lp_textstream_new((const char *const *)r->stops, r->stop_lens, r->n_stops);
-        if (!r->ts) rc = LP_ERR(ENOMEM);
-    }
-    if (!rc && g->n_prompt_ids) {
-        for (size_t i = 0; i < g->n_prompt_ids && !rc; i++)
-            if (g->prompt_ids[i] < 0 || g->prompt_ids[i] >= c->n_vocab)
-                rc = lp_error_set(LP_ERR(EINVAL), "prompt_ids[%zu] = %d is not in 0..%d", i,
-                                  g->prompt_ids[i], c->n_vocab - 1);
-        if (!rc && (int64_t)g->n_prompt_ids >= c->n_ctx)
-            rc = lp_error_set(LP_ERR(EINVAL), "prompt_ids: %zu tokens; the context holds %d",
-                              g->n_prompt_ids, c->n_ctx);
-        if (!rc && !(r->prompt = malloc(g->n_prompt_ids * sizeof(int32_t)))) rc = LP_ERR(ENOMEM);
-        if (!rc) {
-            memcpy(r->prompt, g->prompt_ids, g->n_prompt_ids * sizeof(int32_t));
-            r->n_prompt = g->n_prompt_ids;
-            r->state = R_WAIT_SLOT;
-        }
-    }
-    if (rc) {
-        free(prompt_text);
-        req_free(r);
-        return rc;
-    }
-    if (c->n_reqs == c->cap_reqs) {
-        size_t cap = c->cap_reqs ? 2 * c->cap_reqs : 64;
-        req_t **n = realloc(c->reqs, cap * sizeof(req_t *));
-        if (!n) {
-            free(prompt_text);
-            req_free(r);
-            return LP_ERR(ENOMEM);
-        }
-        c->reqs = n;
-        c->cap_reqs = cap;
-    }
-    c->reqs[c->n_reqs++] = r;
-    if (!g->n_prompt_ids) {
-        Lmpipe__Msg m = LMPIPE__MSG__INIT;
-        Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
-        if (prompt_text) {
-            t.text.data = (uint8_t *)prompt_text;
-            t.text.len = strlen(prompt_text);
-        } else {
-            t.text = g->prompt;
-        }
-        t.add_special = !g->no_bos;
-        t.parse_special = false;
-        m.body_case = LMPIPE__MSG__BODY_TOKENIZE;
-        m.tokenize = &t;
-        r->state = R_TOKENIZING;
-        if (bsend(c, B_TOK, OP_TOKENIZE, r->key, &m, NULL, 0))
-            finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach tokenizer-svc");
-    }
-    free(prompt_text);
-    (void)svc;
-    pump(c);
-    return 0;
-}
-
-static int on_cancel(lp_coord_t *c, const lp_frame_t *f)
-{
-    req_t *r = req_find_client(c, f->peer, f->peer_len, f->msg->id);
-    if (!r) return lp_error_set(LP_ERR(ENOENT), "cancel: no running request %llu",
-                                (unsigned long long)f->msg->id);
-    finish(c, r, LMPIPE__FINISH_REASON__FINISH_CANCELLED, NULL);
-    pump(c);
-    return 0;
-}
-
-static int on_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
-{
-    lp_coord_t *c = ctx;
-    if (f->has_raw) return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
-                                        lp_msg_body_name(f->msg->body_case));
-    if (!c->ready) return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready");
-    switch (f->msg->body_case) {
-    case LMPIPE__MSG__BODY_GENERATE: return on_generate(c, svc, f);
-    case LMPIPE__MSG__BODY_CANCEL: return on_cancel(c, f);
-    default:
-        return lp_error_set(LP_ERR(EPROTO), "the coordinator does not serve '%s' messages",
-                            lp_msg_body_name(f->msg->body_case));
-    }
 }
 
 /* ---- start and stop ----------------------------------------------------------------- */
@@ -1188,7 +875,7 @@ void lp_coord_destroy(lp_coord_t **self_p)
 {
     if (!self_p || !*self_p) return;
     lp_coord_t *c = *self_p;
-    for (size_t i = 0; i < c->n_reqs; i++) req_free(c->reqs[i]);
+    for (size_t i = 0; i < c->n_reqs; i++) lp__req_free(c->reqs[i]);
     free(c->reqs);
     for (int i = 0; i < B_COUNT; i++) {
         if (c->b[i].hello) lmpipe__msg__free_unpacked(c->b[i].hello, NULL);
@@ -1213,8 +900,8 @@ static void on_stats(void *ctx, Lmpipe__StatsReply *out)
 const lp_service_ops_t lp_coord_ops = {
     .name = "coordinator",
     .role = LMPIPE__ROLE__ROLE_COORDINATOR,
-    .hello = on_client_hello,
-    .handle = on_client,
+    .hello = lp__coord_client_hello,
+    .handle = lp__coord_client,
     .start = on_start,
     .stop = on_stop,
     .stats = on_stats,
