@@ -1,6 +1,7 @@
-/* cmd-bench-pipeline.c - `lmpipe bench --pipeline`: the time each decode
- * step adds when it goes through the four services, compared with calling
- * the engine and the sampler in-process.
+/* cmd-bench-pipeline.c - the pipeline half of `lmpipe bench --pipeline`:
+ * throughput through the four services, and the time each decode step adds
+ * when it goes through them, compared with calling the engine and the
+ * sampler in-process.
  *
  * In-process: after BOS, --tokens greedy decode steps, each one
  * lp_engine_step() of one token plus one lp_sampler_seq_sample(); the time
@@ -10,6 +11,7 @@
  * the steady state the gap is one step: engine, sampler and four messages).
  * Both run --runs times; the report gives p50 and p99 of each and their
  * difference, as one JSON object. */
+#include "bench.h"
 #include "lmpipe.h"
 
 #include "client.h"
@@ -130,47 +132,66 @@ static int through_pipeline(const char *model_path, int threads, bool no_shm, in
     return rc;
 }
 
-int lp_cmd_bench_pipeline(int argc, char **argv)
+/* Prefill and decode throughput through the pipeline: one request of
+ * `pp` prompt ids (no BOS added) and `tg` greedy tokens with EOS ignored,
+ * after a short warm-up request.  The coordinator's final event gives the
+ * time from the request to the first token (prefill plus one sample) and
+ * from the first token to the last. */
+int lp_bench_pipeline_throughput(const char *model_path, int threads, bool no_shm, int batch,
+                                 const int32_t *ids, int pp, int tg, double *prefill_tok_s,
+                                 double *decode_tok_s)
 {
-    const char *model = NULL;
-    int threads = 1, n_tok = 128, runs = 3;
-    bool no_shm = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) n_tok = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--no-shm")) no_shm = true;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: lmpipe bench --pipeline --model M [--tokens 128] [--runs 3] [--threads 1] [--no-shm]\n");
-            return 0;
-        } else {
-            return lp_cmd_usage_error("bench", "unknown or incomplete option '%s'", argv[i]);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_pipeline_opts_t o = {.model = model_path, .threads = threads, .no_shm = no_shm,
+                            .max_seqs = 1, .max_batch_tokens = batch,
+                            .n_ctx = pp + tg + 16};
+    lp_pipeline_t *p = NULL;
+    lp_client_t *c = NULL;
+    int rc = lp_pipeline_start(&loop, &o, &p);
+    if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
+    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), &c);
+    if (!rc) rc = lp_client_hello(c, 10000);
+    for (int r = 0; !rc && r < 2; r++) { /* r == 0 warms up */
+        Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+        g.prompt_ids = (int32_t *)ids;
+        g.n_prompt_ids = (size_t)(r ? pp : (pp < 16 ? pp : 16));
+        g.n_predict = r ? tg : (tg < 8 ? tg : 8);
+        g.ignore_eos = true;
+        g.params_json = "{\"temperature\": 0}";
+        lp_generation_t gen;
+        rc = lp_client_generate(c, (uint64_t)r + 1, &g, 600000, NULL, NULL, &gen);
+        if (!rc && gen.reason != LMPIPE__FINISH_REASON__FINISH_LENGTH)
+            rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation ended early: %s", gen.error);
+        if (!rc && r) {
+            *prefill_tok_s = gen.prompt_ms > 0 ? pp / (gen.prompt_ms / 1000.0) : 0;
+            *decode_tok_s = gen.generate_ms > 0 ? (double)(gen.n_ids - 1) / (gen.generate_ms / 1000.0)
+                                                : 0;
         }
+        lp_generation_clear(&gen);
     }
-    if (!model) return lp_cmd_usage_error("bench", "--model is required");
-    if (n_tok < 2 || n_tok > 100000 || runs < 1 || runs > 1000 || threads < 0)
-        return lp_cmd_usage_error("bench", "--tokens must be 2..100000, --runs 1..1000, --threads >= 0");
+    lp_client_destroy(&c);
+    lp_pipeline_destroy(&p);
+    uv_loop_close(&loop);
+    return rc;
+}
+
+int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok, int runs,
+                          lp_step_latency_t *out)
+{
     size_t n = (size_t)n_tok * (size_t)runs;
     double *a = calloc(n, sizeof(double)), *b = calloc(n, sizeof(double));
-    if (!a || !b) return 1;
-    int rc = in_process(model, threads, n_tok, runs, a);
+    int rc = (!a || !b) ? lp_error_set(LP_ERR(ENOMEM), "out of memory") : 0;
+    if (!rc) rc = in_process(model, threads, n_tok, runs, a);
     if (!rc) rc = through_pipeline(model, threads, no_shm, n_tok, runs, b);
-    if (rc) {
-        fprintf(stderr, "lmpipe bench: %s\n", lp_error_msg());
-        free(a);
-        free(b);
-        return 1;
+    if (!rc) {
+        out->steps = n;
+        out->in_p50 = pct(a, n, 0.5);
+        out->in_p99 = pct(a, n, 0.99);
+        out->pipe_p50 = pct(b, n, 0.5);
+        out->pipe_p99 = pct(b, n, 0.99);
     }
-    double a50 = pct(a, n, 0.5), a99 = pct(a, n, 0.99), b50 = pct(b, n, 0.5), b99 = pct(b, n, 0.99);
-    const char *base = strrchr(model, '/');
-    printf("{\"model\": \"%s\", \"logits\": \"%s\", \"threads\": %d, \"steps\": %zu,\n"
-           " \"in_process_us\": {\"p50\": %.1f, \"p99\": %.1f},\n"
-           " \"pipeline_us\": {\"p50\": %.1f, \"p99\": %.1f},\n"
-           " \"added_us\": {\"p50\": %.1f, \"p99\": %.1f}}\n",
-           base ? base + 1 : model, no_shm ? "inline" : "shm", threads, n, a50, a99, b50, b99,
-           b50 - a50, b99 - a99);
     free(a);
     free(b);
-    return 0;
+    return rc;
 }

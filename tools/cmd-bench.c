@@ -2,7 +2,10 @@
  * measured like llama-bench's pp/tg tests: prefill of --prompt-tokens in
  * chunks of --batch tokens into an empty cache, then --gen-tokens single-
  * token decode steps from an empty cache, each after one warm-up run.
- * Prints one JSON object. */
+ * --pipeline measures the same through the four processes as well, and
+ * the time each decode step adds (cmd-bench-pipeline.c).  Prints one JSON
+ * object. */
+#include "bench.h"
 #include "lmpipe.h"
 
 #include "engine.h"
@@ -48,10 +51,18 @@ static int run_decode(bench_t *b, int32_t n, double *secs)
     return 0;
 }
 
+static void print_json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        if ((unsigned char)*s >= 0x20) putchar(*s);
+    }
+    putchar('"');
+}
+
 int lp_cmd_bench(int argc, char **argv)
 {
-    /* The pipeline's per-step overhead lives in cmd-bench-pipeline.c. */
-    if (argc > 1 && !strcmp(argv[1], "--pipeline")) return lp_cmd_bench_pipeline(argc - 1, argv + 1);
     static const struct option opts[] = {
         {"model", required_argument, NULL, 'm'},
         {"prompt-tokens", required_argument, NULL, 'p'},
@@ -60,11 +71,17 @@ int lp_cmd_bench(int argc, char **argv)
         {"batch", required_argument, NULL, 'b'},
         {"backend", required_argument, NULL, 'B'},
         {"exact", no_argument, NULL, 'e'},
+        {"pipeline", no_argument, NULL, 'P'},
+        {"no-shm", no_argument, NULL, 'N'},
+        {"tokens", required_argument, NULL, 'k'},
+        {"runs", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *model_path = NULL, *backend = NULL;
-    int pp = 512, tg = 128, threads = 0, batch = 512, exact = 0, c;
+    int pp = 512, tg = 128, threads = 0, batch = 512, exact = 0, pipeline = 0, no_shm = 0;
+    int step_tokens = 128, runs = 3, c;
     opterr = 0;
+    optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_path = optarg; break;
@@ -74,9 +91,17 @@ int lp_cmd_bench(int argc, char **argv)
         case 'b': batch = atoi(optarg); break;
         case 'B': backend = optarg; break;
         case 'e': exact = 1; break;
+        case 'P': pipeline = 1; break;
+        case 'N': no_shm = 1; break;
+        case 'k': step_tokens = atoi(optarg); break;
+        case 'r': runs = atoi(optarg); break;
         case 'h':
             printf("usage: lmpipe bench --model M [--prompt-tokens 512] [--gen-tokens 128] "
-                   "[--threads N] [--batch 512] [--backend cpu|cuda] [--exact]\n");
+                   "[--threads N] [--batch 512] [--backend cpu|cuda] [--exact]\n"
+                   "                    [--pipeline [--no-shm] [--tokens 128] [--runs 3]]\n"
+                   "In-process by default; --pipeline measures the same through the four\n"
+                   "processes, and the time each decode step adds (p50/p99 over --runs\n"
+                   "generations of --tokens steps).\n");
             return 0;
         default:
             return lp_cmd_usage_error("bench", "unknown or incomplete option '%s'",
@@ -88,6 +113,11 @@ int lp_cmd_bench(int argc, char **argv)
     if (pp < 0 || tg < 0 || pp + tg == 0 || threads < 0 || batch < 1)
         return lp_cmd_usage_error("bench", "token counts, --threads and --batch must be "
                                   "positive");
+    if (pipeline && (pp < 1 || tg < 2 || step_tokens < 2 || step_tokens > 100000 || runs < 1 ||
+                     runs > 1000 || exact || backend))
+        return lp_cmd_usage_error("bench", "--pipeline needs --prompt-tokens >= 1, "
+                                  "--gen-tokens >= 2, --tokens 2..100000, --runs 1..1000, "
+                                  "and takes neither --exact nor --backend");
 
     lp_model_t *model = NULL;
     bench_t b = {0};
@@ -116,23 +146,47 @@ int lp_cmd_bench(int argc, char **argv)
     if (!rc && pp) rc = run_prefill(&b, pp, &t_pp);
     if (!rc && tg) rc = run_decode(&b, tg < 16 ? tg : 16, &warm);
     if (!rc && tg) rc = run_decode(&b, tg, &t_tg);
+    double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg / t_tg : 0;
+    const char *backend_name = rc ? "" : lp_engine_backend_name(b.eng);
+    long rss = lp_proc_status_kb("VmRSS"), hwm = lp_proc_status_kb("VmHWM");
+    /* The engine's memory goes before the pipeline starts its own engine. */
+    lp_engine_destroy(&b.eng);
+
+    double pipe_pp = 0, pipe_tg = 0;
+    lp_step_latency_t lat = {0};
+    if (!rc && pipeline)
+        rc = lp_bench_pipeline_throughput(model_path, threads, no_shm, batch, b.tokens, pp, tg,
+                                          &pipe_pp, &pipe_tg);
+    if (!rc && pipeline)
+        rc = lp_bench_step_latency(model_path, threads, no_shm, step_tokens, runs, &lat);
     if (rc) {
         fprintf(stderr, "lmpipe bench: %s\n", lp_error_msg());
     } else {
         const lp_hparams_t *hp = lp_model_hparams(model);
         double kv_mb = 2.0 * hp->n_layer * n_ctx * hp->n_head_kv * hp->head_dim * 4 / 1048576.0;
-        printf("{\"model\": \"%s\", \"backend\": \"%s\", \"mode\": \"in-process\", "
-               "\"threads\": %d, \"prompt_tokens\": %d, \"gen_tokens\": %d, "
-               "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, \"rss_mb\": %.1f, "
-               "\"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f}\n",
-               model_path, lp_engine_backend_name(b.eng), threads, pp, tg,
-               pp ? pp / t_pp : 0.0, tg ? tg / t_tg : 0.0, lp_proc_status_kb("VmRSS") / 1024.0,
-               lp_proc_status_kb("VmHWM") / 1024.0,
-               lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0, kv_mb);
+        printf("{\"model\": ");
+        print_json_str(model_path);
+        printf(", \"backend\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
+               "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"prefill_tok_s\": %.2f, "
+               "\"decode_tok_s\": %.2f", backend_name, pipeline ? "pipeline" : "in-process",
+               threads, pp, tg, pipeline ? pipe_pp : in_pp, pipeline ? pipe_tg : in_tg);
+        if (pipeline)
+            printf(", \"logits\": \"%s\", \"in_process\": {\"prefill_tok_s\": %.2f, "
+                   "\"decode_tok_s\": %.2f}, \"pipeline_cost_pct\": {\"prefill\": %.1f, "
+                   "\"decode\": %.1f}, \"step_us\": {\"steps\": %zu, \"in_process_p50\": %.1f, "
+                   "\"in_process_p99\": %.1f, \"pipeline_p50\": %.1f, \"pipeline_p99\": %.1f, "
+                   "\"added_p50\": %.1f, \"added_p99\": %.1f}",
+                   no_shm ? "inline" : "shm", in_pp, in_tg,
+                   in_pp > 0 ? 100.0 * (1 - pipe_pp / in_pp) : 0,
+                   in_tg > 0 ? 100.0 * (1 - pipe_tg / in_tg) : 0, lat.steps, lat.in_p50,
+                   lat.in_p99, lat.pipe_p50, lat.pipe_p99, lat.pipe_p50 - lat.in_p50,
+                   lat.pipe_p99 - lat.in_p99);
+        printf(", \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f}\n",
+               rss / 1024.0, hwm / 1024.0, lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0,
+               kv_mb);
     }
     free(b.tokens);
     free(b.logits);
-    lp_engine_destroy(&b.eng);
     lp_model_destroy(&model);
     return rc ? 1 : 0;
 }
