@@ -132,11 +132,12 @@ static int through_pipeline(const char *model_path, int threads, bool no_shm, in
     return rc;
 }
 
-/* Prefill and decode throughput through the pipeline: one request of
- * `pp` prompt ids (no BOS added) and `tg` greedy tokens with EOS ignored,
- * after a short warm-up request.  The coordinator's final event gives the
- * time from the request to the first token (prefill plus one sample) and
- * from the first token to the last. */
+/* Prefill and decode throughput through the pipeline, after a short
+ * warm-up request: a request of `pp` prompt ids (no BOS added) and one
+ * token, then one of a single prompt id and `tg` greedy tokens with EOS
+ * ignored (decode over a short context, as the in-process figure).  The
+ * coordinator's final event gives the time from the request to the first
+ * token (prefill plus one sample) and from the first token to the last. */
 int lp_bench_pipeline_throughput(const char *model_path, int threads, bool no_shm, int batch,
                                  const int32_t *ids, int pp, int tg, double *prefill_tok_s,
                                  double *decode_tok_s)
@@ -152,22 +153,25 @@ int lp_bench_pipeline_throughput(const char *model_path, int threads, bool no_sh
     if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), &c);
     if (!rc) rc = lp_client_hello(c, 10000);
-    for (int r = 0; !rc && r < 2; r++) { /* r == 0 warms up */
+    /* 0: warm-up; 1: prefill of pp ids and one token; 2: tg tokens from a
+     * one-token prompt, so decode runs over a short context as in-process */
+    for (int r = 0; !rc && r < 3; r++) {
+        static const int32_t n_prompt_warm = 16, n_gen_warm = 8;
         Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
         g.prompt_ids = (int32_t *)ids;
-        g.n_prompt_ids = (size_t)(r ? pp : (pp < 16 ? pp : 16));
-        g.n_predict = r ? tg : (tg < 8 ? tg : 8);
+        g.n_prompt_ids = (size_t)(r == 0 ? (pp < n_prompt_warm ? pp : n_prompt_warm)
+                                         : r == 1 ? pp : 1);
+        g.n_predict = r == 0 ? (tg < n_gen_warm ? tg : n_gen_warm) : r == 1 ? 1 : tg;
         g.ignore_eos = true;
         g.params_json = "{\"temperature\": 0}";
         lp_generation_t gen;
         rc = lp_client_generate(c, (uint64_t)r + 1, &g, 600000, NULL, NULL, &gen);
         if (!rc && gen.reason != LMPIPE__FINISH_REASON__FINISH_LENGTH)
             rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation ended early: %s", gen.error);
-        if (!rc && r) {
-            *prefill_tok_s = gen.prompt_ms > 0 ? pp / (gen.prompt_ms / 1000.0) : 0;
+        if (!rc && r == 1) *prefill_tok_s = gen.prompt_ms > 0 ? pp / (gen.prompt_ms / 1000.0) : 0;
+        if (!rc && r == 2)
             *decode_tok_s = gen.generate_ms > 0 ? (double)(gen.n_ids - 1) / (gen.generate_ms / 1000.0)
                                                 : 0;
-        }
         lp_generation_clear(&gen);
     }
     lp_client_destroy(&c);
