@@ -211,6 +211,55 @@ static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_fram
     return rc;
 }
 
+#define MAX_CHAT_MESSAGES 4096
+
+static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
+{
+    const Lmpipe__ChatTemplateRequest *c = req->msg->chat_template;
+    if (c->n_messages == 0 || c->n_messages > MAX_CHAT_MESSAGES)
+        return lp_error_set(LP_ERR(EINVAL), "chat_template: %zu messages (1 to %d allowed)",
+                            c->n_messages, MAX_CHAT_MESSAGES);
+    size_t total = 0;
+    for (size_t i = 0; i < c->n_messages; i++) {
+        const Lmpipe__ChatMessage *m = c->messages[i];
+        if (!m->role[0])
+            return lp_error_set(LP_ERR(EINVAL), "chat_template: messages[%zu] has no role", i);
+        total += strlen(m->content);
+    }
+    if (total > MAX_TEXT)
+        return lp_error_set(LP_ERR(E2BIG), "chat_template: %zu bytes of content (at most %u)",
+                            total, MAX_TEXT);
+    lp_chat_msg_t *msgs = calloc(c->n_messages, sizeof(*msgs));
+    if (!msgs) return lp_error_set(LP_ERR(ENOMEM), "chat_template: out of memory");
+    for (size_t i = 0; i < c->n_messages; i++) {
+        msgs[i].role = c->messages[i]->role;
+        msgs[i].content = c->messages[i]->content;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int rc = lp_tokenizer_chat_apply(s->tok, c->template_[0] ? c->template_ : NULL, msgs,
+                                     c->n_messages, c->add_assistant, &text, &len);
+    if (!rc && c->tokenize)
+        rc = lp_tokenize_alloc(s->tok, text, len, true, true, &ids, &n_ids);
+    if (!rc) {
+        Lmpipe__ChatTemplateReply rep = LMPIPE__CHAT_TEMPLATE_REPLY__INIT;
+        rep.text.data = (uint8_t *)text;
+        rep.text.len = len;
+        rep.ids = ids;
+        rep.n_ids = n_ids;
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY;
+        m.chat_template_reply = &rep;
+        rc = lp_service_reply(svc, req, &m, NULL, 0);
+    }
+    free(ids);
+    free(text);
+    free(msgs);
+    return rc;
+}
+
 static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
 {
     lp_tokenizer_svc_t *s = ctx;
@@ -219,6 +268,7 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
     switch (req->msg->body_case) {
     case LMPIPE__MSG__BODY_TOKENIZE: return do_tokenize(s, svc, req);
     case LMPIPE__MSG__BODY_DETOKENIZE: return do_detokenize(s, svc, req);
+    case LMPIPE__MSG__BODY_CHAT_TEMPLATE: return do_chat_template(s, svc, req);
     default:
         return lp_error_set(LP_ERR(EPROTO), "tokenizer-svc does not serve '%s' messages",
                             lp_msg_body_name(req->msg->body_case));
