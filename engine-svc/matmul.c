@@ -232,8 +232,12 @@ static void fast_work(void *p, int ith, int nth)
                    c->pp_scratch + (size_t)ith * c->pp_stride);
         return;
     }
-    for (int64_t o = o0; o < o1; o += ROW_BLOCK) {
-        int64_t nr = o1 - o < ROW_BLOCK ? o1 - o : ROW_BLOCK;
+    /* One token reuses no weight block, so decode takes the thread's rows in
+     * one call: its kernels prefetch ahead within a call, and a block edge
+     * would leave the next pair unfetched. */
+    const int64_t block = mm->n_tok == 1 ? o1 - o0 : ROW_BLOCK;
+    for (int64_t o = o0; o < o1; o += block) {
+        int64_t nr = o1 - o < block ? o1 - o : block;
         c->gemm(mm->n_in, (const uint8_t *)mm->w + (size_t)o * wrb, wrb, nr, xq, c->xrb,
                 mm->n_tok, mm->y + o, mm->y_stride);
     }
