@@ -15,6 +15,7 @@
  * here (not built, or no device). */
 #include "engine.h"
 #include "error.h"
+#include "fileio.h"
 #include "json.h"
 #include "matmul.h"
 
@@ -22,20 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    fclose(f);
-    if (buf) { buf[n] = 0; *len = (size_t)n; }
-    return buf;
-}
 
 /* The README's tolerance table, keyed by weight type. */
 static void tolerances(const lp_model_t *m, int exact, double *eps, double *tau)
@@ -201,10 +188,10 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "golden-test: unknown argument '%s'\n", argv[i]); return 2; }
     }
     size_t len;
-    char *text = read_file(argv[2], &len);
+    char *text;
     lp_json_doc_t *doc;
-    if (!text || lp_json_parse(text, len, &doc)) {
-        fprintf(stderr, "%s: cannot read golden file: %s\n", argv[2], text ? lp_error_msg() : "");
+    if (lp_read_file(argv[2], &text, &len) || lp_json_parse(text, len, &doc)) {
+        fprintf(stderr, "%s: cannot read golden file: %s\n", argv[2], lp_error_msg());
         return 1;
     }
     const lp_json_t *root = lp_json_root(doc), *mname = lp_json_get(root, "model");

@@ -20,6 +20,7 @@
  *       every service is alive and the greedy request gives the golden */
 #include "client.h"
 #include "error.h"
+#include "fileio.h"
 #include "hello.h"
 #include "json.h"
 #include "pipeline.h"
@@ -31,24 +32,6 @@
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0';
-    *len = (size_t)n;
-    return buf;
-}
 
 static int ids_from_json(const lp_json_t *arr, int32_t *out, size_t cap, size_t *n)
 {
@@ -127,7 +110,8 @@ static float golden_tau(const char *name)
 static void golden_file(const char *models, const char *path, bool no_shm)
 {
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = NULL;
+    lp_read_file(path, &text, &len);
     CHECK(text != NULL);
     if (!text) return;
     lp_json_doc_t *doc;
@@ -464,7 +448,8 @@ static uint64_t stats_malformed(const char *ep)
 static void test_robust(const char *model, const char *golden_path)
 {
     size_t len;
-    char *text = read_file(golden_path, &len);
+    char *text = NULL;
+    lp_read_file(golden_path, &text, &len);
     lp_json_doc_t *doc = NULL;
     CHECK(text && lp_json_parse(text, len, &doc) == 0);
     if (!doc) return;
@@ -713,7 +698,8 @@ static size_t seed_messages(uint8_t bufs[][512], size_t *lens)
 static void test_fuzz(const char *model, const char *golden_path, int n_iter)
 {
     size_t len;
-    char *text = read_file(golden_path, &len);
+    char *text = NULL;
+    lp_read_file(golden_path, &text, &len);
     lp_json_doc_t *doc = NULL;
     CHECK(text && lp_json_parse(text, len, &doc) == 0);
     if (!doc) return;

@@ -2,6 +2,7 @@
  * special tokens, BOS/EOS and error reporting, on the shared vocabularies.
  * usage: tokenizer-test SHARED_DIR */
 #include "tokenizer.h"
+#include "fileio.h"
 #include "tok-internal.h"
 #include "unicode.h"
 
@@ -18,24 +19,6 @@
 #include <unistd.h>
 
 static const char *shared;
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    *len = (size_t)n;
-    return b;
-}
 
 static lp_tokenizer_t *open_tok(const char *rel)
 {
@@ -771,7 +754,8 @@ int main(int argc, char **argv)
     char path[4096];
     snprintf(path, sizeof(path), "%s/corpus/licenses.txt", shared);
     size_t clen;
-    char *corpus = read_file(path, &clen);
+    char *corpus = NULL;
+    lp_read_file(path, &corpus, &clen);
     CHECK(corpus != NULL);
     static const char *const vocabs[] = {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf",
                                          "vocab/ggml-vocab-qwen2.gguf", "models/stories260K.gguf"};

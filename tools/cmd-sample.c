@@ -4,6 +4,7 @@
 
 #include "engine.h"
 #include "error.h"
+#include "fileio.h"
 #include "sampler.h"
 #include "tokenizer.h"
 #include "vocab-text.h"
@@ -22,40 +23,6 @@
     "  /completion names (or @FILE to read it); --mask-file holds one byte per token\n"  \
     "  (non-zero: never sample).  --model takes the real token count, the mask\n"      \
     "  and the vocabulary (for DRY's text sequence breakers) from a GGUF."
-
-/* Read a whole file; caller frees. */
-static int read_file(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return lp_error_set(LP_ERR(errno), "%s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return lp_error_set(LP_ERR(ENOMEM), "%s: out of memory", path);
-            }
-            buf = nb;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return lp_error_set(LP_ERR(EIO), "%s: read error", path);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
-}
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -112,7 +79,7 @@ int lp_cmd_sample(int argc, char **argv)
     lp_model_t *model = NULL;
     lp_tokenizer_t *tok = NULL;
 
-    if (read_file(logits_path, &row_buf, &row_len)) goto fail;
+    if (lp_read_file(logits_path, &row_buf, &row_len)) goto fail;
     if (row_len == 0 || row_len % 4 || row_len / 4 > INT32_MAX) {
         lp_error_set(LP_ERR(EINVAL), "%s: %zu bytes is not a row of float32 logits",
                      logits_path, row_len);
@@ -129,7 +96,7 @@ int lp_cmd_sample(int argc, char **argv)
     row_buf = (char *)row;
 
     if (params[0] == '@') {
-        if (read_file(params + 1, &params_buf, &params_len)) goto fail;
+        if (lp_read_file(params + 1, &params_buf, &params_len)) goto fail;
     } else {
         params_len = strlen(params);
     }
@@ -149,7 +116,7 @@ int lp_cmd_sample(int argc, char **argv)
     }
     if (lp_sampler_store_new(NULL, &st)) goto fail;
     if (mask_path) {
-        if (read_file(mask_path, &mask_buf, &mask_len)) goto fail;
+        if (lp_read_file(mask_path, &mask_buf, &mask_len)) goto fail;
         if (mask_len != (size_t)n_vocab) {
             lp_error_set(LP_ERR(EINVAL), "%s: %zu bytes, expected one per token (%d)", mask_path,
                          mask_len, n_vocab);

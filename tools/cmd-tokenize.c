@@ -3,6 +3,7 @@
 #include "lmpipe.h"
 
 #include "error.h"
+#include "fileio.h"
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -10,34 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int read_all(FILE *f, char **buf, size_t *len)
-{
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    if (!b) return -1;
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                return -1;
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    if (ferror(f)) {
-        free(b);
-        return -1;
-    }
-    *buf = b;
-    *len = n;
-    return 0;
-}
 
 /* Parse "--model M" and the flags named in `flags`; returns the model path. */
 static const char *parse_args(const char *cmd, int argc, char **argv, const char *flag,
@@ -116,8 +89,8 @@ int lp_cmd_tokenize(int argc, char **argv)
     }
     char *text;
     size_t len;
-    if (read_all(stdin, &text, &len)) {
-        fprintf(stderr, "lmpipe tokenize: reading stdin: %s\n", strerror(errno));
+    if (lp_read_stream(stdin, "stdin", &text, &len)) {
+        fprintf(stderr, "lmpipe tokenize: %s\n", lp_error_msg());
         lp_tokenizer_destroy(&tok);
         return 1;
     }
@@ -149,8 +122,8 @@ int lp_cmd_detokenize(int argc, char **argv)
     }
     char *in;
     size_t len;
-    if (read_all(stdin, &in, &len)) {
-        fprintf(stderr, "lmpipe detokenize: reading stdin: %s\n", strerror(errno));
+    if (lp_read_stream(stdin, "stdin", &in, &len)) {
+        fprintf(stderr, "lmpipe detokenize: %s\n", lp_error_msg());
         lp_tokenizer_destroy(&tok);
         return 1;
     }
