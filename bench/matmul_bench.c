@@ -9,20 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "matmul.h"
 #include "quant.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "sysinfo.h"
 
 static const uint32_t types[] = {
     LP_TYPE_F32, LP_TYPE_F16, LP_TYPE_BF16, LP_TYPE_Q8_0, LP_TYPE_Q4_0, LP_TYPE_Q4_1,
@@ -35,15 +28,15 @@ static const uint32_t types[] = {
 static double time_call(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact)
 {
     lp_matmul(pool, mm, exact); /* warm up: scratch, page faults */
-    double best = 1e30, t_end = now() + 0.2;
+    double best = 1e30, t_end = lp_now_s() + 0.2;
     int iters = 0;
     do {
-        double t0 = now();
+        double t0 = lp_now_s();
         lp_matmul(pool, mm, exact);
-        double t = now() - t0;
+        double t = lp_now_s() - t0;
         if (t < best) best = t;
         iters++;
-    } while (now() < t_end || iters < 3);
+    } while (lp_now_s() < t_end || iters < 3);
     return best;
 }
 

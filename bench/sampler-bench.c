@@ -6,21 +6,14 @@
 
 #include "error.h"
 #include "rng.h"
+#include "sysinfo.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define N_VOCAB 151936
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -63,12 +56,12 @@ static double time_chain(const char *label, const char *params, const float *row
     lp_sampler_result_t res;
     for (int i = 0; i < 5; i++) lp_sampler_seq_sample(seq, row, N_VOCAB, &res); /* warm */
     for (int i = 0; i < reps; i++) {
-        double t0 = now_ms();
+        double t0 = lp_now_ms();
         if (lp_sampler_seq_sample(seq, row, N_VOCAB, &res)) {
             fprintf(stderr, "%s: %s\n", label, lp_error_msg());
             exit(1);
         }
-        t[i] = now_ms() - t0;
+        t[i] = lp_now_ms() - t0;
     }
     qsort(t, (size_t)reps, sizeof(double), cmp_d);
     double med = t[reps / 2];
@@ -114,9 +107,9 @@ int main(void)
     double ts[5];
     for (int r = 0; r < 5; r++) {
         memcpy(copy, flat, N_VOCAB * sizeof(float));
-        double t0 = now_ms();
+        double t0 = lp_now_ms();
         qsort(copy, N_VOCAB, sizeof(float), cmp_f_desc);
-        ts[r] = now_ms() - t0;
+        ts[r] = lp_now_ms() - t0;
     }
     qsort(ts, 5, sizeof(double), cmp_d);
     printf("%-58s median %.4f ms\n", "full sort of the row (qsort, for scale)", ts[2]);

@@ -5,6 +5,7 @@
 #include "error.h"
 #include "hello.h"
 #include "json.h"
+#include "sysinfo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +118,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     r->stop_idx = -1;
     r->n_predict = g->n_predict != 0 ? g->n_predict : -1;
     r->ignore_eos = g->ignore_eos;
-    r->t_start = lp__coord_now_ns();
+    r->t_start = lp_now_ns();
     char *prompt_text = NULL;
     int rc = parse_json_fields(r, g, &prompt_text);
     if (!rc && g->n_stop) {

@@ -111,7 +111,6 @@ struct lp_coord {
 };
 
 /* coord.c */
-uint64_t lp__coord_now_ns(void);
 req_t *lp__req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, uint64_t id);
 void lp__req_free(req_t *r);
 /* Send `m` to a service (B_TOK, B_ENG, B_SAMP) and remember what its reply

@@ -19,19 +19,12 @@
 #include "log.h"
 #include "textstream.h"
 #include "zloop.h"
+#include "sysinfo.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <zmq.h>
-
-uint64_t lp__coord_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 
 /* ---- requests ------------------------------------------------------------ */
@@ -192,7 +185,7 @@ static void maybe_final(lp_coord_t *c, req_t *r)
     }
     f.n_prompt = (uint32_t)r->n_prompt;
     f.n_generated = (uint32_t)r->n_gen;
-    uint64_t t_first = r->t_first ? r->t_first : lp__coord_now_ns();
+    uint64_t t_first = r->t_first ? r->t_first : lp_now_ns();
     f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
     f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
     if (r->error[0]) f.error = r->error;
@@ -387,7 +380,7 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res)
         return;
     }
     int32_t t = res->token;
-    uint64_t now = lp__coord_now_ns();
+    uint64_t now = lp_now_ns();
     if (!r->t_first) r->t_first = now;
     r->t_last = now;
     if (t >= 0 && t < c->n_vocab && c->eog[t] && !r->ignore_eos) {
@@ -710,7 +703,7 @@ static void check_ready(lp_coord_t *c)
     c->ring_slots = e->shm_slots;
     /* Slot sequence numbers start at a random point (see shm-ring.h). */
     if (getrandom(&c->ring_seq, sizeof(c->ring_seq), 0) != (ssize_t)sizeof(c->ring_seq))
-        c->ring_seq = lp__coord_now_ns();
+        c->ring_seq = lp_now_ns();
     c->ring_seq >>= 1;
     c->eog = calloc((size_t)c->n_vocab, 1);
     if (c->eog && c->eos_id >= 0 && c->eos_id < c->n_vocab) c->eog[c->eos_id] = 1;

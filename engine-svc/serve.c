@@ -11,6 +11,7 @@
 #include "hello.h"
 #include "log.h"
 #include "shm-ring.h"
+#include "sysinfo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,13 +34,6 @@ struct lp_engine_svc {
     Lmpipe__RowRef **ref_ptrs;
     uint8_t *seen;       /* max_seqs flags: a seq_id once per step */
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void lp_engine_svc_destroy(lp_engine_svc_t **self_p)
 {
@@ -184,14 +178,14 @@ static int acquire_rows(lp_engine_svc_t *s, size_t n)
     if (n > lp_shm_ring_n_slots(s->ring))
         return lp_error_set(LP_ERR(EINVAL), "step: %zu logit rows, the ring has %u slots", n,
                             lp_shm_ring_n_slots(s->ring));
-    uint64_t deadline = now_ns() + (uint64_t)(s->p.ring_wait_ms > 0 ? s->p.ring_wait_ms : 10000) * 1000000ull;
+    uint64_t deadline = lp_now_ns() + (uint64_t)(s->p.ring_wait_ms > 0 ? s->p.ring_wait_ms : 10000) * 1000000ull;
     for (size_t i = 0; i < n; i++) {
         lmpipe__row_ref__init(&s->refs[i]);
         s->ref_ptrs[i] = &s->refs[i];
         for (;;) {
             int rc = lp_shm_ring_acquire(s->ring, &s->refs[i].slot, &s->refs[i].seq, &s->row_ptrs[i]);
             if (rc == 0) break;
-            if (now_ns() > deadline) {
+            if (lp_now_ns() > deadline) {
                 for (size_t k = 0; k < i; k++) lp_shm_ring_abandon(s->ring, s->refs[k].slot, s->refs[k].seq);
                 return lp_error_set(LP_ERR(ETIMEDOUT), "step: the logits ring stayed full: the "
                                     "sampler has not released its rows");
@@ -280,9 +274,9 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
         const Lmpipe__StepSeq *q = sr->seqs[i];
         seqs[i] = (lp_batch_seq_t){q->seq_id, q->pos, (int32_t)q->n_tokens, q->tokens, q->n_logits};
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = lp_now_ns();
     rc = lp_engine_step(s->engine, seqs, (int32_t)sr->n_seqs, s->row_ptrs);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = lp_now_ns();
     if (use_ring) {
         for (size_t i = 0; i < n_rows; i++) {
             if (rc && sr->n_rows) lp_shm_ring_fail(s->ring, s->refs[i].slot, s->refs[i].seq);

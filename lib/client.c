@@ -3,6 +3,7 @@
 
 #include "error.h"
 #include "hello.h"
+#include "sysinfo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +14,6 @@ struct lp_client {
     Lmpipe__Msg *hello; /* the server's Hello reply; owned */
     uint64_t next_hello;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int lp_client_new(const char *endpoint, lp_client_t **out)
 {
@@ -57,11 +51,11 @@ const Lmpipe__Hello *lp_client_server_hello(const lp_client_t *c) { return c->he
 
 int lp_client_recv(lp_client_t *c, int timeout_ms, lp_frame_t *f)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)lp_now_ms() + timeout_ms;
     for (;;) {
         int rc = lp_frame_recv(c->sock, false, f);
         if (rc != LP_ERR(EAGAIN)) return rc;
-        int wait = deadline < 0 ? -1 : (int)(deadline - now_ms());
+        int wait = deadline < 0 ? -1 : (int)(deadline - (int64_t)lp_now_ms());
         if (deadline >= 0 && wait <= 0) return lp_error_set(LP_ERR(ETIMEDOUT), "no reply in %d ms", timeout_ms);
         zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, wait) < 0 && zmq_errno() != EINTR)
@@ -76,9 +70,9 @@ int lp_client_hello(lp_client_t *c, int timeout_ms)
 
 int lp_client_hello_as(lp_client_t *c, Lmpipe__Role role, int timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = (int64_t)lp_now_ms() + timeout_ms;
     char last[512] = "no reply";
-    while (now_ms() < deadline) {
+    while ((int64_t)lp_now_ms() < deadline) {
         Lmpipe__Hello h;
         lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
@@ -87,10 +81,10 @@ int lp_client_hello_as(lp_client_t *c, Lmpipe__Role role, int timeout_ms)
         m.hello = &h;
         int rc = lp_frame_send(c->sock, NULL, 0, &m, NULL, 0);
         if (rc) return rc;
-        int64_t until = now_ms() + 1000;
-        while (now_ms() < until) {
+        int64_t until = (int64_t)lp_now_ms() + 1000;
+        while ((int64_t)lp_now_ms() < until) {
             lp_frame_t f;
-            rc = lp_client_recv(c, (int)(until - now_ms()), &f);
+            rc = lp_client_recv(c, (int)(until - (int64_t)lp_now_ms()), &f);
             if (rc == LP_ERR(ETIMEDOUT)) break;
             if (rc) {
                 lp_frame_clear(&f);

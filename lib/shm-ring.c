@@ -2,6 +2,7 @@
 #include "shm-ring.h"
 
 #include "error.h"
+#include "sysinfo.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -273,13 +274,6 @@ static void futex_wait(const _Atomic uint32_t *addr, uint32_t val, int ms)
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms, float **row)
 {
     if (!r->owner) return lp_error_set(LP_ERR(EPERM), "shm %s: only the creator writes", r->name);
@@ -287,9 +281,9 @@ int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
         return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
                             r->hdr->n_slots);
     lp_shm_slot_header_t *s = &r->slots[slot];
-    int64_t deadline = now_ms() + wait_ms;
+    int64_t deadline = (int64_t)lp_now_ms() + wait_ms;
     while (atomic_load_explicit(&s->state, memory_order_acquire) != LP_SHM_SLOT_FREE) {
-        if (now_ms() >= deadline)
+        if ((int64_t)lp_now_ms() >= deadline)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u stayed taken (the reader has "
                                 "not released it)", r->name, slot);
         struct timespec ts = {0, 20000};
@@ -326,7 +320,7 @@ int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
         return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
                             r->hdr->n_slots);
     lp_shm_slot_header_t *s = &r->slots[slot];
-    int64_t deadline = now_ms() + wait_ms;
+    int64_t deadline = (int64_t)lp_now_ms() + wait_ms;
     for (;;) {
         uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
         uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
@@ -334,7 +328,7 @@ int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
         if (q == seq && st == LP_SHM_SLOT_FAILED)
             return lp_error_set(LP_ERR(EIO), "shm %s: the step that was to fill slot %u failed",
                                 r->name, slot);
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - (int64_t)lp_now_ms();
         if (left <= 0)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u did not get seq %llu in %d ms",
                                 r->name, slot, (unsigned long long)seq, wait_ms);

@@ -15,6 +15,7 @@ static inline uint64_t lp_now_ns(void)
 }
 
 static inline double lp_now_s(void) { return (double)lp_now_ns() * 1e-9; }
+static inline double lp_now_ms(void) { return (double)lp_now_ns() * 1e-6; }
 static inline double lp_now_us(void) { return (double)lp_now_ns() * 1e-3; }
 
 /* A "Name:  N kB" field of /proc/self/status ("VmRSS", "VmHWM") in kB;

@@ -19,18 +19,11 @@
 #include "error.h"
 #include "pipeline.h"
 #include "sampler.h"
+#include "sysinfo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -64,14 +57,14 @@ static int in_process(const char *model_path, int threads, int n_tok, int runs, 
         rc = lp_sampler_seq_new(st, params, strlen(params), &seq);
         int32_t tok = hp->bos_id >= 0 ? hp->bos_id : 0;
         for (int i = 0; !rc && i <= n_tok; i++) {
-            double t0 = now_us();
+            double t0 = lp_now_us();
             lp_batch_seq_t b = {0, i, 1, &tok, 1};
             rc = lp_engine_step(e, &b, 1, &row);
             lp_sampler_result_t res;
             if (!rc) rc = lp_sampler_seq_sample(seq, row, hp->n_vocab, &res);
             if (!rc) rc = lp_sampler_seq_accept(seq, res.id);
             tok = res.id;
-            if (i > 0) steps[(size_t)r * (size_t)n_tok + (size_t)i - 1] = now_us() - t0;
+            if (i > 0) steps[(size_t)r * (size_t)n_tok + (size_t)i - 1] = lp_now_us() - t0;
         }
         lp_sampler_seq_destroy(&seq);
     }
@@ -90,7 +83,7 @@ typedef struct arrivals {
 static void on_token(void *arg, int32_t id, const uint8_t *piece, size_t len)
 {
     arrivals_t *a = arg;
-    if (a->n < a->cap) a->t[a->n++] = now_us();
+    if (a->n < a->cap) a->t[a->n++] = lp_now_us();
     (void)id;
     (void)piece;
     (void)len;
