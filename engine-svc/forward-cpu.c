@@ -20,8 +20,7 @@
 #include <string.h>
 
 typedef struct kv_seq {
-    float *k, *v;   /* (n_layer, cap, kv_dim) */
-    int32_t cap;    /* positions allocated: n_ctx once used */
+    float *k, *v;   /* (n_layer, n_ctx, kv_dim); NULL until first used */
 } kv_seq_t;
 
 typedef struct cpu_ctx {
@@ -128,7 +127,6 @@ static int kv_reserve(cpu_ctx_t *c, int32_t seq_id)
         return lp_error_set(LP_ERR(ENOMEM), "out of memory for the KV cache of sequence %d "
                             "(%zu MB)", seq_id, 2 * n * sizeof(float) >> 20);
     }
-    s->cap = c->p.n_ctx;
     return 0;
 }
 
@@ -161,7 +159,7 @@ static void attn_worker(void *arg, int ith, int nth)
     for (int64_t w = ith; w < n_work; w += nth) {
         const int32_t t = (int32_t)(w / hp->n_head), h = (int32_t)(w % hp->n_head);
         const kv_seq_t *s = &c->kv[c->tok_seq[t]];
-        const size_t layer_off = (size_t)j->layer * (size_t)s->cap * (size_t)c->kv_dim;
+        const size_t layer_off = (size_t)j->layer * (size_t)c->p.n_ctx * (size_t)c->kv_dim;
         const size_t head_off = (size_t)(h / group) * (size_t)hd;
         lp_op_attn_head(c->att + (size_t)t * c->q_dim + (size_t)h * hd,
                         c->q + (size_t)t * c->q_dim + (size_t)h * hd,
@@ -253,7 +251,7 @@ static void tok_worker(void *arg, int ith, int nth)
             lp_op_rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->tok_pos[t], hp->rope_base,
                        hp->rope_neox);
             kv_seq_t *s = &c->kv[c->tok_seq[t]];
-            size_t off = ((size_t)j->layer * (size_t)s->cap + (size_t)c->tok_pos[t]) * (size_t)kv_dim;
+            size_t off = ((size_t)j->layer * (size_t)c->p.n_ctx + (size_t)c->tok_pos[t]) * (size_t)kv_dim;
             memcpy(s->k + off, k, sizeof(float) * (size_t)kv_dim);
             memcpy(s->v + off, v, sizeof(float) * (size_t)kv_dim);
             break;
