@@ -70,6 +70,13 @@ static int ids_of(const lp_json_t *arr, int32_t **out)
     return (int)arr->n;
 }
 
+/* The reference's top-1 id at a step and its margin over the second. */
+static double step_top(const lp_json_t *st, int64_t *top)
+{
+    lp_json_int(&st->u.items[0].u.items[0], 0, INT32_MAX, top);
+    return st->u.items[0].u.items[1].u.num - st->u.items[1].u.items[1].u.num;
+}
+
 /* One case: teacher-forced comparison, then free-running greedy. */
 static int run_case(lp_engine_t *eng, const lp_hparams_t *hp, const lp_json_t *cs, int ci,
                     double eps, double tau)
@@ -118,9 +125,8 @@ static int run_case(lp_engine_t *eng, const lp_hparams_t *hp, const lp_json_t *c
                             "(|diff| %.6f > eps %.4f)\n", ci, i, (long long)id, ours, ref, d, eps);
             }
         }
-        double margin = st->u.items[0].u.items[1].u.num - st->u.items[1].u.items[1].u.num;
         int64_t top;
-        lp_json_int(&st->u.items[0].u.items[0], 0, INT32_MAX, &top);
+        double margin = step_top(st, &top);
         int32_t am = argmax(rows[i], hp->n_vocab);
         if (margin >= tau && am != top && fails++ < 10)
             fprintf(stderr, "case %d step %d: argmax %d, reference %lld (margin %.4f)\n", ci, i,
@@ -138,9 +144,8 @@ static int run_case(lp_engine_t *eng, const lp_hparams_t *hp, const lp_json_t *c
             break;
         }
         const lp_json_t *st = &steps->u.items[i];
-        double margin = st->u.items[0].u.items[1].u.num - st->u.items[1].u.items[1].u.num;
         int64_t ref_top;
-        lp_json_int(&st->u.items[0].u.items[0], 0, INT32_MAX, &ref_top);
+        double margin = step_top(st, &ref_top);
         /* Stop where the reference has no clear winner, or where its own
          * top-1 is not the continuation token: exact/ files are teacher-
          * forced on llama.cpp's continuation, which their float64 argmax
