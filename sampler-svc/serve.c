@@ -218,7 +218,12 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         tpp[k] = &tp[k];
     }
 out:
-    if (from_ring && s->ring) lp_shm_ring_release(s->ring, it->ref->slot, it->ref->seq);
+    /* The chosen token goes back with the slot: a chained step waits for it
+     * there (StepSeq.chain).  Without one, the engine leaves the seq out. */
+    if (from_ring && s->ring) {
+        if (res->token >= 0) lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, res->token);
+        else lp_shm_ring_release(s->ring, it->ref->slot, it->ref->seq);
+    }
     if (err[0]) res->error = err;
 }
 
