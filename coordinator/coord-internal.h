@@ -108,6 +108,7 @@ struct lp_coord {
     bool ready, failed;
     char fail_msg[1024];
     bool use_shm;
+    bool samp_detok; /* sampler-svc gives each token's text (SamplerOpen.detok) */
     int32_t n_vocab, eos_id, bos_id, n_ctx, max_seqs, max_batch_tokens;
     req_t **reqs;
     size_t n_reqs, cap_reqs;

@@ -213,21 +213,26 @@ void lp__coord_finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, cons
         c->slot_used[r->seq] = 0;
         r->seq = -1;
     }
+    bool natural = reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+                   reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+                   reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
     if (r->session_open) {
+        /* With the sampler's decoder, the close flushes it (the end of the
+         * text); a marker in the piece FIFO waits for the answer. */
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__SamplerClose sc = LMPIPE__SAMPLER_CLOSE__INIT;
         sc.session = r->key;
+        sc.flush = c->samp_detok && natural;
         m.body_case = LMPIPE__MSG__BODY_SAMPLER_CLOSE;
         m.sampler_close = &sc;
-        lp__coord_send(c, B_SAMP, OP_SCLOSE, r->key, &m, NULL, 0);
+        tokinfo_t marker = {.id = -1};
+        bool mark = c->samp_detok && pend_push(r, &marker) == 0;
+        if (lp__coord_send(c, B_SAMP, OP_SCLOSE, r->key, &m, NULL, 0) != 0 && mark) r->pend_n--;
         r->session_open = false;
     }
     if (r->detok_open) {
         /* Flush what the decoder holds back (the end of the text) and close
          * it; a marker in the piece FIFO waits for the reply. */
-        bool natural = reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
-                       reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
-                       reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
         d.stream = r->key;
@@ -274,51 +279,31 @@ static void on_tokenized(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     r->state = R_WAIT_SLOT;
 }
 
-static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+/* The text held back at the end (the decoder's final flush): it goes into
+ * the final event's tail. */
+static void text_tail(req_t *r, const uint8_t *data, size_t len)
 {
-    if (r->pend_n == 0) return;
-    tokinfo_t *ti = &r->pend[r->pend_head];
-    r->pend_head = (r->pend_head + 1) % r->pend_cap;
-    r->pend_n--;
-    bool live = r->state != R_DONE || r->reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
-                r->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
-                r->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
-    if (!live) {
-        maybe_final(c, r);
-        return;
-    }
-    if (m->body_case != LMPIPE__MSG__BODY_DETOKENIZE_REPLY ||
-        m->detokenize_reply->n_pieces != (ti->id == -1 ? 0u : 1u)) {
-        const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply";
-        if (r->state != R_DONE) {
-            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
-        } else {
-            r->reason = LMPIPE__FINISH_REASON__FINISH_ERROR;
-            snprintf(r->error, sizeof(r->error), "tokenizer: %s", err);
-        }
-        maybe_final(c, r);
-        return;
-    }
-    if (ti->id == -1) { /* the final flush */
-        const char *out;
-        size_t out_len;
-        const ProtobufCBinaryData *fl = &m->detokenize_reply->flushed;
-        int stop = lp_textstream_push(r->ts, (const char *)fl->data, fl->len, &out, &out_len);
-        if (out_len && (r->tail = malloc(out_len))) {
-            memcpy(r->tail, out, out_len);
-            r->tail_len = out_len;
-        }
-        if (stop >= 0) {
-            r->stop_idx = stop;
-            r->reason = LMPIPE__FINISH_REASON__FINISH_STOP;
-        }
-        maybe_final(c, r);
-        return;
-    }
-    const ProtobufCBinaryData *piece = &m->detokenize_reply->pieces[0];
     const char *out;
     size_t out_len;
-    int stop = lp_textstream_push(r->ts, (const char *)piece->data, piece->len, &out, &out_len);
+    int stop = lp_textstream_push(r->ts, (const char *)data, len, &out, &out_len);
+    if (out_len && (r->tail = malloc(out_len))) {
+        memcpy(r->tail, out, out_len);
+        r->tail_len = out_len;
+    }
+    if (stop >= 0) {
+        r->stop_idx = stop;
+        r->reason = LMPIPE__FINISH_REASON__FINISH_STOP;
+    }
+}
+
+/* One token's text: through the stop strings, then to the client as a
+ * token event.  May finish the request (a stop string, a client that has
+ * gone); the request stays allocated while its final flush is pending. */
+static void text_piece(lp_coord_t *c, req_t *r, const tokinfo_t *ti, const uint8_t *data, size_t len)
+{
+    const char *out;
+    size_t out_len;
+    int stop = lp_textstream_push(r->ts, (const char *)data, len, &out, &out_len);
     Lmpipe__TokenEvent ev = LMPIPE__TOKEN_EVENT__INIT;
     Lmpipe__TokenProb *tpp[32];
     ev.id = ti->id;
@@ -327,7 +312,7 @@ static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     ev.logprob = ti->logprob;
     ev.strategy_version = ti->strategy_version;
     ev.n_top = ti->n_top;
-    for (size_t k = 0; k < ti->n_top; k++) tpp[k] = &ti->top[k];
+    for (size_t k = 0; k < ti->n_top; k++) tpp[k] = (Lmpipe__TokenProb *)&ti->top[k];
     ev.top = tpp;
     Lmpipe__Msg em = LMPIPE__MSG__INIT;
     em.body_case = LMPIPE__MSG__BODY_TOKEN;
@@ -335,13 +320,78 @@ static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     send_client(c, r, &em);
     if (r->client_gone) {
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CANCELLED, "the client has gone");
-        maybe_final(c, r);
         return;
     }
     if (stop >= 0) {
         r->stop_idx = stop; /* later pieces are past the stop string: dropped */
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_STOP, NULL);
     }
+}
+
+/* Take the oldest token waiting for its text (or the final-flush marker,
+ * id -1); false when its text is no longer wanted (the request was
+ * cancelled or failed). */
+static bool pend_pop(req_t *r, tokinfo_t *ti)
+{
+    *ti = r->pend[r->pend_head];
+    r->pend_head = (r->pend_head + 1) % r->pend_cap;
+    r->pend_n--;
+    return r->state != R_DONE || r->reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+           r->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+           r->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
+}
+
+static void text_failed(lp_coord_t *c, req_t *r, const char *who, const char *err)
+{
+    if (r->state != R_DONE) {
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+    } else {
+        r->reason = LMPIPE__FINISH_REASON__FINISH_ERROR;
+        snprintf(r->error, sizeof(r->error), "%s: %s", who, err);
+    }
+}
+
+/* tokenizer-svc's answer for the oldest token waiting for its text. */
+static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+{
+    if (r->pend_n == 0) return;
+    tokinfo_t ti;
+    if (!pend_pop(r, &ti)) {
+        maybe_final(c, r);
+        return;
+    }
+    if (m->body_case != LMPIPE__MSG__BODY_DETOKENIZE_REPLY ||
+        m->detokenize_reply->n_pieces != (ti.id == -1 ? 0u : 1u)) {
+        text_failed(c, r, "tokenizer", m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply");
+        maybe_final(c, r);
+        return;
+    }
+    if (ti.id == -1) { /* the final flush */
+        text_tail(r, m->detokenize_reply->flushed.data, m->detokenize_reply->flushed.len);
+        maybe_final(c, r);
+        return;
+    }
+    const ProtobufCBinaryData *piece = &m->detokenize_reply->pieces[0];
+    text_piece(c, r, &ti, piece->data, piece->len);
+    maybe_final(c, r);
+}
+
+/* sampler-svc's answer to SamplerClose: with SamplerOpen.detok it carries
+ * the final flush, for which a marker waits in the request's FIFO. */
+static void on_closed(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+{
+    if (m->body_case == LMPIPE__MSG__BODY_ERROR)
+        LP_DEBUG("coordinator: sampler_close: %s", m->error->message);
+    if (!r || !c->samp_detok || r->pend_n == 0) return;
+    tokinfo_t ti;
+    if (!pend_pop(r, &ti)) {
+        maybe_final(c, r);
+        return;
+    }
+    if (m->body_case != LMPIPE__MSG__BODY_SAMPLER_CLOSE)
+        text_failed(c, r, "sampler", m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply");
+    else
+        text_tail(r, m->sampler_close->flushed.data, m->sampler_close->flushed.len);
     maybe_final(c, r);
 }
 
@@ -405,17 +455,23 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res, c
         ti.top[k].logprob = res->top[k]->logprob;
         ti.n_top = k + 1;
     }
-    Lmpipe__Msg m = LMPIPE__MSG__INIT;
-    Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
-    d.n_ids = 1;
-    d.ids = &t;
-    d.stream = r->key;
-    m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
-    m.detokenize = &d;
-    r->detok_open = true;
-    if (pend_push(r, &ti) || lp__coord_send(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0)) {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
-        return;
+    if (c->samp_detok) {
+        /* The sampler's decoder gave the text with the token. */
+        text_piece(c, r, &ti, res->piece.data, res->piece.len);
+        if (r->state == R_DONE) return;
+    } else {
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
+        d.n_ids = 1;
+        d.ids = &t;
+        d.stream = r->key;
+        m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
+        m.detokenize = &d;
+        r->detok_open = true;
+        if (pend_push(r, &ti) || lp__coord_send(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0)) {
+            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+            return;
+        }
     }
     if (!fed) {
         r->next_tok = t;
@@ -551,6 +607,7 @@ static void admit(lp_coord_t *c)
         so.params_json = r->params_json ? r->params_json : "";
         so.n_prompt_ids = r->n_prompt;
         so.prompt_ids = r->prompt;
+        so.detok = c->samp_detok;
         m.body_case = LMPIPE__MSG__BODY_SAMPLER_OPEN;
         m.sampler_open = &so;
         r->state = R_OPENING;
@@ -764,6 +821,9 @@ static void check_ready(lp_coord_t *c)
     c->use_shm = !c->p.no_shm && e->shm_name && e->shm_name[0] && s->shm_ok &&
                  !strcmp(e->host_id, s->host_id);
     c->ring_slots = e->shm_slots;
+    /* The sampler gives each token's text with the token (one message less
+     * per token than asking tokenizer-svc), unless told otherwise. */
+    c->samp_detok = s->detok && !c->p.detok_by_tokenizer;
     /* Slot sequence numbers start at a random point (see shm-ring.h). */
     if (getrandom(&c->ring_seq, sizeof(c->ring_seq), 0) != (ssize_t)sizeof(c->ring_seq))
         c->ring_seq = lp_now_ns();
@@ -863,10 +923,7 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
         if ((st = step_find(c, op.req)) != NULL) on_stepped(c, st, &f);
         break;
     case OP_SOPEN: if (r) on_opened(c, r, f.msg); break;
-    case OP_SCLOSE:
-        if (f.msg->body_case == LMPIPE__MSG__BODY_ERROR)
-            LP_DEBUG("coordinator: sampler_close: %s", f.msg->error->message);
-        break;
+    case OP_SCLOSE: on_closed(c, r, f.msg); break;
     case OP_SAMPLE:
         if ((st = step_find(c, op.req)) == NULL) break;
         c->hold_tok = true;
