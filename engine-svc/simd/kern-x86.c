@@ -437,16 +437,45 @@ INLINE void tile_q6_k(int64_t n, const void *wv, const void *const *xv, const in
     _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) out[t] = hsum_ps(acc[t]);
 }
 
+/* Decode streams each weight row once from memory, and its kernels compute
+ * enough per byte that few loads are in flight at once: out of cache the
+ * Q4_K kernel read 6 GB/s per thread against 21 GB/s for a plain load
+ * loop.  So each block step of a row pair also prefetches, into L2 (T1),
+ * the same blocks of the pair PF_ROWS rows further on: a steady trickle a
+ * few KB ahead, not a burst per row.  One thread's Q4_K read went from 15
+ * GB/s (a burst of the next pair's lines per pair) to 26 GB/s, the speed of
+ * the kernel in cache (bench/matmul_bench, 75 MB Q4_K); 2 and 4 rows ahead
+ * were slower, 8 and 16 the same, 32 slower; T0 was slower. */
+#define PF_ROWS 8
+#define PF_HINT _MM_HINT_T1
+
+/* Where the pair at row r prefetches from; NULL near the end. */
+INLINE const uint8_t *prefetch_base(const void *w, size_t wrb, int64_t r, int64_t nr)
+{
+    return r + PF_ROWS + 2 <= nr ? (const uint8_t *)w + (size_t)(r + PF_ROWS) * wrb : NULL;
+}
+
+/* One block of bb bytes at p and at p + wrb (the pair's second row). */
+INLINE void prefetch_block_pair(const uint8_t *p, size_t bb, size_t wrb)
+{
+    for (size_t o = 0; o < bb; o += 64) {
+        _mm_prefetch((const char *)p + o, PF_HINT);
+        _mm_prefetch((const char *)p + wrb + o, PF_HINT);
+    }
+}
+
 /* Decode (one token), two Q4_K/Q5_K rows at a time: two independent chains
  * share each activation load. */
 INLINE void dec2_qk_affine(int64_t n, const uint8_t *w0, const uint8_t *w1, size_t bb,
-                           int hbits, const lp__q8k_t *a, float *out0, float *out1)
+                           int hbits, const lp__q8k_t *a, float *out0, float *out1,
+                           const uint8_t *pf, size_t wrb)
 {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     const uint8_t *wr[2] = {w0, w1};
     for (int64_t i = 0; i < n / LP_QK_K; i++, a++) {
+        if (pf) prefetch_block_pair(pf + (size_t)i * bb, bb, wrb);
         __m256i mdup[2], scb[2], isum[2], isum2[2], hv[2];
         const lp_block_q4_k_t *b[2];
         const uint8_t *qs[2];
@@ -496,22 +525,6 @@ DEFINE_GEMM(gemm_q4_k_tiles, tile_q4_k)
 
 DEFINE_GEMM(gemm_q5_k_tiles, tile_q5_k)
 
-/* Decode streams each weight row once from memory, and this kernel computes
- * enough per byte that few of its loads are in flight at once: out of
- * cache it read 6 GB/s per thread against 21 GB/s for a plain load loop.
- * Prefetching the next pair of rows into L2 (T1; T0 and NTA were slower,
- * and so were longer distances) while the current pair is dotted lifted it
- * to 11 GB/s per thread, 21 GB/s on two (bench/matmul_bench, 151 MB Q4_K). */
-#define PREFETCH_ROWS 2
-#define PREFETCH_HINT _MM_HINT_T1
-
-INLINE void prefetch_rows(const uint8_t *w, size_t wrb, int64_t r, int64_t nr)
-{
-    if (r + PREFETCH_ROWS + 2 > nr) return;
-    const uint8_t *p = w + (size_t)(r + PREFETCH_ROWS) * wrb;
-    for (size_t o = 0; o < 2 * wrb; o += 64) _mm_prefetch((const char *)p + o, PREFETCH_HINT);
-}
-
 #define DEFINE_GEMM_DEC2_AFFINE(name, tiles, block, hbits)                                \
     static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
                      size_t xrb, int64_t nt, float *y, int64_t ys)                        \
@@ -522,10 +535,9 @@ INLINE void prefetch_rows(const uint8_t *w, size_t wrb, int64_t r, int64_t nr)
         }                                                                                 \
         int64_t r = 0;                                                                    \
         for (; r + 2 <= nr; r += 2) {                                                     \
-            prefetch_rows(w, wrb, r, nr);                                                 \
             dec2_qk_affine(n, (const uint8_t *)w + (size_t)r * wrb,                       \
                            (const uint8_t *)w + (size_t)(r + 1) * wrb, sizeof(block),     \
-                           hbits, xq, &y[r], &y[r + 1]);                                  \
+                           hbits, xq, &y[r], &y[r + 1], prefetch_base(w, wrb, r, nr), wrb); \
         }                                                                                 \
         if (r < nr)                                                                       \
             tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1, y + r, ys); \
@@ -535,12 +547,13 @@ DEFINE_GEMM_DEC2_AFFINE(gemm_q4_k, gemm_q4_k_tiles, lp_block_q4_k_t, 0)
 DEFINE_GEMM_DEC2_AFFINE(gemm_q5_k, gemm_q5_k_tiles, lp_block_q5_k_t, 1)
 /* Decode, two Q6_K rows at a time (as dec2_q4_k). */
 INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_t *b1,
-                      const lp__q8k_t *a, float *out0, float *out1)
+                      const lp__q8k_t *a, float *out0, float *out1, const uint8_t *pf, size_t wrb)
 {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     const lp_block_q6_k_t *bb[2] = {b0, b1};
     for (int64_t i = 0; i < n / LP_QK_K; i++, a++) {
+        if (pf) prefetch_block_pair(pf + (size_t)i * sizeof(lp_block_q6_k_t), sizeof(lp_block_q6_k_t), wrb);
         __m256i isum[2], isum2[2], sc16[2];
         _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
             sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)bb[r][i].scales));
@@ -598,10 +611,9 @@ static void gemm_q6_k(int64_t n, const void *w, size_t wrb, int64_t nr, const vo
     }
     int64_t r = 0;
     for (; r + 2 <= nr; r += 2) {
-        prefetch_rows(w, wrb, r, nr);
         dec2_q6_k(n, (const lp_block_q6_k_t *)((const uint8_t *)w + (size_t)r * wrb),
                   (const lp_block_q6_k_t *)((const uint8_t *)w + (size_t)(r + 1) * wrb), xq,
-                  &y[r], &y[r + 1]);
+                  &y[r], &y[r + 1], prefetch_base(w, wrb, r, nr), wrb);
     }
     if (r < nr) gemm_q6_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1,
                                 y + r, ys);
@@ -1003,7 +1015,8 @@ static void quant_q8k(const float *x, void *xq, int64_t n)
             b->bsums[2 * g + 1] = (int16_t)(l[2] + l[3] + l[6] + l[7]);
             b->fbsums[2 * g] = (float)b->bsums[2 * g];
             b->fbsums[2 * g + 1] = (float)b->bsums[2 * g + 1];
-            b->fbsums32[g] = (float)(b->bsums[2 * g] + b->bsums[2 * g + 1]);
+            b->bsums32[g] = (int16_t)(b->bsums[2 * g] + b->bsums[2 * g + 1]);
+            b->fbsums32[g] = (float)b->bsums32[g];
         }
         b->d = 1.0f / iscale;
     }
