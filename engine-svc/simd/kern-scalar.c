@@ -72,10 +72,8 @@ void lp__quant_q8k_scalar(const float *x, void *xq, int64_t n)
             b->bsums[j] = (int16_t)s;
             b->fbsums[j] = (float)s;
         }
-        for (int j = 0; j < LP_QK_K / 32; j++) {
-            b->bsums32[j] = (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
-            b->fbsums32[j] = (float)b->bsums32[j];
-        }
+        for (int j = 0; j < LP_QK_K / 32; j++)
+            b->fbsums32[j] = (float)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
         memset(b->pad, 0, sizeof b->pad);
         memset(b->pad2, 0, sizeof b->pad2);
         b->d = 1.0f / iscale;

@@ -1015,8 +1015,7 @@ static void quant_q8k(const float *x, void *xq, int64_t n)
             b->bsums[2 * g + 1] = (int16_t)(l[2] + l[3] + l[6] + l[7]);
             b->fbsums[2 * g] = (float)b->bsums[2 * g];
             b->fbsums[2 * g + 1] = (float)b->bsums[2 * g + 1];
-            b->bsums32[g] = (int16_t)(b->bsums[2 * g] + b->bsums[2 * g + 1]);
-            b->fbsums32[g] = (float)b->bsums32[g];
+            b->fbsums32[g] = (float)(b->bsums[2 * g] + b->bsums[2 * g + 1]);
         }
         b->d = 1.0f / iscale;
     }

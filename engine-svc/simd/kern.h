@@ -28,14 +28,13 @@ typedef struct {
 /* Activations for the K-quants, as llama.cpp's block_q8_K:
  * iscale = -127/max (max: the value of largest magnitude), qs =
  * min(127, round_even(iscale * x)), d = 1/iscale; bsums[j] = sum of
- * qs[16j .. 16j+15], also as floats in fbsums; bsums32[j] and fbsums32[j]
- * the sum of qs[32j .. 32j+31].  448 bytes, so qs stays 64-byte aligned. */
+ * qs[16j .. 16j+15], also as floats in fbsums, and fbsums32[j] the sum of
+ * qs[32j .. 32j+31].  448 bytes, so qs stays 64-byte aligned. */
 typedef struct {
     int8_t qs[LP_QK_K];
     int16_t bsums[LP_QK_K / 16];
     float d;
-    int16_t bsums32[LP_QK_K / 32];
-    uint8_t pad[12];
+    uint8_t pad[28];
     float fbsums[LP_QK_K / 16];
     float fbsums32[LP_QK_K / 32];
     uint8_t pad2[32];
