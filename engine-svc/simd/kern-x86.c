@@ -123,6 +123,16 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
         }                                                                                 \
     }
 
+/* gemv: one token, rows [0, nr), prefetching up to row nr_pf; gemm: the
+ * batches through the tiles, one token through gemv. */
+#define DEFINE_GEMV_GEMM(name, tiles)                                                     \
+    static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
+                     size_t xrb, int64_t nt, float *y, int64_t ys)                        \
+    {                                                                                     \
+        if (nt != 1) tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);                            \
+        else name##_v(n, w, wrb, nr, nr, xq, y);                                          \
+    }
+
 /* ---- float weights ------------------------------------------------------ */
 
 #if defined(LP_KERN_AVX512)
@@ -320,35 +330,31 @@ DEFINE_LEGACY_TILE(tile_q5_0, L_Q5_0)
 DEFINE_LEGACY_TILE(tile_q4_1, L_Q4_1)
 DEFINE_LEGACY_TILE(tile_q5_1, L_Q5_1)
 
-/* Batches through the tiles; one token row by row, each prefetching the row
- * PF_ROWS further on. */
-#define DEFINE_GEMM_LEGACY(name, kind)                                                    \
+/* One token: row by row, each prefetching the row PF_ROWS further on. */
+#define DEFINE_GEMV_LEGACY(name, kind)                                                    \
     DEFINE_GEMM(name##_tiles, name##_tile)                                                \
-    static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
-                     size_t xrb, int64_t nt, float *y, int64_t ys)                        \
+    static void name##_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf, \
+                         const void *xq, float *y)                                        \
     {                                                                                     \
-        if (nt != 1) {                                                                    \
-            name##_tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);                              \
-            return;                                                                       \
-        }                                                                                 \
         const void *x[1] = {xq};                                                          \
         for (int64_t r = 0; r < nr; r++) {                                                \
             const uint8_t *wr = (const uint8_t *)w + (size_t)r * wrb;                     \
             tile_legacy_pf(kind, n, wr, x, 1, &y[r],                                      \
-                           r + PF_ROWS < nr ? wr + PF_ROWS * wrb : NULL);                 \
+                           r + PF_ROWS < nr_pf ? wr + PF_ROWS * wrb : NULL);              \
         }                                                                                 \
-    }
+    }                                                                                     \
+    DEFINE_GEMV_GEMM(name, name##_tiles)
 
 #define gemm_q8_0_tile tile_q8_0
 #define gemm_q4_0_tile tile_q4_0
 #define gemm_q5_0_tile tile_q5_0
 #define gemm_q4_1_tile tile_q4_1
 #define gemm_q5_1_tile tile_q5_1
-DEFINE_GEMM_LEGACY(gemm_q8_0, L_Q8_0)
-DEFINE_GEMM_LEGACY(gemm_q4_0, L_Q4_0)
-DEFINE_GEMM_LEGACY(gemm_q5_0, L_Q5_0)
-DEFINE_GEMM_LEGACY(gemm_q4_1, L_Q4_1)
-DEFINE_GEMM_LEGACY(gemm_q5_1, L_Q5_1)
+DEFINE_GEMV_LEGACY(gemm_q8_0, L_Q8_0)
+DEFINE_GEMV_LEGACY(gemm_q4_0, L_Q4_0)
+DEFINE_GEMV_LEGACY(gemm_q5_0, L_Q5_0)
+DEFINE_GEMV_LEGACY(gemm_q4_1, L_Q4_1)
+DEFINE_GEMV_LEGACY(gemm_q5_1, L_Q5_1)
 
 /* ---- K-quants: 256-element super-blocks, Q8_K activations --------------- */
 
@@ -570,26 +576,23 @@ DEFINE_GEMM(gemm_q4_k_tiles, tile_q4_k)
 
 DEFINE_GEMM(gemm_q5_k_tiles, tile_q5_k)
 
-#define DEFINE_GEMM_DEC2_AFFINE(name, tiles, block, hbits)                                \
-    static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
-                     size_t xrb, int64_t nt, float *y, int64_t ys)                        \
+#define DEFINE_GEMV_AFFINE(name, tiles, block, hbits)                                     \
+    static void name##_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf, \
+                         const void *xq, float *y)                                        \
     {                                                                                     \
-        if (nt != 1) {                                                                    \
-            tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);                                     \
-            return;                                                                       \
-        }                                                                                 \
         int64_t r = 0;                                                                    \
-        for (; r + 2 <= nr; r += 2) {                                                     \
+        for (; r + 2 <= nr; r += 2)                                                       \
             dec2_qk_affine(n, (const uint8_t *)w + (size_t)r * wrb,                       \
                            (const uint8_t *)w + (size_t)(r + 1) * wrb, sizeof(block),     \
-                           hbits, xq, &y[r], &y[r + 1], prefetch_base(w, wrb, r, nr), wrb); \
-        }                                                                                 \
+                           hbits, xq, &y[r], &y[r + 1], prefetch_base(w, wrb, r, nr_pf), wrb); \
         if (r < nr)                                                                       \
-            tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1, y + r, ys); \
-    }
+            tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, 0, 1, y + r, 1); \
+    }                                                                                     \
+    DEFINE_GEMV_GEMM(name, tiles)
 
-DEFINE_GEMM_DEC2_AFFINE(gemm_q4_k, gemm_q4_k_tiles, lp_block_q4_k_t, 0)
-DEFINE_GEMM_DEC2_AFFINE(gemm_q5_k, gemm_q5_k_tiles, lp_block_q5_k_t, 1)
+DEFINE_GEMV_AFFINE(gemm_q4_k, gemm_q4_k_tiles, lp_block_q4_k_t, 0)
+DEFINE_GEMV_AFFINE(gemm_q5_k, gemm_q5_k_tiles, lp_block_q5_k_t, 1)
+
 /* Decode, two Q6_K rows at a time (as dec2_q4_k). */
 INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_t *b1,
                       const lp__q8k_t *a, float *out0, float *out1, const uint8_t *pf, size_t wrb)
@@ -647,22 +650,18 @@ INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_
 
 DEFINE_GEMM(gemm_q6_k_tiles, tile_q6_k)
 
-static void gemm_q6_k(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,
-                      size_t xrb, int64_t nt, float *y, int64_t ys)
+static void gemm_q6_k_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
+                        const void *xq, float *y)
 {
-    if (nt != 1) {
-        gemm_q6_k_tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);
-        return;
-    }
     int64_t r = 0;
-    for (; r + 2 <= nr; r += 2) {
+    for (; r + 2 <= nr; r += 2)
         dec2_q6_k(n, (const lp_block_q6_k_t *)((const uint8_t *)w + (size_t)r * wrb),
                   (const lp_block_q6_k_t *)((const uint8_t *)w + (size_t)(r + 1) * wrb), xq,
-                  &y[r], &y[r + 1], prefetch_base(w, wrb, r, nr), wrb);
-    }
-    if (r < nr) gemm_q6_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1,
-                                y + r, ys);
+                  &y[r], &y[r + 1], prefetch_base(w, wrb, r, nr_pf), wrb);
+    if (r < nr) gemm_q6_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, 0, 1,
+                                y + r, 1);
 }
+DEFINE_GEMV_GEMM(gemm_q6_k, gemm_q6_k_tiles)
 
 /* ---- batched GEMM (VNNI): repacked row groups ---------------------------
  *
@@ -1110,6 +1109,11 @@ const lp__kern_t KERN_SYM = {
         [LP_TYPE_Q4_0] = gemm_q4_0, [LP_TYPE_Q4_1] = gemm_q4_1, [LP_TYPE_Q5_0] = gemm_q5_0,
         [LP_TYPE_Q5_1] = gemm_q5_1, [LP_TYPE_Q8_0] = gemm_q8_0, [LP_TYPE_Q4_K] = gemm_q4_k,
         [LP_TYPE_Q5_K] = gemm_q5_k, [LP_TYPE_Q6_K] = gemm_q6_k,
+    },
+    .gemv = {
+        [LP_TYPE_Q4_0] = gemm_q4_0_v, [LP_TYPE_Q4_1] = gemm_q4_1_v, [LP_TYPE_Q5_0] = gemm_q5_0_v,
+        [LP_TYPE_Q5_1] = gemm_q5_1_v, [LP_TYPE_Q8_0] = gemm_q8_0_v, [LP_TYPE_Q4_K] = gemm_q4_k_v,
+        [LP_TYPE_Q5_K] = gemm_q5_k_v, [LP_TYPE_Q6_K] = gemm_q6_k_v,
     },
 #if defined(LP_KERN_AVX512)
     .gemm_pp = {
