@@ -57,7 +57,12 @@ typedef struct req {
     int32_t n_past;            /* tokens in the KV cache */
     int32_t next_tok;          /* sampled, not yet fed */
     bool has_next;
-    bool in_step;
+    /* The request's newest logit row, in a step in flight, whose token is
+     * neither known nor fed yet; with the ring, where it lies. */
+    bool row_pending, row_chainable;
+    uint32_t row_slot;
+    uint64_t row_seq;
+    int32_t fed_ahead;         /* tokens fed by chained steps before their sample came back */
     bool session_open;
     int32_t n_gen, n_predict;
     bool ignore_eos;
@@ -77,10 +82,24 @@ typedef struct req {
     uint64_t t_start, t_first, t_last;
 } req_t;
 
-typedef struct entry { /* one entry of the step in flight */
+typedef struct entry { /* one entry of a step in flight */
     uint64_t req;
     int32_t n_tokens, n_logits;
+    int32_t n_past;  /* the request's cached tokens once the step has run */
 } entry_t;
+
+/* A step in flight.  With the ring, two may be: the newer one feeds the
+ * tokens the sampler picks from the older one's rows (StepSeq.chain). */
+enum { MAX_STEPS = 2 };
+typedef struct step {
+    uint64_t no;        /* 0: this record is unused */
+    entry_t *entries;   /* max_seqs */
+    size_t n_entries;
+    size_t n_rows;      /* logit rows */
+    bool early;         /* ring slots chosen here, SampleRequest sent with the step */
+    bool step_wait;     /* a StepReply is due */
+    bool sample_wait;   /* a SampleReply is due */
+} step_t;
 
 struct lp_coord {
     lp_coord_params_t p;
@@ -89,21 +108,21 @@ struct lp_coord {
     bool ready, failed;
     char fail_msg[1024];
     bool use_shm;
+    bool samp_detok; /* sampler-svc gives each token's text (SamplerOpen.detok) */
     int32_t n_vocab, eos_id, bos_id, n_ctx, max_seqs, max_batch_tokens;
     req_t **reqs;
     size_t n_reqs, cap_reqs;
     uint64_t next_key;
     uint8_t *slot_used;
-    bool step_busy, sample_busy;
-    entry_t *entries;
-    size_t n_entries;
+    step_t steps[MAX_STEPS];
+    uint64_t next_step_no;
     int32_t *tokbuf; /* the tokens of the step being built */
     uint8_t *eog;    /* n_vocab flags: end-of-generation tokens */
     /* While sample results are handled, tokenizer messages wait here so that
      * the next engine step goes out first (detokenizing overlaps it). */
     size_t rr;       /* round-robin start of the decode pass */
     uint64_t ring_seq; /* last sequence number given to a ring slot */
-    bool rows_sent;    /* this step's rows went to the sampler with the step */
+    size_t ring_next;  /* the next ring slot to give a row */
     size_t ring_slots; /* slots in the engine's ring */
     bool hold_tok;
     struct held { uint8_t *buf; size_t len; } *held;

@@ -7,9 +7,11 @@
  *   RUNNING     in the steps: prefill chunks, then one decode token a step
  *   DONE        finished; freed once its last detokenize reply is back
  *
- * One engine step is in flight at a time, then one sample batch; the next
- * step is built as soon as the samples are back, so detokenizing and
- * streaming overlap the next step.  Replies from each service come back in
+ * Inline, one engine step is in flight at a time, then one sample batch;
+ * the next step is built as soon as the samples are back.  With the ring,
+ * two steps are in flight: the newer one is chained on the older one's rows
+ * (the engine takes those tokens from the ring), so the engine never waits
+ * for the coordinator.  Detokenizing and streaming overlap the next step.  Replies from each service come back in
  * the order of the requests (one DEALER each), so every service has a FIFO
  * of pending operations. */
 #include "coord-internal.h"
@@ -211,21 +213,26 @@ void lp__coord_finish(lp_coord_t *c, req_t *r, Lmpipe__FinishReason reason, cons
         c->slot_used[r->seq] = 0;
         r->seq = -1;
     }
+    bool natural = reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+                   reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+                   reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
     if (r->session_open) {
+        /* With the sampler's decoder, the close flushes it (the end of the
+         * text); a marker in the piece FIFO waits for the answer. */
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__SamplerClose sc = LMPIPE__SAMPLER_CLOSE__INIT;
         sc.session = r->key;
+        sc.flush = c->samp_detok && natural;
         m.body_case = LMPIPE__MSG__BODY_SAMPLER_CLOSE;
         m.sampler_close = &sc;
-        lp__coord_send(c, B_SAMP, OP_SCLOSE, r->key, &m, NULL, 0);
+        tokinfo_t marker = {.id = -1};
+        bool mark = c->samp_detok && pend_push(r, &marker) == 0;
+        if (lp__coord_send(c, B_SAMP, OP_SCLOSE, r->key, &m, NULL, 0) != 0 && mark) r->pend_n--;
         r->session_open = false;
     }
     if (r->detok_open) {
         /* Flush what the decoder holds back (the end of the text) and close
          * it; a marker in the piece FIFO waits for the reply. */
-        bool natural = reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
-                       reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
-                       reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
         d.stream = r->key;
@@ -272,51 +279,31 @@ static void on_tokenized(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     r->state = R_WAIT_SLOT;
 }
 
-static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+/* The text held back at the end (the decoder's final flush): it goes into
+ * the final event's tail. */
+static void text_tail(req_t *r, const uint8_t *data, size_t len)
 {
-    if (r->pend_n == 0) return;
-    tokinfo_t *ti = &r->pend[r->pend_head];
-    r->pend_head = (r->pend_head + 1) % r->pend_cap;
-    r->pend_n--;
-    bool live = r->state != R_DONE || r->reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
-                r->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
-                r->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
-    if (!live) {
-        maybe_final(c, r);
-        return;
-    }
-    if (m->body_case != LMPIPE__MSG__BODY_DETOKENIZE_REPLY ||
-        m->detokenize_reply->n_pieces != (ti->id == -1 ? 0u : 1u)) {
-        const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply";
-        if (r->state != R_DONE) {
-            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
-        } else {
-            r->reason = LMPIPE__FINISH_REASON__FINISH_ERROR;
-            snprintf(r->error, sizeof(r->error), "tokenizer: %s", err);
-        }
-        maybe_final(c, r);
-        return;
-    }
-    if (ti->id == -1) { /* the final flush */
-        const char *out;
-        size_t out_len;
-        const ProtobufCBinaryData *fl = &m->detokenize_reply->flushed;
-        int stop = lp_textstream_push(r->ts, (const char *)fl->data, fl->len, &out, &out_len);
-        if (out_len && (r->tail = malloc(out_len))) {
-            memcpy(r->tail, out, out_len);
-            r->tail_len = out_len;
-        }
-        if (stop >= 0) {
-            r->stop_idx = stop;
-            r->reason = LMPIPE__FINISH_REASON__FINISH_STOP;
-        }
-        maybe_final(c, r);
-        return;
-    }
-    const ProtobufCBinaryData *piece = &m->detokenize_reply->pieces[0];
     const char *out;
     size_t out_len;
-    int stop = lp_textstream_push(r->ts, (const char *)piece->data, piece->len, &out, &out_len);
+    int stop = lp_textstream_push(r->ts, (const char *)data, len, &out, &out_len);
+    if (out_len && (r->tail = malloc(out_len))) {
+        memcpy(r->tail, out, out_len);
+        r->tail_len = out_len;
+    }
+    if (stop >= 0) {
+        r->stop_idx = stop;
+        r->reason = LMPIPE__FINISH_REASON__FINISH_STOP;
+    }
+}
+
+/* One token's text: through the stop strings, then to the client as a
+ * token event.  May finish the request (a stop string, a client that has
+ * gone); the request stays allocated while its final flush is pending. */
+static void text_piece(lp_coord_t *c, req_t *r, const tokinfo_t *ti, const uint8_t *data, size_t len)
+{
+    const char *out;
+    size_t out_len;
+    int stop = lp_textstream_push(r->ts, (const char *)data, len, &out, &out_len);
     Lmpipe__TokenEvent ev = LMPIPE__TOKEN_EVENT__INIT;
     Lmpipe__TokenProb *tpp[32];
     ev.id = ti->id;
@@ -325,7 +312,7 @@ static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     ev.logprob = ti->logprob;
     ev.strategy_version = ti->strategy_version;
     ev.n_top = ti->n_top;
-    for (size_t k = 0; k < ti->n_top; k++) tpp[k] = &ti->top[k];
+    for (size_t k = 0; k < ti->n_top; k++) tpp[k] = (Lmpipe__TokenProb *)&ti->top[k];
     ev.top = tpp;
     Lmpipe__Msg em = LMPIPE__MSG__INIT;
     em.body_case = LMPIPE__MSG__BODY_TOKEN;
@@ -333,13 +320,78 @@ static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
     send_client(c, r, &em);
     if (r->client_gone) {
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CANCELLED, "the client has gone");
-        maybe_final(c, r);
         return;
     }
     if (stop >= 0) {
         r->stop_idx = stop; /* later pieces are past the stop string: dropped */
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_STOP, NULL);
     }
+}
+
+/* Take the oldest token waiting for its text (or the final-flush marker,
+ * id -1); false when its text is no longer wanted (the request was
+ * cancelled or failed). */
+static bool pend_pop(req_t *r, tokinfo_t *ti)
+{
+    *ti = r->pend[r->pend_head];
+    r->pend_head = (r->pend_head + 1) % r->pend_cap;
+    r->pend_n--;
+    return r->state != R_DONE || r->reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+           r->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+           r->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
+}
+
+static void text_failed(lp_coord_t *c, req_t *r, const char *who, const char *err)
+{
+    if (r->state != R_DONE) {
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+    } else {
+        r->reason = LMPIPE__FINISH_REASON__FINISH_ERROR;
+        snprintf(r->error, sizeof(r->error), "%s: %s", who, err);
+    }
+}
+
+/* tokenizer-svc's answer for the oldest token waiting for its text. */
+static void on_detok(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+{
+    if (r->pend_n == 0) return;
+    tokinfo_t ti;
+    if (!pend_pop(r, &ti)) {
+        maybe_final(c, r);
+        return;
+    }
+    if (m->body_case != LMPIPE__MSG__BODY_DETOKENIZE_REPLY ||
+        m->detokenize_reply->n_pieces != (ti.id == -1 ? 0u : 1u)) {
+        text_failed(c, r, "tokenizer", m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply");
+        maybe_final(c, r);
+        return;
+    }
+    if (ti.id == -1) { /* the final flush */
+        text_tail(r, m->detokenize_reply->flushed.data, m->detokenize_reply->flushed.len);
+        maybe_final(c, r);
+        return;
+    }
+    const ProtobufCBinaryData *piece = &m->detokenize_reply->pieces[0];
+    text_piece(c, r, &ti, piece->data, piece->len);
+    maybe_final(c, r);
+}
+
+/* sampler-svc's answer to SamplerClose: with SamplerOpen.detok it carries
+ * the final flush, for which a marker waits in the request's FIFO. */
+static void on_closed(lp_coord_t *c, req_t *r, const Lmpipe__Msg *m)
+{
+    if (m->body_case == LMPIPE__MSG__BODY_ERROR)
+        LP_DEBUG("coordinator: sampler_close: %s", m->error->message);
+    if (!r || !c->samp_detok || r->pend_n == 0) return;
+    tokinfo_t ti;
+    if (!pend_pop(r, &ti)) {
+        maybe_final(c, r);
+        return;
+    }
+    if (m->body_case != LMPIPE__MSG__BODY_SAMPLER_CLOSE)
+        text_failed(c, r, "sampler", m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply");
+    else
+        text_tail(r, m->sampler_close->flushed.data, m->sampler_close->flushed.len);
     maybe_final(c, r);
 }
 
@@ -373,8 +425,16 @@ static int pend_push(req_t *r, const tokinfo_t *ti)
     return 0;
 }
 
-static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res)
+/* One sampled token of a running request.  `e` is its entry in the step
+ * the row came from. */
+static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res, const entry_t *e)
 {
+    /* Tokens come back in step order: the oldest one fed ahead by a chained
+     * step is this one; otherwise this was the request's newest row, and
+     * the token waits for the next step. */
+    bool fed = r->fed_ahead > 0;
+    if (fed) r->fed_ahead--;
+    else r->row_pending = false;
     if (res->error && res->error[0]) {
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, res->error);
         return;
@@ -395,81 +455,92 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res)
         ti.top[k].logprob = res->top[k]->logprob;
         ti.n_top = k + 1;
     }
-    Lmpipe__Msg m = LMPIPE__MSG__INIT;
-    Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
-    d.n_ids = 1;
-    d.ids = &t;
-    d.stream = r->key;
-    m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
-    m.detokenize = &d;
-    r->detok_open = true;
-    if (pend_push(r, &ti) || lp__coord_send(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0)) {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
-        return;
+    if (c->samp_detok) {
+        /* The sampler's decoder gave the text with the token. */
+        text_piece(c, r, &ti, res->piece.data, res->piece.len);
+        if (r->state == R_DONE) return;
+    } else {
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
+        d.n_ids = 1;
+        d.ids = &t;
+        d.stream = r->key;
+        m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
+        m.detokenize = &d;
+        r->detok_open = true;
+        if (pend_push(r, &ti) || lp__coord_send(c, B_TOK, OP_DETOK, r->key, &m, NULL, 0)) {
+            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+            return;
+        }
     }
-    r->next_tok = t;
-    r->has_next = true;
+    if (!fed) {
+        r->next_tok = t;
+        r->has_next = true;
+    }
     if (r->n_predict >= 0 && r->n_gen >= r->n_predict)
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
-    else if (r->n_past >= c->n_ctx)
+    else if (e->n_past >= c->n_ctx)
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
 }
 
-static void on_sampled(lp_coord_t *c, const Lmpipe__Msg *m)
+/* ---- steps in flight ------------------------------------------------------------ */
+
+static step_t *step_find(lp_coord_t *c, uint64_t no)
 {
-    c->sample_busy = false;
-    size_t row = 0;
-    bool ok = m->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY;
-    const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply";
-    for (size_t i = 0; i < c->n_entries; i++) {
-        if (!c->entries[i].n_logits) continue;
-        req_t *r = req_find(c, c->entries[i].req);
-        size_t k = row++;
-        if (!r || r->state != R_RUNNING) continue;
-        if (!ok || k >= m->sample_reply->n_results) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
-        else on_token(c, r, m->sample_reply->results[k]);
-    }
-    if (!c->step_busy) { /* a quiet step ends with its samples */
-        for (size_t i = 0; i < c->n_entries; i++) {
-            req_t *r = req_find(c, c->entries[i].req);
-            if (r) r->in_step = false;
-        }
-        c->n_entries = 0;
-    }
+    for (int i = 0; i < MAX_STEPS; i++)
+        if (no && c->steps[i].no == no) return &c->steps[i];
+    return NULL;
 }
 
-/* ---- engine replies ------------------------------------------------------------ */
-
-static void fail_entries(lp_coord_t *c, const char *err)
+/* Forget a step once neither its StepReply nor its SampleReply is due. */
+static void step_retire(step_t *st)
 {
-    for (size_t i = 0; i < c->n_entries; i++) {
-        req_t *r = req_find(c, c->entries[i].req);
+    if (st->step_wait || st->sample_wait) return;
+    st->no = 0;
+    st->n_entries = 0;
+    st->n_rows = 0;
+}
+
+static void fail_entries(lp_coord_t *c, step_t *st, const char *err)
+{
+    for (size_t i = 0; i < st->n_entries; i++) {
+        req_t *r = req_find(c, st->entries[i].req);
         if (r) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
     }
 }
 
-/* Positions were advanced when the step was built; here only a failure
- * matters, and, with rows not yet with the sampler, sending them there. */
-static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
+static void on_sampled(lp_coord_t *c, step_t *st, const Lmpipe__Msg *m)
+{
+    st->sample_wait = false;
+    size_t row = 0;
+    bool ok = m->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY;
+    const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply";
+    for (size_t i = 0; i < st->n_entries; i++) {
+        if (!st->entries[i].n_logits) continue;
+        req_t *r = req_find(c, st->entries[i].req);
+        size_t k = row++;
+        if (!r || r->state != R_RUNNING) continue;
+        if (!ok || k >= m->sample_reply->n_results) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+        else on_token(c, r, m->sample_reply->results[k], &st->entries[i]);
+    }
+    step_retire(st);
+}
+
+/* ---- engine replies ------------------------------------------------------------ */
+
+/* A step that was not quiet: positions were advanced when it was built;
+ * here only a failure matters, and sending its rows to the sampler. */
+static void on_stepped(lp_coord_t *c, step_t *st, const lp_frame_t *f)
 {
     const Lmpipe__Msg *m = f->msg;
-    c->step_busy = false;
-    for (size_t i = 0; i < c->n_entries; i++) {
-        req_t *r = req_find(c, c->entries[i].req);
-        if (r) r->in_step = false;
-    }
+    st->step_wait = false;
     if (m->body_case != LMPIPE__MSG__BODY_STEP_REPLY) {
-        fail_entries(c, m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "engine: bad reply");
-        if (!c->sample_busy) c->n_entries = 0;
-        return;
-    }
-    if (c->rows_sent) { /* the sampler has the rows already (SampleRequest.wait) */
-        if (!c->sample_busy) c->n_entries = 0;
+        fail_entries(c, st, m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "engine: bad reply");
+        step_retire(st);
         return;
     }
     const Lmpipe__StepReply *sr = m->step_reply;
-    size_t n_rows = 0;
-    for (size_t i = 0; i < c->n_entries; i++) n_rows += (size_t)c->entries[i].n_logits;
+    size_t n_rows = st->n_rows;
     size_t raw_len;
     const void *raw = lp_frame_raw(f, &raw_len);
     bool rows_ok = c->use_shm ? sr->n_rows == n_rows
@@ -477,21 +548,21 @@ static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
     if (!rows_ok) {
         LP_ERROR("coordinator: engine returned the wrong rows (%zu refs, %zu raw bytes; %zu rows)",
                  sr->n_rows, raw_len, n_rows);
-        fail_entries(c, "engine: wrong logit rows");
-        c->n_entries = 0;
+        fail_entries(c, st, "engine: wrong logit rows");
+        step_retire(st);
         return;
     }
     if (n_rows == 0) {
-        c->n_entries = 0;
+        step_retire(st);
         return;
     }
     /* Every row goes to the sampler, also those of requests that ended while
      * the step ran (session 0: release only), so the ring never leaks. */
     Lmpipe__SampleItem items[n_rows], *ip[n_rows];
     size_t row = 0;
-    for (size_t i = 0; i < c->n_entries; i++) {
-        if (!c->entries[i].n_logits) continue;
-        req_t *r = req_find(c, c->entries[i].req);
+    for (size_t i = 0; i < st->n_entries; i++) {
+        if (!st->entries[i].n_logits) continue;
+        req_t *r = req_find(c, st->entries[i].req);
         lmpipe__sample_item__init(&items[row]);
         items[row].session = r && r->state == R_RUNNING ? r->key : 0;
         if (c->use_shm) items[row].ref = sr->rows[row];
@@ -505,10 +576,12 @@ static void on_stepped(lp_coord_t *c, const lp_frame_t *f)
     Lmpipe__Msg out = LMPIPE__MSG__INIT;
     out.body_case = LMPIPE__MSG__BODY_SAMPLE;
     out.sample = &sq;
-    if (lp__coord_send(c, B_SAMP, OP_SAMPLE, 0, &out, c->use_shm ? NULL : raw, c->use_shm ? 0 : raw_len) == 0)
-        c->sample_busy = true;
+    if (lp__coord_send(c, B_SAMP, OP_SAMPLE, st->no, &out, c->use_shm ? NULL : raw,
+                       c->use_shm ? 0 : raw_len) == 0)
+        st->sample_wait = true;
     else
-        c->n_entries = 0;
+        fail_entries(c, st, "cannot reach sampler-svc");
+    step_retire(st);
 }
 
 /* ---- scheduling ------------------------------------------------------------------ */
@@ -534,6 +607,7 @@ static void admit(lp_coord_t *c)
         so.params_json = r->params_json ? r->params_json : "";
         so.n_prompt_ids = r->n_prompt;
         so.prompt_ids = r->prompt;
+        so.detok = c->samp_detok;
         m.body_case = LMPIPE__MSG__BODY_SAMPLER_OPEN;
         m.sampler_open = &so;
         r->state = R_OPENING;
@@ -545,24 +619,54 @@ static void admit(lp_coord_t *c)
     }
 }
 
-/* Build and send one step: a decode token for every request that has one,
- * then prefill chunks in arrival order while the token budget lasts. */
-static void schedule(lp_coord_t *c)
+/* A chained step feeds the token of the request's pending row before it is
+ * known: only when that token cannot be the last one the request gets
+ * (length or context; an end-of-generation token still ends it, and the
+ * chained row is then sampled and dropped). */
+static bool will_continue(const lp_coord_t *c, const req_t *r)
 {
-    if (c->step_busy || c->sample_busy || !c->ready) return;
-    size_t n_seqs = 0, n_tok = 0;
+    int32_t n_gen = r->n_gen + r->fed_ahead + 1;
+    return (r->n_predict < 0 || n_gen < r->n_predict) && r->n_past < c->n_ctx;
+}
+
+/* Build and send one step: a decode token for every request that has one,
+ * then prefill chunks in arrival order while the token budget lasts.  With
+ * the ring, a second step goes out while the first one is in flight: its
+ * decode tokens are the ones the sampler will pick from the first one's
+ * rows (StepSeq.chain), so the engine goes on without waiting for the
+ * coordinator.  Returns whether a step went out. */
+static bool schedule(lp_coord_t *c)
+{
+    if (!c->ready) return false;
+    step_t *newest = NULL, *st = NULL;
+    size_t n_active = 0;
+    for (int i = 0; i < MAX_STEPS; i++) {
+        if (!c->steps[i].no) st = &c->steps[i];
+        else if (n_active++, !newest || c->steps[i].no > newest->no) newest = &c->steps[i];
+    }
+    if (!st) return false;
+    if (newest && !(c->use_shm && newest->early)) return false;
+    bool chain = newest != NULL;
+    /* Rows of both steps in flight must fit in the ring at once. */
+    size_t row_cap = !chain ? SIZE_MAX : c->ring_slots > newest->n_rows ? c->ring_slots - newest->n_rows : 0;
+    size_t n_seqs = 0, n_tok = 0, n_rows = 0;
     int32_t budget = c->max_batch_tokens;
     Lmpipe__StepSeq seqs[c->max_seqs], *sp[c->max_seqs];
+    Lmpipe__RowRef chains[c->max_seqs];
     /* Decode tokens first, starting one request further each step so that
      * a budget smaller than the running requests starves none of them. */
     size_t start = c->n_reqs ? c->rr++ % c->n_reqs : 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t j = 0; j < c->n_reqs && budget > 0; j++) {
+        for (size_t j = 0; j < c->n_reqs && budget > 0 && n_seqs < (size_t)c->max_seqs; j++) {
             req_t *r = c->reqs[pass == 0 ? (start + j) % c->n_reqs : j];
-            if (r->state != R_RUNNING || r->in_step) continue;
+            if (r->state != R_RUNNING) continue;
             bool decode = r->n_past >= (int32_t)r->n_prompt;
             if (decode != (pass == 0)) continue;
-            if (decode && !r->has_next) continue;
+            bool chained = false;
+            if (decode && !r->has_next) {
+                if (!chain || !r->row_pending || !r->row_chainable || !will_continue(c, r)) continue;
+                chained = true;
+            }
             int32_t n;
             int32_t *toks = c->tokbuf + n_tok;
             if (decode) {
@@ -573,94 +677,110 @@ static void schedule(lp_coord_t *c)
                 if (n > budget) n = budget;
                 memcpy(toks, r->prompt + r->n_past, (size_t)n * sizeof(int32_t));
             }
+            int32_t n_logits = decode || r->n_past + n == (int32_t)r->n_prompt ? 1 : 0;
+            if (n_rows + (size_t)n_logits > row_cap) continue;
             lmpipe__step_seq__init(&seqs[n_seqs]);
             seqs[n_seqs].seq_id = r->seq;
             seqs[n_seqs].pos = r->n_past;
-            seqs[n_seqs].n_tokens = (size_t)n;
-            seqs[n_seqs].tokens = toks;
-            seqs[n_seqs].n_logits = decode || r->n_past + n == (int32_t)r->n_prompt ? 1 : 0;
+            seqs[n_seqs].n_tokens = chained ? 0 : (size_t)n;
+            seqs[n_seqs].tokens = chained ? NULL : toks;
+            seqs[n_seqs].n_logits = n_logits;
+            if (chained) {
+                lmpipe__row_ref__init(&chains[n_seqs]);
+                chains[n_seqs].slot = r->row_slot;
+                chains[n_seqs].seq = r->row_seq;
+                seqs[n_seqs].chain = &chains[n_seqs];
+                r->fed_ahead++;
+            }
             sp[n_seqs] = &seqs[n_seqs];
-            c->entries[n_seqs] = (entry_t){r->key, n, seqs[n_seqs].n_logits};
-            r->in_step = true;
             /* The cache will hold these tokens once the step has run (a
              * failed step ends the request), and the pending token is fed. */
             r->n_past += n;
             if (decode) r->has_next = false;
+            st->entries[n_seqs] = (entry_t){r->key, n, n_logits, r->n_past};
             n_seqs++;
             n_tok += (size_t)n;
+            n_rows += (size_t)n_logits;
             budget -= n;
         }
     }
-    if (n_seqs == 0) return;
-    c->n_entries = n_seqs;
-    Lmpipe__StepRequest st = LMPIPE__STEP_REQUEST__INIT;
-    st.n_seqs = n_seqs;
-    st.seqs = sp;
-    st.inline_rows = !c->use_shm;
-    /* With the ring, the coordinator picks the slots (the rows of the last
-     * step have all been sampled and released: slot i for row i) and sends
-     * the SampleRequest along with the step: the sampler waits on the slots
-     * and the step costs one round trip less. */
-    size_t n_rows = 0;
-    for (size_t i = 0; i < n_seqs; i++) n_rows += (size_t)c->entries[i].n_logits;
-    Lmpipe__RowRef refs[n_rows ? n_rows : 1], *rp[n_rows ? n_rows : 1];
-    Lmpipe__SampleItem items[n_rows ? n_rows : 1], *ip[n_rows ? n_rows : 1];
+    if (n_seqs == 0) return false;
+    st->no = ++c->next_step_no;
+    st->n_entries = n_seqs;
+    st->n_rows = n_rows;
+    Lmpipe__StepRequest sr = LMPIPE__STEP_REQUEST__INIT;
+    sr.n_seqs = n_seqs;
+    sr.seqs = sp;
+    sr.inline_rows = !c->use_shm;
+    /* With the ring, the coordinator picks the slots (the next ones after
+     * those of the step in flight) and sends the SampleRequest along with
+     * the step: the sampler waits on the slots, and the engine answers only
+     * a failure. */
+    size_t nr = n_rows ? n_rows : 1;
+    Lmpipe__RowRef refs[nr], *rp[nr];
+    Lmpipe__SampleItem items[nr], *ip[nr];
     bool early = c->use_shm && n_rows > 0 && n_rows <= c->ring_slots;
-    c->rows_sent = false;
-    if (c->use_shm) st.ring = c->b[B_ENG].hello->hello->shm_name;
+    st->early = early;
+    if (c->use_shm) sr.ring = c->b[B_ENG].hello->hello->shm_name;
+    for (size_t i = 0, row = 0; i < n_seqs; i++) {
+        if (!st->entries[i].n_logits) continue;
+        req_t *r = req_find(c, st->entries[i].req);
+        r->row_pending = true;
+        r->row_chainable = early;
+        if (!early) continue;
+        lmpipe__row_ref__init(&refs[row]);
+        refs[row].slot = (uint32_t)((c->ring_next + row) % c->ring_slots);
+        refs[row].seq = ++c->ring_seq;
+        r->row_slot = refs[row].slot;
+        r->row_seq = refs[row].seq;
+        rp[row] = &refs[row];
+        lmpipe__sample_item__init(&items[row]);
+        items[row].session = r->key;
+        items[row].ref = &refs[row];
+        ip[row] = &items[row];
+        row++;
+    }
     if (early) {
-        for (size_t i = 0, row = 0; i < n_seqs; i++) {
-            if (!c->entries[i].n_logits) continue;
-            lmpipe__row_ref__init(&refs[row]);
-            refs[row].slot = (uint32_t)row;
-            refs[row].seq = ++c->ring_seq;
-            rp[row] = &refs[row];
-            lmpipe__sample_item__init(&items[row]);
-            items[row].session = c->entries[i].req;
-            items[row].ref = &refs[row];
-            ip[row] = &items[row];
-            row++;
-        }
-        st.n_rows = n_rows;
-        st.rows = rp;
-        st.quiet = true; /* success shows in the slots; a failure fails them */
+        c->ring_next = (c->ring_next + n_rows) % c->ring_slots;
+        sr.n_rows = n_rows;
+        sr.rows = rp;
+        sr.quiet = true; /* success shows in the slots; a failure fails them */
     }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STEP;
-    m.step = &st;
-    if (lp__coord_send(c, B_ENG, early ? OP_NONE : OP_STEP, 0, &m, NULL, 0) == 0) {
-        c->step_busy = !early;
-        if (early) {
-            Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
-            sq.n_items = n_rows;
-            sq.items = ip;
-            sq.wait = true;
-            sq.ring = st.ring;
-            Lmpipe__Msg sm = LMPIPE__MSG__INIT;
-            sm.body_case = LMPIPE__MSG__BODY_SAMPLE;
-            sm.sample = &sq;
-            if (lp__coord_send(c, B_SAMP, OP_SAMPLE, 0, &sm, NULL, 0) == 0) {
-                c->sample_busy = c->rows_sent = true;
-            } else {
-                /* The quiet step's rows will not be read: end the requests. */
-                fail_entries(c, "cannot reach sampler-svc");
-                c->n_entries = 0;
-            }
-        }
-    } else {
-        for (size_t i = 0; i < n_seqs; i++) {
-            req_t *r = req_find(c, c->entries[i].req);
-            if (r) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach engine-svc");
-        }
-        c->n_entries = 0;
+    m.step = &sr;
+    if (lp__coord_send(c, B_ENG, early ? OP_NONE : OP_STEP, st->no, &m, NULL, 0) != 0) {
+        fail_entries(c, st, "cannot reach engine-svc");
+        st->no = 0;
+        return false;
     }
+    st->step_wait = !early;
+    if (early) {
+        Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
+        sq.n_items = n_rows;
+        sq.items = ip;
+        sq.wait = true;
+        sq.ring = sr.ring;
+        Lmpipe__Msg sm = LMPIPE__MSG__INIT;
+        sm.body_case = LMPIPE__MSG__BODY_SAMPLE;
+        sm.sample = &sq;
+        if (lp__coord_send(c, B_SAMP, OP_SAMPLE, st->no, &sm, NULL, 0) != 0) {
+            /* The quiet step's rows will not be read: end the requests. */
+            fail_entries(c, st, "cannot reach sampler-svc");
+            st->no = 0;
+            return false;
+        }
+        st->sample_wait = true;
+    }
+    return true;
 }
 
 void lp__coord_pump(lp_coord_t *c)
 {
     if (!c->ready) return;
     admit(c);
-    schedule(c);
+    while (schedule(c)) {
+    }
 }
 
 /* ---- hellos ---------------------------------------------------------------------- */
@@ -701,6 +821,9 @@ static void check_ready(lp_coord_t *c)
     c->use_shm = !c->p.no_shm && e->shm_name && e->shm_name[0] && s->shm_ok &&
                  !strcmp(e->host_id, s->host_id);
     c->ring_slots = e->shm_slots;
+    /* The sampler gives each token's text with the token (one message less
+     * per token than asking tokenizer-svc), unless told otherwise. */
+    c->samp_detok = s->detok && !c->p.detok_by_tokenizer;
     /* Slot sequence numbers start at a random point (see shm-ring.h). */
     if (getrandom(&c->ring_seq, sizeof(c->ring_seq), 0) != (ssize_t)sizeof(c->ring_seq))
         c->ring_seq = lp_now_ns();
@@ -710,9 +833,11 @@ static void check_ready(lp_coord_t *c)
     for (size_t i = 0; c->eog && i < t->n_eog_ids; i++)
         if (t->eog_ids[i] >= 0 && t->eog_ids[i] < c->n_vocab) c->eog[t->eog_ids[i]] = 1;
     c->slot_used = calloc((size_t)c->max_seqs, 1);
-    c->entries = calloc((size_t)c->max_seqs, sizeof(entry_t));
+    bool steps_ok = true;
+    for (int i = 0; i < MAX_STEPS; i++)
+        steps_ok &= (c->steps[i].entries = calloc((size_t)c->max_seqs, sizeof(entry_t))) != NULL;
     c->tokbuf = calloc((size_t)c->max_batch_tokens + (size_t)c->max_seqs, sizeof(int32_t));
-    if (!c->eog || !c->slot_used || !c->entries || !c->tokbuf) {
+    if (!c->eog || !c->slot_used || !steps_ok || !c->tokbuf) {
         fail_pipeline(c, "out of memory");
         return;
     }
@@ -787,21 +912,22 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
         lp_frame_clear(&f);
         return;
     }
-    req_t *r = op.req ? req_find(c, op.req) : NULL;
+    req_t *r = op.req && op.kind != OP_STEP && op.kind != OP_SAMPLE ? req_find(c, op.req) : NULL;
+    step_t *st;
     switch (op.kind) {
     case OP_NONE: break;
     case OP_HELLO: on_hello_reply(c, which, &f); break;
     case OP_TOKENIZE: if (r) on_tokenized(c, r, f.msg); break;
     case OP_DETOK: if (r) on_detok(c, r, f.msg); break;
-    case OP_STEP: on_stepped(c, &f); break;
-    case OP_SOPEN: if (r) on_opened(c, r, f.msg); break;
-    case OP_SCLOSE:
-        if (f.msg->body_case == LMPIPE__MSG__BODY_ERROR)
-            LP_DEBUG("coordinator: sampler_close: %s", f.msg->error->message);
+    case OP_STEP:
+        if ((st = step_find(c, op.req)) != NULL) on_stepped(c, st, &f);
         break;
+    case OP_SOPEN: if (r) on_opened(c, r, f.msg); break;
+    case OP_SCLOSE: on_closed(c, r, f.msg); break;
     case OP_SAMPLE:
+        if ((st = step_find(c, op.req)) == NULL) break;
         c->hold_tok = true;
-        on_sampled(c, f.msg);
+        on_sampled(c, st, f.msg);
         lp__coord_pump(c); /* the next step first ... */
         c->hold_tok = false;
         send_held(c); /* ... then the pieces to detokenize */
@@ -876,7 +1002,7 @@ void lp_coord_destroy(lp_coord_t **self_p)
         if (c->b[i].sock) zmq_close(c->b[i].sock);
     }
     free(c->slot_used);
-    free(c->entries);
+    for (int i = 0; i < MAX_STEPS; i++) free(c->steps[i].entries);
     free(c->tokbuf);
     free(c->eog);
     for (size_t i = 0; i < c->n_held; i++) free(c->held[i].buf);

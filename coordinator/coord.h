@@ -18,6 +18,7 @@ typedef struct lp_coord_params {
     const char *engine_endpoint;
     const char *sampler_endpoint;
     bool no_shm;          /* rows inline even where the ring would work */
+    bool detok_by_tokenizer; /* token text from tokenizer-svc even where the sampler gives it */
     int max_seqs;         /* 0: the engine's */
     int max_batch_tokens; /* 0: the engine's */
     int max_requests;     /* queued + active; 0: 1024 */

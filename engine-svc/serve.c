@@ -33,6 +33,8 @@ struct lp_engine_svc {
     Lmpipe__RowRef *refs;
     Lmpipe__RowRef **ref_ptrs;
     uint8_t *seen;       /* max_seqs flags: a seq_id once per step */
+    int32_t *tokbuf;     /* max_batch_tokens: the tokens of chained seqs */
+    float **run_ptrs;    /* max_batch_tokens: the rows of the seqs that run */
 };
 
 void lp_engine_svc_destroy(lp_engine_svc_t **self_p)
@@ -48,6 +50,8 @@ void lp_engine_svc_destroy(lp_engine_svc_t **self_p)
     free(s->refs);
     free(s->ref_ptrs);
     free(s->seen);
+    free(s->tokbuf);
+    free(s->run_ptrs);
     free(s);
     *self_p = NULL;
 }
@@ -82,7 +86,9 @@ int lp_engine_svc_new(const lp_engine_svc_params_t *p, lp_engine_svc_t **out)
     s->refs = calloc(max_rows, sizeof(Lmpipe__RowRef));
     s->ref_ptrs = calloc(max_rows, sizeof(Lmpipe__RowRef *));
     s->seen = calloc((size_t)s->max_seqs, 1);
-    if (!s->row_ptrs || !s->refs || !s->ref_ptrs || !s->seen) {
+    s->tokbuf = calloc(max_rows, sizeof(int32_t));
+    s->run_ptrs = calloc(max_rows, sizeof(float *));
+    if (!s->row_ptrs || !s->refs || !s->ref_ptrs || !s->seen || !s->tokbuf || !s->run_ptrs) {
         rc = LP_ERR(ENOMEM);
         goto fail;
     }
@@ -152,16 +158,23 @@ static int check_step(lp_engine_svc_t *s, const Lmpipe__StepRequest *req, size_t
         if (q->pos < 0 || q->pos > len)
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].pos %d is not in 0..%d (the "
                                 "sequence's length)", i, q->pos, len);
-        if (q->n_tokens == 0)
+        size_t n_tok = q->n_tokens + (q->chain ? 1 : 0);
+        if (n_tok == 0)
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu] has no tokens", i);
-        if (q->n_logits < 0 || (size_t)q->n_logits > q->n_tokens)
+        if (q->chain && (!s->ring || !req->n_rows))
+            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].chain needs the ring and the rows "
+                                "chosen by the sender (StepRequest.rows)", i);
+        if (q->chain && q->chain->slot >= lp_shm_ring_n_slots(s->ring))
+            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].chain.slot %u is not in 0..%u", i,
+                                q->chain->slot, lp_shm_ring_n_slots(s->ring) - 1);
+        if (q->n_logits < 0 || (size_t)q->n_logits > n_tok)
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].n_logits %d is not in 0..%zu", i,
-                                q->n_logits, q->n_tokens);
+                                q->n_logits, n_tok);
         for (size_t k = 0; k < q->n_tokens; k++)
             if (q->tokens[k] < 0 || q->tokens[k] >= s->hp->n_vocab)
                 return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].tokens[%zu] = %d is not in "
                                     "0..%d", i, k, q->tokens[k], s->hp->n_vocab - 1);
-        total += q->n_tokens;
+        total += n_tok;
         rows += (size_t)q->n_logits;
     }
     if (total > (size_t)s->max_batch_tokens)
@@ -252,7 +265,42 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
         if (use_ring) fail_refs(s, sr);
         return rc;
     }
+    /* Chained seqs first: their first token is the one the sampler leaves
+     * in an earlier row's slot (before this step's rows are taken, which may
+     * reuse that slot).  A seq whose token does not come (its sampling
+     * failed) is left out of the step, and its rows fail. */
     size_t nv = (size_t)s->hp->n_vocab;
+    lp_batch_seq_t seqs[sr->n_seqs];
+    bool dropped[sr->n_seqs];
+    size_t n_tok = 0, n_dropped = 0;
+    for (size_t i = 0; i < sr->n_seqs; i++) {
+        const Lmpipe__StepSeq *q = sr->seqs[i];
+        const int32_t *toks = q->tokens;
+        size_t n = q->n_tokens;
+        dropped[i] = false;
+        if (q->chain) {
+            int32_t t = -1;
+            int wrc = lp_shm_ring_wait_token(s->ring, q->chain->slot, q->chain->seq,
+                                             s->p.ring_wait_ms > 0 ? s->p.ring_wait_ms : 10000, &t);
+            if (wrc == 0 && (t < 0 || t >= s->hp->n_vocab))
+                wrc = lp_error_set(LP_ERR(ERANGE), "token %d from the sampler is not in 0..%d", t,
+                                   s->hp->n_vocab - 1);
+            if (wrc) {
+                if (wrc == LP_ERR(ENODATA)) LP_DEBUG("engine-svc: step: seqs[%zu]: %s", i, lp_error_msg());
+                else LP_WARN("engine-svc: step: seqs[%zu].chain: %s; the seq is left out", i, lp_error_msg());
+                dropped[i] = true;
+                n_dropped++;
+                continue;
+            }
+            int32_t *buf = s->tokbuf + n_tok;
+            buf[0] = t;
+            if (n) memcpy(buf + 1, q->tokens, n * sizeof(int32_t));
+            toks = buf;
+            n++;
+            n_tok += n;
+        }
+        seqs[i] = (lp_batch_seq_t){q->seq_id, q->pos, (int32_t)n, toks, q->n_logits};
+    }
     if (use_ring && sr->n_rows) {
         if ((rc = acquire_given(s, sr, n_rows)) != 0) {
             fail_refs(s, sr);
@@ -269,19 +317,33 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
         }
         for (size_t i = 0; i < n_rows; i++) s->row_ptrs[i] = s->inline_rows + i * nv;
     }
-    lp_batch_seq_t seqs[sr->n_seqs];
-    for (size_t i = 0; i < sr->n_seqs; i++) {
-        const Lmpipe__StepSeq *q = sr->seqs[i];
-        seqs[i] = (lp_batch_seq_t){q->seq_id, q->pos, (int32_t)q->n_tokens, q->tokens, q->n_logits};
+    /* The seqs that run, with their rows (a dropped seq's rows stay out). */
+    float **rows = s->row_ptrs;
+    size_t n_run = sr->n_seqs;
+    if (n_dropped) {
+        rows = s->run_ptrs;
+        n_run = 0;
+        for (size_t i = 0, row = 0, k = 0; i < sr->n_seqs; i++) {
+            size_t nl = (size_t)sr->seqs[i]->n_logits;
+            if (!dropped[i]) {
+                seqs[n_run++] = seqs[i];
+                for (size_t j = 0; j < nl; j++) rows[k++] = s->row_ptrs[row + j];
+            }
+            row += nl;
+        }
     }
     uint64_t t0 = lp_now_ns();
-    rc = lp_engine_step(s->engine, seqs, (int32_t)sr->n_seqs, s->row_ptrs);
+    rc = n_run ? lp_engine_step(s->engine, seqs, (int32_t)n_run, rows) : 0;
     uint64_t t1 = lp_now_ns();
     if (use_ring) {
-        for (size_t i = 0; i < n_rows; i++) {
-            if (rc && sr->n_rows) lp_shm_ring_fail(s->ring, s->refs[i].slot, s->refs[i].seq);
-            else if (rc) lp_shm_ring_abandon(s->ring, s->refs[i].slot, s->refs[i].seq);
-            else lp_shm_ring_publish(s->ring, s->refs[i].slot, s->refs[i].seq);
+        for (size_t i = 0, row = 0; i < sr->n_seqs; i++) {
+            for (int32_t j = 0; j < sr->seqs[i]->n_logits; j++, row++) {
+                uint32_t slot = s->refs[row].slot;
+                uint64_t seq = s->refs[row].seq;
+                if ((rc || dropped[i]) && sr->n_rows) lp_shm_ring_fail(s->ring, slot, seq);
+                else if (rc) lp_shm_ring_abandon(s->ring, slot, seq);
+                else lp_shm_ring_publish(s->ring, slot, seq);
+            }
         }
     }
     if (rc) return rc;

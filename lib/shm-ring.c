@@ -212,11 +212,18 @@ void lp_shm_ring_region(const lp_shm_ring_t *r, void **base, size_t *size)
     *size = r->size;
 }
 
+/* The writer may take a slot that the reader has handed back, with or
+ * without a token. */
+static bool is_free(uint32_t state)
+{
+    return state == LP_SHM_SLOT_FREE || state == LP_SHM_SLOT_SAMPLED;
+}
+
 uint32_t lp_shm_ring_n_free(const lp_shm_ring_t *r)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < r->hdr->n_slots; i++)
-        n += atomic_load_explicit(&r->slots[i].state, memory_order_acquire) == LP_SHM_SLOT_FREE;
+        n += is_free(atomic_load_explicit(&r->slots[i].state, memory_order_acquire));
     return n;
 }
 
@@ -232,7 +239,7 @@ int lp_shm_ring_acquire(lp_shm_ring_t *r, uint32_t *slot, uint64_t *seq, float *
     for (uint32_t k = 0; k < n; k++) {
         uint32_t i = (r->next + k) % n;
         lp_shm_slot_header_t *s = &r->slots[i];
-        if (atomic_load_explicit(&s->state, memory_order_acquire) != LP_SHM_SLOT_FREE) continue;
+        if (!is_free(atomic_load_explicit(&s->state, memory_order_acquire))) continue;
         /* Only the writer moves FREE -> WRITING, so no compare-exchange is needed. */
         uint64_t q = ++r->next_seq;
         atomic_store_explicit(&s->seq, q, memory_order_relaxed);
@@ -282,7 +289,7 @@ int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
                             r->hdr->n_slots);
     lp_shm_slot_header_t *s = &r->slots[slot];
     int64_t deadline = (int64_t)lp_now_ms() + wait_ms;
-    while (atomic_load_explicit(&s->state, memory_order_acquire) != LP_SHM_SLOT_FREE) {
+    while (!is_free(atomic_load_explicit(&s->state, memory_order_acquire))) {
         if ((int64_t)lp_now_ms() >= deadline)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u stayed taken (the reader has "
                                 "not released it)", r->name, slot);
@@ -367,12 +374,59 @@ int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
     if (atomic_load_explicit(&s->seq, memory_order_acquire) != seq)
         return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
     uint32_t expect = LP_SHM_SLOT_READY;
-    if (atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_FREE,
-                                                memory_order_acq_rel, memory_order_acquire))
-        return 0;
-    expect = LP_SHM_SLOT_FAILED;
-    if (atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_FREE,
-                                                memory_order_acq_rel, memory_order_acquire))
-        return 0;
-    return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
+    if (!atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_FREE,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        expect = LP_SHM_SLOT_FAILED;
+        if (!atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_FREE,
+                                                     memory_order_acq_rel, memory_order_acquire))
+            return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
+    }
+    futex_wake(&s->state); /* an engine may wait for this slot's token */
+    return 0;
+}
+
+int lp_shm_ring_release_token(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int32_t token)
+{
+    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_READY);
+    if (rc) return rc;
+    lp_shm_slot_header_t *s = &r->slots[slot];
+    atomic_store_explicit(&s->token, token, memory_order_relaxed);
+    uint32_t expect = LP_SHM_SLOT_READY;
+    if (!atomic_compare_exchange_strong_explicit(&s->state, &expect, LP_SHM_SLOT_SAMPLED,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return check_ref(r, slot, seq, LP_SHM_SLOT_READY);
+    futex_wake(&s->state);
+    return 0;
+}
+
+int lp_shm_ring_wait_token(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms,
+                           int32_t *token)
+{
+    if (slot >= r->hdr->n_slots)
+        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
+                            r->hdr->n_slots);
+    lp_shm_slot_header_t *s = &r->slots[slot];
+    int64_t deadline = (int64_t)lp_now_ms() + wait_ms;
+    for (;;) {
+        uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+        uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+        if (q != seq)
+            return lp_error_set(LP_ERR(ESTALE), "shm %s: slot %u holds seq %llu, not %llu", r->name,
+                                slot, (unsigned long long)q, (unsigned long long)seq);
+        if (st == LP_SHM_SLOT_SAMPLED) {
+            *token = atomic_load_explicit(&s->token, memory_order_relaxed);
+            return 0;
+        }
+        if (st == LP_SHM_SLOT_FREE)
+            return lp_error_set(LP_ERR(ENODATA), "shm %s: slot %u was released without a token "
+                                "(its sampling failed)", r->name, slot);
+        if (st == LP_SHM_SLOT_WRITING)
+            return lp_error_set(LP_ERR(ESTALE), "shm %s: slot %u is still being written", r->name,
+                                slot);
+        int64_t left = deadline - (int64_t)lp_now_ms();
+        if (left <= 0)
+            return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: the sampler did not hand back slot %u "
+                                "in %d ms", r->name, slot, wait_ms);
+        futex_wait(&s->state, st, left > 50 ? 50 : (int)left);
+    }
 }

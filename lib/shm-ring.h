@@ -16,9 +16,14 @@
  *   data_offset (4096-aligned) n_slots rows, slot_stride bytes apart
  *
  * Slot states move FREE -> WRITING (engine) -> READY or FAILED (engine) ->
- * FREE (sampler).  READY and FAILED wake futex waiters on the state word.  Each transition is an atomic store with release order; the
- * reader loads with acquire order, so row data written before READY is
- * visible to the sampler. */
+ * FREE or SAMPLED (sampler).  SAMPLED is FREE with the token the sampler
+ * chose from the row left in `token`: a chained step (StepSeq.chain) feeds
+ * it to the engine without a round trip through the coordinator.  The
+ * writer takes FREE and SAMPLED slots alike.  READY and FAILED wake the
+ * sampler, FREE and SAMPLED the engine, through a futex on the state word.
+ * Each transition is an atomic store with release order; the other side
+ * loads with acquire order, so row data written before READY is visible to
+ * the sampler, and the token written before SAMPLED to the engine. */
 #ifndef LP_SHM_RING_H
 #define LP_SHM_RING_H
 
@@ -28,7 +33,7 @@
 #include <stdint.h>
 
 #define LP_SHM_RING_MAGIC 0x314752524d48534cULL /* "LSHMRRG1" */
-#define LP_SHM_RING_VERSION 1u
+#define LP_SHM_RING_VERSION 2u
 #define LP_SHM_RING_MAX_SLOTS 4096u
 #define LP_SHM_RING_DATA_ALIGN 4096u
 
@@ -37,6 +42,7 @@ enum lp_shm_slot_state {
     LP_SHM_SLOT_WRITING = 1,
     LP_SHM_SLOT_READY = 2,
     LP_SHM_SLOT_FAILED = 3, /* the step that was to fill it failed */
+    LP_SHM_SLOT_SAMPLED = 4, /* free; `token` holds the sampler's choice */
 };
 
 typedef struct lp_shm_ring_header {
@@ -55,7 +61,9 @@ typedef struct lp_shm_slot_header {
     _Atomic uint32_t state; /* enum lp_shm_slot_state */
     uint32_t n_floats;      /* floats written (row_len) */
     _Atomic uint64_t seq;   /* sequence number of the current contents */
-    uint64_t reserved[6];
+    _Atomic int32_t token;  /* SAMPLED: the token chosen from the row */
+    uint32_t pad;
+    uint64_t reserved[5];
 } lp_shm_slot_header_t;
 
 _Static_assert(sizeof(lp_shm_ring_header_t) == 64, "ring header is 64 bytes");
@@ -63,6 +71,7 @@ _Static_assert(sizeof(lp_shm_slot_header_t) == 64, "slot header is 64 bytes");
 _Static_assert(sizeof(_Atomic uint32_t) == 4 && sizeof(_Atomic uint64_t) == 8,
                "atomics have their plain size");
 _Static_assert(offsetof(lp_shm_slot_header_t, seq) == 8, "slot seq at offset 8");
+_Static_assert(offsetof(lp_shm_slot_header_t, token) == 16, "slot token at offset 16");
 _Static_assert(offsetof(lp_shm_ring_header_t, slot_stride) == 24, "stride at offset 24");
 
 typedef struct lp_shm_ring lp_shm_ring_t;
@@ -87,7 +96,7 @@ uint32_t lp_shm_ring_n_free(const lp_shm_ring_t *r);
  * Borrowed, valid for the ring's life. */
 void lp_shm_ring_region(const lp_shm_ring_t *r, void **base, size_t *size);
 
-/* Writer: take a free slot and stamp it with a new sequence number.  *row
+/* Writer: take a free (or sampled) slot and stamp it with a new sequence number.  *row
  * points at row_len floats in the segment, valid until publish.  Returns
  * LP_ERR(EAGAIN) when every slot is taken. */
 int lp_shm_ring_acquire(lp_shm_ring_t *r, uint32_t *slot, uint64_t *seq, float **row);
@@ -112,8 +121,18 @@ int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const 
  * writer's process has exited; LP_ERR(ETIMEDOUT). */
 int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms);
 /* Reader: hand the slot back to the writer (same checks as read; a failed
- * slot is freed too). */
+ * slot is freed too), waking a writer that waits for its token. */
 int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
+/* Reader: hand a published slot back with the token chosen from its row
+ * (state SAMPLED), waking a writer that waits for it. */
+int lp_shm_ring_release_token(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int32_t token);
+/* Writer: wait up to wait_ms for the reader to hand back slot `slot`
+ * holding `seq`, and give the token it left.  LP_ERR(ENODATA) when the
+ * reader released it without one (its sampling failed, or the row was only
+ * released); LP_ERR(ESTALE) when the slot no longer holds `seq`;
+ * LP_ERR(ETIMEDOUT). */
+int lp_shm_ring_wait_token(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms,
+                           int32_t *token);
 
 /* A random segment name "/lmpipe-PID-HEX" in buf (at least 40 bytes). */
 void lp_shm_ring_random_name(char *buf, size_t size);

@@ -1,6 +1,6 @@
 /* shm-ring_test.c - the logit ring: layout, sequence numbers, stale and
- * reused slots, a full ring, corrupt headers, and a writer and a reader in
- * two processes. */
+ * reused slots, a full ring, corrupt headers, a writer and a reader in
+ * two processes, and tokens handed back to the writer (chained steps). */
 #include "shm-ring.h"
 
 #include "../tests/check.h"
@@ -106,7 +106,7 @@ static void test_bad(void)
     CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r), LP_ERR(EPROTO));
     CHECK(strstr(lp_error_msg(), "magic") != NULL);
     *h = saved;
-    h->version = 2;
+    h->version = LP_SHM_RING_VERSION + 1;
     CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r), LP_ERR(EPROTO));
     *h = saved;
     h->n_slots = 1000; /* the data would run past the segment */
@@ -215,6 +215,52 @@ static void test_wait(void)
     lp_shm_ring_destroy(&w);
 }
 
+/* Chained steps: the reader hands a slot back with the token it chose, and
+ * the writer, waiting in another process, reads it; a slot released
+ * without a token, a stale sequence number and a reader that never answers
+ * are errors, and a sampled slot is free for the writer again. */
+static void test_token(void)
+{
+    lp_shm_ring_t *w;
+    CHECK_RC(lp_shm_ring_create(NULL, 3, 100, &w), 0);
+    if (!w) return;
+    float *row;
+    CHECK_RC(lp_shm_ring_acquire_at(w, 0, 41, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_publish(w, 0, 41), 0);
+    CHECK_RC(lp_shm_ring_acquire_at(w, 1, 42, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_publish(w, 1, 42), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        lp_shm_ring_t *r;
+        if (lp_shm_ring_open(lp_shm_ring_name(w), &r)) _exit(2);
+        usleep(50000); /* the writer is asleep on the futex by now */
+        if (lp_shm_ring_release_token(r, 0, 41, 12345)) _exit(3);
+        if (lp_shm_ring_release_token(r, 0, 41, 7) != LP_ERR(ESTALE)) _exit(4); /* twice */
+        usleep(20000);
+        if (lp_shm_ring_release(r, 1, 42)) _exit(5); /* no token */
+        _exit(0);
+    }
+    int32_t tok = -1;
+    CHECK_RC(lp_shm_ring_wait_token(w, 0, 41, 5000, &tok), 0);
+    CHECK(tok == 12345);
+    CHECK_RC(lp_shm_ring_wait_token(w, 1, 42, 5000, &tok), LP_ERR(ENODATA));
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_RC(lp_shm_ring_wait_token(w, 0, 40, 100, &tok), LP_ERR(ESTALE));
+    CHECK_RC(lp_shm_ring_wait_token(w, 5, 41, 100, &tok), LP_ERR(ERANGE));
+    /* A sampled slot is free: both ways of acquiring take it. */
+    CHECK(lp_shm_ring_n_free(w) == 3);
+    CHECK_RC(lp_shm_ring_acquire_at(w, 0, 43, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_publish(w, 0, 43), 0);
+    /* Published, never handed back: the writer gives up. */
+    CHECK_RC(lp_shm_ring_wait_token(w, 0, 43, 30, &tok), LP_ERR(ETIMEDOUT));
+    /* Still being written: no token will come. */
+    CHECK_RC(lp_shm_ring_acquire_at(w, 2, 44, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_wait_token(w, 2, 44, 1000, &tok), LP_ERR(ESTALE));
+    lp_shm_ring_destroy(&w);
+}
+
 /* The writer's process is gone: a reader does not wait for it. */
 static void test_writer_gone(void)
 {
@@ -250,6 +296,7 @@ int main(void)
     test_bad();
     test_two_processes();
     test_wait();
+    test_token();
     test_writer_gone();
     return CHECK_DONE();
 }

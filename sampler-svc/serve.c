@@ -28,6 +28,8 @@ struct lp_sampler_svc {
     lp_sampler_registry_t *reg;
     lp_shm_ring_t *ring;     /* opened at hello when the coordinator names one */
     float *aligned;          /* an inline row copied to float alignment */
+    struct detok { uint64_t session; lp_detok_t *d; } *detoks; /* SamplerOpen.detok */
+    size_t n_detoks, cap_detoks;
 };
 
 void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
@@ -38,6 +40,8 @@ void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
     lp_sampler_store_destroy(&s->store);
     lp_tokenizer_destroy(&s->tok);
     lp_shm_ring_destroy(&s->ring);
+    for (size_t i = 0; i < s->n_detoks; i++) lp_detok_destroy(&s->detoks[i].d);
+    free(s->detoks);
     lp_model_destroy(&s->model);
     free(s->aligned);
     free(s);
@@ -87,6 +91,7 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpip
     mine->n_tokens = s->n_tokens;
     mine->vocab_hash = s->vocab_hash;
     mine->no_shm = s->p.no_shm;
+    mine->detok = s->tok != NULL;
     int rc = lp_hello_check_vocab(mine, peer);
     if (rc) return rc;
     /* Only the controller (the coordinator) names the ring. */
@@ -108,6 +113,39 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpip
 }
 
 /* ---- sessions ------------------------------------------------------------- */
+
+/* The session's text decoder (SamplerOpen.detok); NULL when it has none. */
+static struct detok *detok_find(lp_sampler_svc_t *s, uint64_t session)
+{
+    for (size_t i = 0; i < s->n_detoks; i++)
+        if (s->detoks[i].session == session) return &s->detoks[i];
+    return NULL;
+}
+
+static int detok_add(lp_sampler_svc_t *s, uint64_t session)
+{
+    if (!s->tok)
+        return lp_error_set(LP_ERR(ENOTSUP), "sampler_open: detok: the model has no tokenizer "
+                            "(the hello says detok false)");
+    if (s->n_detoks == s->cap_detoks) {
+        size_t cap = s->cap_detoks ? 2 * s->cap_detoks : 16;
+        struct detok *n = realloc(s->detoks, cap * sizeof(*n));
+        if (!n) return LP_ERR(ENOMEM);
+        s->detoks = n;
+        s->cap_detoks = cap;
+    }
+    struct detok *d = &s->detoks[s->n_detoks];
+    d->session = session;
+    int rc = lp_detok_new(s->tok, false, &d->d);
+    if (!rc) s->n_detoks++;
+    return rc;
+}
+
+static void detok_remove(lp_sampler_svc_t *s, struct detok *d)
+{
+    lp_detok_destroy(&d->d);
+    *d = s->detoks[--s->n_detoks];
+}
 
 static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
 {
@@ -131,7 +169,15 @@ static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req
             return rc;
         }
     }
-    if ((rc = lp_sampler_registry_put(s->reg, o->session, seq)) != 0) return rc;
+    if (o->detok && (rc = detok_add(s, o->session)) != 0) {
+        lp_sampler_seq_destroy(&seq);
+        return rc;
+    }
+    if ((rc = lp_sampler_registry_put(s->reg, o->session, seq)) != 0) {
+        struct detok *d = o->detok ? detok_find(s, o->session) : NULL;
+        if (d) detok_remove(s, d);
+        return rc;
+    }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     Lmpipe__SamplerOpen ack = LMPIPE__SAMPLER_OPEN__INIT;
     ack.session = o->session;
@@ -148,16 +194,30 @@ static int do_close(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *re
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     Lmpipe__SamplerClose ack = LMPIPE__SAMPLER_CLOSE__INIT;
     ack.session = key;
+    /* The decoder's held-back bytes (an unfinished UTF-8 character) end the
+     * text; the buffer is the decoder's, valid until it is destroyed. */
+    struct detok *d = detok_find(s, key);
+    if (d && req->msg->sampler_close->flush) {
+        const char *p;
+        size_t n;
+        if (lp_detok_flush(d->d, &p, &n) == 0) {
+            ack.flushed.data = (uint8_t *)p;
+            ack.flushed.len = n;
+        }
+    }
     m.body_case = LMPIPE__MSG__BODY_SAMPLER_CLOSE;
     m.sampler_close = &ack;
-    return lp_service_reply(svc, req, &m, NULL, 0);
+    rc = lp_service_reply(svc, req, &m, NULL, 0);
+    if (d) detok_remove(s, d);
+    return rc;
 }
 
 /* ---- sampling -------------------------------------------------------------- */
 
 static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool wait,
                        const void *raw, size_t n_raw_rows, Lmpipe__SampleResult *res, lp_sampler_result_t *r,
-                       Lmpipe__TokenProb *tp, Lmpipe__TokenProb **tpp, char *err, size_t errcap)
+                       Lmpipe__TokenProb *tp, Lmpipe__TokenProb **tpp, char **piece, char *err,
+                       size_t errcap)
 {
     res->token = -1;
     const float *row = NULL;
@@ -206,6 +266,20 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         snprintf(err, errcap, "%s", lp_error_msg());
         goto out;
     }
+    /* The token's text, when the session streams it: copied, since the
+     * decoder's buffer lasts only until its next token. */
+    struct detok *d = detok_find(s, it->session);
+    if (d) {
+        const char *p;
+        size_t n;
+        if (lp_detok_feed(d->d, r->id, &p, &n) != 0 || !(*piece = malloc(n ? n : 1))) {
+            snprintf(err, errcap, "detokenize token %d: %s", r->id, lp_error_msg());
+            goto out;
+        }
+        if (n) memcpy(*piece, p, n);
+        res->piece.data = (uint8_t *)*piece;
+        res->piece.len = n;
+    }
     res->token = r->id;
     res->logprob = r->logprob;
     res->strategy_version = r->version;
@@ -218,7 +292,12 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         tpp[k] = &tp[k];
     }
 out:
-    if (from_ring && s->ring) lp_shm_ring_release(s->ring, it->ref->slot, it->ref->seq);
+    /* The chosen token goes back with the slot: a chained step waits for it
+     * there (StepSeq.chain).  Without one, the engine leaves the seq out. */
+    if (from_ring && s->ring) {
+        if (res->token >= 0) lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, res->token);
+        else lp_shm_ring_release(s->ring, it->ref->slot, it->ref->seq);
+    }
     if (err[0]) res->error = err;
 }
 
@@ -243,8 +322,9 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
     Lmpipe__TokenProb *tp = calloc((n ? n : 1) * LP_SAMPLER_MAX_N_PROBS, sizeof(*tp));
     Lmpipe__TokenProb **tpp = calloc((n ? n : 1) * LP_SAMPLER_MAX_N_PROBS, sizeof(*tpp));
     char (*errs)[256] = calloc(n ? n : 1, 256);
+    char **pieces = calloc(n ? n : 1, sizeof(char *));
     int rc = 0;
-    if (!res || !resp || !r || !tp || !tpp || !errs) {
+    if (!res || !resp || !r || !tp || !tpp || !errs || !pieces) {
         rc = LP_ERR(ENOMEM);
         goto out;
     }
@@ -252,7 +332,7 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
         lmpipe__sample_result__init(&res[i]);
         resp[i] = &res[i];
         sample_one(s, sr->items[i], sr->wait, raw, n_raw_rows, &res[i], &r[i], tp + i * LP_SAMPLER_MAX_N_PROBS,
-                   tpp + i * LP_SAMPLER_MAX_N_PROBS, errs[i], sizeof(errs[i]));
+                   tpp + i * LP_SAMPLER_MAX_N_PROBS, &pieces[i], errs[i], sizeof(errs[i]));
     }
     Lmpipe__SampleReply rep = LMPIPE__SAMPLE_REPLY__INIT;
     rep.n_results = n;
@@ -268,6 +348,8 @@ out:
     free(tp);
     free(tpp);
     free(errs);
+    for (size_t i = 0; pieces && i < n; i++) free(pieces[i]);
+    free(pieces);
     return rc;
 }
 

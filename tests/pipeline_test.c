@@ -14,6 +14,12 @@
  *       while a greedy request runs: a client that disconnects, a cancel,
  *       bad parameters, hostile and malformed frames to every socket; the
  *       greedy request still gives the golden tokens and no service dies
+ *   pipeline_test context MODEL GOLDEN_FROM_BOS [--no-shm]
+ *       with a 24-token context, a greedy request from BOS without a token
+ *       limit ends with FINISH_CONTEXT after exactly 24 tokens (the last one
+ *       from position 23), while a request beside it stops at its 7: both
+ *       the golden's first tokens (the coordinator feeds a decode token
+ *       before its sample is back, so it must not run one step too far)
  *   pipeline_test fuzz MODEL GOLDEN_FROM_BOS N
  *       N mutated copies (bit flips, truncations, spliced bytes) of valid
  *       messages of every kind, sent after a hello to every service; then
@@ -46,6 +52,7 @@ static int ids_from_json(const lp_json_t *arr, int32_t *out, size_t cap, size_t 
 }
 
 static int max_batch_tokens; /* 0: the engine's default */
+static int n_ctx;            /* 0: the engine's default */
 
 static lp_pipeline_t *start(uv_loop_t *loop, const char *model, bool no_shm, lp_client_t **client)
 {
@@ -53,6 +60,7 @@ static lp_pipeline_t *start(uv_loop_t *loop, const char *model, bool no_shm, lp_
     o.model = model;
     o.no_shm = no_shm;
     o.max_batch_tokens = max_batch_tokens;
+    o.n_ctx = n_ctx;
     o.threads = 1;
     lp_pipeline_t *p = NULL;
     int rc = lp_pipeline_start(loop, &o, &p);
@@ -625,6 +633,56 @@ static void test_robust(const char *model, const char *golden_path)
     free(text);
 }
 
+/* ---- the end of the context --------------------------------------------------- */
+
+static void test_context(const char *model, const char *golden_path, bool no_shm)
+{
+    size_t len;
+    char *text = NULL;
+    lp_read_file(golden_path, &text, &len);
+    lp_json_doc_t *doc = NULL;
+    CHECK(text && lp_json_parse(text, len, &doc) == 0);
+    if (!doc) return;
+    static int32_t want[512];
+    size_t n_want;
+    const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
+    ids_from_json(lp_json_get(cs, "continuation_ids"), want, 512, &n_want);
+    /* Prompt: BOS alone (P = 1).  Token k comes from the logits at position
+     * k - 1, so a context of C positions gives C - P + 1 tokens. */
+    n_ctx = 24;
+    CHECK(n_want >= 24);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *c = NULL;
+    lp_pipeline_t *p = start(&loop, model, no_shm, &c);
+    if (!p) return;
+    int32_t bos = 1;
+    Lmpipe__GenerateRequest ga = LMPIPE__GENERATE_REQUEST__INIT, gb = LMPIPE__GENERATE_REQUEST__INIT;
+    ga.prompt_ids = gb.prompt_ids = &bos;
+    ga.n_prompt_ids = gb.n_prompt_ids = 1;
+    ga.no_bos = gb.no_bos = true;
+    ga.params_json = gb.params_json = "{\"temperature\": 0}";
+    ga.ignore_eos = gb.ignore_eos = true;
+    ga.n_predict = -1;
+    gb.n_predict = 7;
+    Lmpipe__GenerateRequest *gs[2] = {&ga, &gb};
+    lp_generation_t out[2];
+    CHECK_RC(run_many(c, 1, gs, 2, out), 0);
+    CHECK(out[0].reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT);
+    CHECK(out[0].n_ids == 24 && !memcmp(out[0].ids, want, 24 * sizeof(int32_t)));
+    CHECK(out[1].reason == LMPIPE__FINISH_REASON__FINISH_LENGTH);
+    CHECK(out[1].n_ids == 7 && !memcmp(out[1].ids, want, 7 * sizeof(int32_t)));
+    printf("context: %zu tokens (reason %d) and %zu (reason %d)\n", out[0].n_ids, out[0].reason,
+           out[1].n_ids, out[1].reason);
+    for (int i = 0; i < 2; i++) lp_generation_clear(&out[i]);
+    lp_client_destroy(&c);
+    CHECK_RC(lp_pipeline_stop(p), 0);
+    lp_pipeline_destroy(&p);
+    uv_loop_close(&loop);
+    lp_json_doc_destroy(&doc);
+    free(text);
+}
+
 /* ---- fuzz -------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -805,6 +863,7 @@ int main(int argc, char **argv)
     if (argc == 4 && !strcmp(argv[1], "goldens")) test_goldens(argv[2], argv[3], no_shm);
     else if (argc == 3 && !strcmp(argv[1], "concurrent")) test_concurrent(argv[2], no_shm);
     else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
+    else if (argc == 4 && !strcmp(argv[1], "context")) test_context(argv[2], argv[3], no_shm);
     else if (argc == 5 && !strcmp(argv[1], "fuzz")) test_fuzz(argv[2], argv[3], atoi(argv[4]));
     else {
         fprintf(stderr, "usage: pipeline_test goldens MODELS GOLDENS | concurrent MODEL | robust MODEL GOLDEN [--no-shm]\n");
