@@ -130,13 +130,19 @@ static int kv_reserve(cpu_ctx_t *c, int32_t seq_id)
     return 0;
 }
 
-static void matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
-                   int64_t y_stride)
+static lp_matmul_t mm_of(const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
+                         int64_t y_stride)
 {
-    lp_matmul_t mm = {
+    return (lp_matmul_t){
         .type = w->type, .w = w->data, .n_in = w->n_in, .n_out = w->n_out,
         .x = x, .x_stride = w->n_in, .n_tok = n_tok, .y = y, .y_stride = y_stride,
     };
+}
+
+static void matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
+                   int64_t y_stride)
+{
+    lp_matmul_t mm = mm_of(w, x, n_tok, y, y_stride);
     lp_matmul(c->pool, &mm, c->p.exact);
 }
 
@@ -308,9 +314,10 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const lp_layer_t *L = &m->layers[l];
         /* attention block: xn holds norm(x) * attn_norm */
-        matmul(c, &L->wq, c->xn, T, c->q, q_dim);
-        matmul(c, &L->wk, c->xn, T, c->k, kv_dim);
-        matmul(c, &L->wv, c->xn, T, c->v, kv_dim);
+        const lp_matmul_t qkv[3] = {mm_of(&L->wq, c->xn, T, c->q, q_dim),
+                                    mm_of(&L->wk, c->xn, T, c->k, kv_dim),
+                                    mm_of(&L->wv, c->xn, T, c->v, kv_dim)};
+        lp_matmul_multi(c->pool, qkv, 3, c->p.exact);
         run_tokens(c, STAGE_QKV_ROPE, l, T);
         attn_job_t job = {c, l, T};
         lp_threadpool_run(c->pool, attn_worker, &job);
@@ -318,8 +325,9 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
         run_tokens(c, STAGE_FFN_NORM, l, T);
 
         /* feed-forward block */
-        matmul(c, &L->w_gate, c->xn, T, c->gate, n_ff);
-        matmul(c, &L->w_up, c->xn, T, c->up, n_ff);
+        const lp_matmul_t gate_up[2] = {mm_of(&L->w_gate, c->xn, T, c->gate, n_ff),
+                                        mm_of(&L->w_up, c->xn, T, c->up, n_ff)};
+        lp_matmul_multi(c->pool, gate_up, 2, c->p.exact);
         run_tokens(c, STAGE_SWIGLU, l, T);
         matmul(c, &L->w_down, c->gate, T, c->proj, n_embd);
         run_tokens(c, STAGE_FFN_OUT, l, T);

@@ -286,12 +286,157 @@ static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm)
     if (!pool) free(buf);
 }
 
+/* ---- decode: rows shared out in chunks --------------------------------
+ *
+ * One token reads every weight byte once, so a decode matmul is a stream
+ * of rows, and a thread that the OS delays would hold up the whole step
+ * under a static split.  The rows of every matrix in a call (one, or q, k
+ * and v, or gate and up) form one list of chunks of about CHUNK_BYTES.
+ * Thread t owns a contiguous share of the list and works through it from
+ * the front; a thread done with its own share takes chunks still unclaimed
+ * from the back of the others'.  Each chunk is claimed by an atomic
+ * exchange on its flag.  Within its share a thread's chunks are
+ * consecutive rows, so its kernel prefetches across their boundaries. */
+
+#define CHUNK_BYTES (64 << 10)
+#define MAX_SEGS 4
+
+struct dec_seg {
+    const lp_matmul_t *mm;
+    lp__gemv_fn gemv;
+    size_t wrb;
+    int64_t rows;     /* rows per chunk (even: the kernels pair rows) */
+    int64_t first;    /* index of the segment's first chunk */
+};
+
+struct dec_ctx {
+    struct dec_seg seg[MAX_SEGS];
+    int n_seg;
+    int64_t n_chunks;
+    lp__act_fn quant;       /* NULL: float activations */
+    size_t xq_private;      /* bytes of each thread's activation copy */
+    uint8_t *xq;            /* n_threads copies */
+    atomic_uchar *claimed;  /* n_chunks flags */
+};
+
+static int seg_of(const struct dec_ctx *c, int64_t k)
+{
+    int s = 0;
+    while (s + 1 < c->n_seg && k >= c->seg[s + 1].first) s++;
+    return s;
+}
+
+/* Run chunk k; own_end: the first chunk past the caller's own run of
+ * consecutive chunks, for the prefetch limit. */
+static void dec_chunk(const struct dec_ctx *c, const void *xq, int64_t k, int64_t own_end)
+{
+    const struct dec_seg *g = &c->seg[seg_of(c, k)];
+    const lp_matmul_t *mm = g->mm;
+    int64_t r0 = (k - g->first) * g->rows;
+    int64_t r1 = r0 + g->rows < mm->n_out ? r0 + g->rows : mm->n_out;
+    int64_t pf_end = (own_end - g->first) * g->rows;
+    if (pf_end > mm->n_out) pf_end = mm->n_out;
+    if (pf_end < r1) pf_end = r1;
+    g->gemv(mm->n_in, (const uint8_t *)mm->w + (size_t)r0 * g->wrb, g->wrb, r1 - r0, pf_end - r0,
+            xq, mm->y + r0);
+}
+
+static void dec_work(void *p, int ith, int nth)
+{
+    struct dec_ctx *c = p;
+    const void *xq = c->seg[0].mm->x;
+    if (c->quant) {
+        xq = c->xq + (size_t)ith * c->xq_private;
+        c->quant(c->seg[0].mm->x, (void *)xq, c->seg[0].mm->n_in);
+    }
+    int64_t b = c->n_chunks * ith / nth, e = c->n_chunks * (ith + 1) / nth;
+    for (int64_t k = b; k < e; k++) {
+        if (atomic_exchange_explicit(&c->claimed[k], 1, memory_order_relaxed)) break;
+        dec_chunk(c, xq, k, e);
+    }
+    for (int d = 1; d < nth; d++) { /* the others' shares, from their ends */
+        int u = (ith + d) % nth;
+        int64_t ub = c->n_chunks * u / nth, ue = c->n_chunks * (u + 1) / nth;
+        for (int64_t k = ue - 1; k >= ub; k--) {
+            if (atomic_exchange_explicit(&c->claimed[k], 1, memory_order_relaxed)) break;
+            dec_chunk(c, xq, k, k + 1);
+        }
+    }
+}
+
+/* True when every product has one token, a gemv kernel and the activation
+ * format of the first. */
+static bool dec_ok(const lp__kern_t *k, const lp_matmul_t *mm, int n)
+{
+    if (n > MAX_SEGS) return false;
+    for (int i = 0; i < n; i++)
+        if (mm[i].n_tok != 1 || !k->gemv[mm[i].type] ||
+            lp__act_of(mm[i].type) != lp__act_of(mm[0].type))
+            return false;
+    return true;
+}
+
+static void matmul_dec(lp_threadpool_t *pool, const lp__kern_t *k, const lp_matmul_t *mm, int n)
+{
+    struct dec_ctx c = {.n_seg = n};
+    for (int i = 0; i < n; i++) {
+        struct dec_seg *g = &c.seg[i];
+        g->mm = &mm[i];
+        g->gemv = k->gemv[mm[i].type];
+        g->wrb = lp_type_row_bytes(mm[i].type, mm[i].n_in);
+        int64_t rows = (int64_t)(CHUNK_BYTES / g->wrb);
+        g->rows = rows < 2 ? 2 : (rows + 1) & ~(int64_t)1;
+        g->first = c.n_chunks;
+        c.n_chunks += (mm[i].n_out + g->rows - 1) / g->rows;
+    }
+    size_t xrb = 0;
+    switch (lp__act_of(mm[0].type)) {
+    case LP_ACT_F32:
+        break;
+    case LP_ACT_Q8A:
+        c.quant = k->quant_q8a ? k->quant_q8a : lp__quant_q8a_scalar;
+        xrb = (size_t)(mm[0].n_in / LP_QK) * sizeof(lp__q8a_t);
+        break;
+    case LP_ACT_Q8K:
+        c.quant = k->quant_q8k ? k->quant_q8k : lp__quant_q8k_scalar;
+        xrb = (size_t)(mm[0].n_in / LP_QK_K) * sizeof(lp__q8k_t);
+        break;
+    }
+    int nth = pool ? lp_threadpool_n_threads(pool) : 1;
+    c.xq_private = (xrb + 63) & ~(size_t)63;
+    size_t flags = ((size_t)c.n_chunks + 63) & ~(size_t)63;
+    size_t bytes = c.xq_private * (size_t)nth + flags;
+    uint8_t *buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, bytes);
+    assert(buf && "matmul: out of memory for scratch");
+    c.xq = buf;
+    c.claimed = (atomic_uchar *)(buf + c.xq_private * (size_t)nth);
+    memset((void *)c.claimed, 0, (size_t)c.n_chunks);
+    if (pool) lp_threadpool_run(pool, dec_work, &c);
+    else dec_work(&c, 0, 1);
+    if (!pool) free(buf);
+}
+
 /* ---- entry point ------------------------------------------------------ */
 
 void lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact)
 {
-    assert(lp_matmul_check(mm) == 0);
-    if (mm->n_tok == 0) return;
-    if (exact) matmul_exact(pool, mm);
-    else matmul_fast(pool, mm);
+    lp_matmul_multi(pool, mm, 1, exact);
+}
+
+void lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact)
+{
+    for (int i = 0; i < n; i++) {
+        assert(lp_matmul_check(&mm[i]) == 0);
+        assert(mm[i].x == mm[0].x && mm[i].n_in == mm[0].n_in && mm[i].n_tok == mm[0].n_tok);
+    }
+    if (n == 0 || mm[0].n_tok == 0) return;
+    const lp__kern_t *k = kern_get();
+    if (!exact && dec_ok(k, mm, n)) {
+        matmul_dec(pool, k, mm, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        if (exact) matmul_exact(pool, &mm[i]);
+        else matmul_fast(pool, &mm[i]);
+    }
 }

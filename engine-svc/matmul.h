@@ -46,6 +46,10 @@ int lp_matmul_check(const lp_matmul_t *mm);
  * `pool` may be NULL (runs on the caller, allocating its scratch). */
 void lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact);
 
+/* n products of the same activations (same x, n_in and n_tok): q, k and
+ * v, or gate and up.  One token runs them in one pass of the pool. */
+void lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact);
+
 /* ---- instruction set of the fast path -------------------------------- */
 
 /* The fast kernels in use: "scalar", "avx2", "avx512" or "vnni".  The

@@ -42,6 +42,7 @@ static const uint32_t types[] = {
 static const int64_t shapes[][3] = {
     {256, 7, 1}, {512, 33, 3}, {256, 1, 5}, {768, 17, 8}, {1024, 64, 13}, {2048, 5, 1},
     {5632, 20, 9}, /* TinyLlama's ffn_down width */
+    {256, 3001, 1}, /* one token, many chunks: shares and stealing */
 };
 
 /* Largest error allowed, relative to sum_i |w_i x_i|.  exact: the dot is
@@ -103,6 +104,51 @@ static void run_case(lp_threadpool_t *pool, uint32_t type, const int64_t *shape,
     free(y);
 }
 
+/* lp_matmul_multi gives each product exactly what lp_matmul gives it
+ * alone (a row's dot does not depend on how rows are shared out), for
+ * products of one activation format and of mixed formats. */
+static void test_multi(lp_threadpool_t *pool)
+{
+    static const uint32_t sets[][3] = {
+        {LP_TYPE_Q4_K, LP_TYPE_Q6_K, LP_TYPE_Q5_K}, /* one format: one pass */
+        {LP_TYPE_Q5_0, LP_TYPE_Q8_0, LP_TYPE_Q4_0},
+        {LP_TYPE_Q4_K, LP_TYPE_Q8_0, LP_TYPE_F16},  /* mixed: one call each */
+    };
+    const int64_t n_in = 512, n_out[3] = {1501, 67, 2048};
+    float x[512];
+    for (int i = 0; i < 512; i++) x[i] = frand();
+    for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
+        lp_matmul_t mm[3];
+        uint8_t *w[3];
+        float *y1[3], *y3[3];
+        for (int m = 0; m < 3; m++) {
+            size_t rb = lp_type_row_bytes(sets[s][m], n_in);
+            float row[512];
+            w[m] = malloc(rb * (size_t)n_out[m]);
+            y1[m] = malloc(sizeof(float) * (size_t)n_out[m]);
+            y3[m] = malloc(sizeof(float) * (size_t)n_out[m]);
+            for (int64_t o = 0; o < n_out[m]; o++) {
+                for (int i = 0; i < 512; i++) row[i] = frand();
+                lp_quant_row(sets[s][m], row, w[m] + (size_t)o * rb, n_in);
+            }
+            mm[m] = (lp_matmul_t){.type = sets[s][m], .w = w[m], .n_in = n_in, .n_out = n_out[m],
+                                  .x = x, .x_stride = n_in, .n_tok = 1, .y = y1[m],
+                                  .y_stride = n_out[m]};
+            lp_matmul(pool, &mm[m], false);
+            mm[m].y = y3[m];
+        }
+        lp_matmul_multi(pool, mm, 3, false);
+        for (int m = 0; m < 3; m++) {
+            CHECK(!memcmp(y1[m], y3[m], sizeof(float) * (size_t)n_out[m]),
+                  "multi %s (set %zu, %s): differs from lp_matmul alone",
+                  lp_type_name(sets[s][m]), s, lp_matmul_isa());
+            free(w[m]);
+            free(y1[m]);
+            free(y3[m]);
+        }
+    }
+}
+
 static void test_check(void)
 {
     float x[256], y[4];
@@ -140,6 +186,7 @@ int main(void)
         for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 for (int p = 0; p < 3; p++) run_case(pools[p], types[k], shapes[s], false);
+        for (int p = 0; p < 3; p++) test_multi(pools[p]);
     }
     CHECK(lp_matmul_set_isa("sse9") == LP_ERR(EINVAL) && strstr(lp_error_msg(), "sse9"),
           "unknown instruction set: %s", lp_error_msg());

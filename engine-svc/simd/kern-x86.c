@@ -70,22 +70,27 @@ INLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
 INLINE __m256i unpack_nibbles16(const uint8_t *qs)
 {
     __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    __m128i m4 = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
 }
 
-/* Bit j of the 32-bit little-endian word at qh -> 0x10 in byte j. */
-INLINE __m256i bits_to_0x10(const uint8_t *qh)
+/* q with 0x10 added in byte j where bit j of the 32-bit little-endian word
+ * at qh is set (the fifth bits of Q5_0/Q5_1). */
+INLINE __m256i add_bits_0x10(__m256i q, const uint8_t *qh)
 {
     uint32_t v;
     memcpy(&v, qh, 4);
+#if defined(LP_KERN_AVX512)
+    return _mm256_mask_add_epi8(q, (__mmask32)v, q, _mm256_set1_epi8(0x10));
+#else
     /* byte j takes source byte j/8, then keeps bit j%8 */
     const __m256i pick = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll,
                                            0x0101010101010101ll, 0x0000000000000000ll);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), pick);
     b = _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(q, _mm256_and_si256(b, _mm256_set1_epi8(0x10)));
+#endif
 }
 
 /* A vector whose lane 0 is v and the rest 0: the integer offset of
@@ -116,6 +121,16 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
                 for (int t = 0; t < m; t++) y[(t0 + t) * ys + r] = out[t];                \
             }                                                                             \
         }                                                                                 \
+    }
+
+/* gemv: one token, rows [0, nr), prefetching up to row nr_pf; gemm: the
+ * batches through the tiles, one token through gemv. */
+#define DEFINE_GEMV_GEMM(name, tiles)                                                     \
+    static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
+                     size_t xrb, int64_t nt, float *y, int64_t ys)                        \
+    {                                                                                     \
+        if (nt != 1) tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);                            \
+        else name##_v(n, w, wrb, nr, nr, xq, y);                                          \
     }
 
 /* ---- float weights ------------------------------------------------------ */
@@ -170,6 +185,35 @@ DEFINE_GEMM(gemm_f32, tile_f32)
 DEFINE_GEMM(gemm_f16, tile_f16)
 DEFINE_GEMM(gemm_bf16, tile_bf16)
 
+/* ---- decode prefetch ---------------------------------------------------- */
+
+/* Decode streams each weight row once from memory, and its kernels compute
+ * enough per byte that few loads are in flight at once: out of cache the
+ * Q4_K kernel read 6 GB/s per thread against 21 GB/s for a plain load
+ * loop.  So each block step of a row pair also prefetches, into L2 (T1),
+ * the same blocks of the pair PF_ROWS rows further on: a steady trickle a
+ * few KB ahead, not a burst per row.  One thread's Q4_K read went from 15
+ * GB/s (a burst of the next pair's lines per pair) to 26 GB/s, the speed of
+ * the kernel in cache (bench/matmul_bench, 75 MB Q4_K); 2 and 4 rows ahead
+ * were slower, 8 and 16 the same, 32 slower; T0 was slower. */
+#define PF_ROWS 8
+#define PF_HINT _MM_HINT_T1
+
+/* Where the pair at row r prefetches from; NULL near the end. */
+INLINE const uint8_t *prefetch_base(const void *w, size_t wrb, int64_t r, int64_t nr)
+{
+    return r + PF_ROWS + 2 <= nr ? (const uint8_t *)w + (size_t)(r + PF_ROWS) * wrb : NULL;
+}
+
+/* One block of bb bytes at p and at p + wrb (the pair's second row). */
+INLINE void prefetch_block_pair(const uint8_t *p, size_t bb, size_t wrb)
+{
+    for (size_t o = 0; o < bb; o += 64) {
+        _mm_prefetch((const char *)p + o, PF_HINT);
+        _mm_prefetch((const char *)p + wrb + o, PF_HINT);
+    }
+}
+
 /* ---- legacy types: 32-element blocks, Q8 activations -------------------- */
 
 enum { L_Q8_0, L_Q4_0, L_Q5_0, L_Q4_1, L_Q5_1 };
@@ -205,7 +249,7 @@ INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void
     }
     case L_Q5_0: {
         const lp_block_q5_0_t *b = (const lp_block_q5_0_t *)blk;
-        q = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
+        q = add_bits_0x10(unpack_nibbles16(b->qs), b->qh);
         d = f16(b->d);
         off = 16;
         break;
@@ -219,7 +263,7 @@ INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void
     }
     default: {
         const lp_block_q5_1_t *b = (const lp_block_q5_1_t *)blk;
-        q = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
+        q = add_bits_0x10(unpack_nibbles16(b->qs), b->qh);
         d = f16(b->d);
         m = f16(b->m);
         break;
@@ -239,10 +283,14 @@ INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void
 
 /* Blocks in pairs with two sets of accumulators: the FMA chain through one
  * accumulator would otherwise bound a single-token row at one block per
- * FMA latency. */
-INLINE void tile_legacy(const int kind, int64_t n, const void *wv, const void *const *xv,
-                        const int nt, float *out)
+ * FMA latency.  pf (decode only, may be NULL): the same offsets of a row
+ * further on, prefetched block pair by block pair (see PF_ROWS). */
+INLINE void tile_legacy_pf(const int kind, int64_t n, const void *wv, const void *const *xv,
+                           const int nt, float *out, const uint8_t *pf)
 {
+    static const size_t bsize[] = {sizeof(lp_block_q8_0_t), sizeof(lp_block_q4_0_t),
+                                   sizeof(lp_block_q5_0_t), sizeof(lp_block_q4_1_t),
+                                   sizeof(lp_block_q5_1_t)};
     __m256 acc0[NT], acc1[NT];
     float mins[NT];
     _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
@@ -251,12 +299,22 @@ INLINE void tile_legacy(const int kind, int64_t n, const void *wv, const void *c
     }
     int64_t nb = n / LP_QK, i = 0;
     for (; i + 2 <= nb; i += 2) {
+        if (pf) { /* the pair's first and last byte: every line it touches */
+            _mm_prefetch((const char *)pf + (size_t)i * bsize[kind], PF_HINT);
+            _mm_prefetch((const char *)pf + (size_t)(i + 2) * bsize[kind] - 1, PF_HINT);
+        }
         legacy_block(kind, wv, i, xv, nt, acc0, mins);
         legacy_block(kind, wv, i + 1, xv, nt, acc1, mins);
     }
     if (i < nb) legacy_block(kind, wv, i, xv, nt, acc0, mins);
     _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++)
         out[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + mins[t];
+}
+
+INLINE void tile_legacy(const int kind, int64_t n, const void *wv, const void *const *xv,
+                        const int nt, float *out)
+{
+    tile_legacy_pf(kind, n, wv, xv, nt, out, NULL);
 }
 
 #define DEFINE_LEGACY_TILE(name, kind)                                                    \
@@ -272,11 +330,31 @@ DEFINE_LEGACY_TILE(tile_q5_0, L_Q5_0)
 DEFINE_LEGACY_TILE(tile_q4_1, L_Q4_1)
 DEFINE_LEGACY_TILE(tile_q5_1, L_Q5_1)
 
-DEFINE_GEMM(gemm_q8_0, tile_q8_0)
-DEFINE_GEMM(gemm_q4_0, tile_q4_0)
-DEFINE_GEMM(gemm_q5_0, tile_q5_0)
-DEFINE_GEMM(gemm_q4_1, tile_q4_1)
-DEFINE_GEMM(gemm_q5_1, tile_q5_1)
+/* One token: row by row, each prefetching the row PF_ROWS further on. */
+#define DEFINE_GEMV_LEGACY(name, kind)                                                    \
+    DEFINE_GEMM(name##_tiles, name##_tile)                                                \
+    static void name##_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf, \
+                         const void *xq, float *y)                                        \
+    {                                                                                     \
+        const void *x[1] = {xq};                                                          \
+        for (int64_t r = 0; r < nr; r++) {                                                \
+            const uint8_t *wr = (const uint8_t *)w + (size_t)r * wrb;                     \
+            tile_legacy_pf(kind, n, wr, x, 1, &y[r],                                      \
+                           r + PF_ROWS < nr_pf ? wr + PF_ROWS * wrb : NULL);              \
+        }                                                                                 \
+    }                                                                                     \
+    DEFINE_GEMV_GEMM(name, name##_tiles)
+
+#define gemm_q8_0_tile tile_q8_0
+#define gemm_q4_0_tile tile_q4_0
+#define gemm_q5_0_tile tile_q5_0
+#define gemm_q4_1_tile tile_q4_1
+#define gemm_q5_1_tile tile_q5_1
+DEFINE_GEMV_LEGACY(gemm_q8_0, L_Q8_0)
+DEFINE_GEMV_LEGACY(gemm_q4_0, L_Q4_0)
+DEFINE_GEMV_LEGACY(gemm_q5_0, L_Q5_0)
+DEFINE_GEMV_LEGACY(gemm_q4_1, L_Q4_1)
+DEFINE_GEMV_LEGACY(gemm_q5_1, L_Q5_1)
 
 /* ---- K-quants: 256-element super-blocks, Q8_K activations --------------- */
 
@@ -440,13 +518,15 @@ INLINE void tile_q6_k(int64_t n, const void *wv, const void *const *xv, const in
 /* Decode (one token), two Q4_K/Q5_K rows at a time: two independent chains
  * share each activation load. */
 INLINE void dec2_qk_affine(int64_t n, const uint8_t *w0, const uint8_t *w1, size_t bb,
-                           int hbits, const lp__q8k_t *a, float *out0, float *out1)
+                           int hbits, const lp__q8k_t *a, float *out0, float *out1,
+                           const uint8_t *pf, size_t wrb)
 {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     const uint8_t *wr[2] = {w0, w1};
     for (int64_t i = 0; i < n / LP_QK_K; i++, a++) {
+        if (pf) prefetch_block_pair(pf + (size_t)i * bb, bb, wrb);
         __m256i mdup[2], scb[2], isum[2], isum2[2], hv[2];
         const lp_block_q4_k_t *b[2];
         const uint8_t *qs[2];
@@ -496,51 +576,32 @@ DEFINE_GEMM(gemm_q4_k_tiles, tile_q4_k)
 
 DEFINE_GEMM(gemm_q5_k_tiles, tile_q5_k)
 
-/* Decode streams each weight row once from memory, and this kernel computes
- * enough per byte that few of its loads are in flight at once: out of
- * cache it read 6 GB/s per thread against 21 GB/s for a plain load loop.
- * Prefetching the next pair of rows into L2 (T1; T0 and NTA were slower,
- * and so were longer distances) while the current pair is dotted lifted it
- * to 11 GB/s per thread, 21 GB/s on two (bench/matmul_bench, 151 MB Q4_K). */
-#define PREFETCH_ROWS 2
-#define PREFETCH_HINT _MM_HINT_T1
-
-INLINE void prefetch_rows(const uint8_t *w, size_t wrb, int64_t r, int64_t nr)
-{
-    if (r + PREFETCH_ROWS + 2 > nr) return;
-    const uint8_t *p = w + (size_t)(r + PREFETCH_ROWS) * wrb;
-    for (size_t o = 0; o < 2 * wrb; o += 64) _mm_prefetch((const char *)p + o, PREFETCH_HINT);
-}
-
-#define DEFINE_GEMM_DEC2_AFFINE(name, tiles, block, hbits)                                \
-    static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
-                     size_t xrb, int64_t nt, float *y, int64_t ys)                        \
+#define DEFINE_GEMV_AFFINE(name, tiles, block, hbits)                                     \
+    static void name##_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf, \
+                         const void *xq, float *y)                                        \
     {                                                                                     \
-        if (nt != 1) {                                                                    \
-            tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);                                     \
-            return;                                                                       \
-        }                                                                                 \
         int64_t r = 0;                                                                    \
-        for (; r + 2 <= nr; r += 2) {                                                     \
-            prefetch_rows(w, wrb, r, nr);                                                 \
+        for (; r + 2 <= nr; r += 2)                                                       \
             dec2_qk_affine(n, (const uint8_t *)w + (size_t)r * wrb,                       \
                            (const uint8_t *)w + (size_t)(r + 1) * wrb, sizeof(block),     \
-                           hbits, xq, &y[r], &y[r + 1]);                                  \
-        }                                                                                 \
+                           hbits, xq, &y[r], &y[r + 1], prefetch_base(w, wrb, r, nr_pf), wrb); \
         if (r < nr)                                                                       \
-            tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1, y + r, ys); \
-    }
+            tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, 0, 1, y + r, 1); \
+    }                                                                                     \
+    DEFINE_GEMV_GEMM(name, tiles)
 
-DEFINE_GEMM_DEC2_AFFINE(gemm_q4_k, gemm_q4_k_tiles, lp_block_q4_k_t, 0)
-DEFINE_GEMM_DEC2_AFFINE(gemm_q5_k, gemm_q5_k_tiles, lp_block_q5_k_t, 1)
+DEFINE_GEMV_AFFINE(gemm_q4_k, gemm_q4_k_tiles, lp_block_q4_k_t, 0)
+DEFINE_GEMV_AFFINE(gemm_q5_k, gemm_q5_k_tiles, lp_block_q5_k_t, 1)
+
 /* Decode, two Q6_K rows at a time (as dec2_q4_k). */
 INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_t *b1,
-                      const lp__q8k_t *a, float *out0, float *out1)
+                      const lp__q8k_t *a, float *out0, float *out1, const uint8_t *pf, size_t wrb)
 {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     const lp_block_q6_k_t *bb[2] = {b0, b1};
     for (int64_t i = 0; i < n / LP_QK_K; i++, a++) {
+        if (pf) prefetch_block_pair(pf + (size_t)i * sizeof(lp_block_q6_k_t), sizeof(lp_block_q6_k_t), wrb);
         __m256i isum[2], isum2[2], sc16[2];
         _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
             sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)bb[r][i].scales));
@@ -589,23 +650,18 @@ INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_
 
 DEFINE_GEMM(gemm_q6_k_tiles, tile_q6_k)
 
-static void gemm_q6_k(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,
-                      size_t xrb, int64_t nt, float *y, int64_t ys)
+static void gemm_q6_k_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
+                        const void *xq, float *y)
 {
-    if (nt != 1) {
-        gemm_q6_k_tiles(n, w, wrb, nr, xq, xrb, nt, y, ys);
-        return;
-    }
     int64_t r = 0;
-    for (; r + 2 <= nr; r += 2) {
-        prefetch_rows(w, wrb, r, nr);
+    for (; r + 2 <= nr; r += 2)
         dec2_q6_k(n, (const lp_block_q6_k_t *)((const uint8_t *)w + (size_t)r * wrb),
                   (const lp_block_q6_k_t *)((const uint8_t *)w + (size_t)(r + 1) * wrb), xq,
-                  &y[r], &y[r + 1]);
-    }
-    if (r < nr) gemm_q6_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, 1,
-                                y + r, ys);
+                  &y[r], &y[r + 1], prefetch_base(w, wrb, r, nr_pf), wrb);
+    if (r < nr) gemm_q6_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, 0, 1,
+                                y + r, 1);
 }
+DEFINE_GEMV_GEMM(gemm_q6_k, gemm_q6_k_tiles)
 
 /* ---- batched GEMM (VNNI): repacked row groups ---------------------------
  *
@@ -799,7 +855,7 @@ static void repack_q5_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
             float d = f16(b->d);
             sc[i * RG + r] = d;
             mn[i * RG + r] = 16.0f * d;
-            q[r] = _mm256_or_si256(unpack_nibbles16(b->qs), bits_to_0x10(b->qh));
+            q[r] = add_bits_0x10(unpack_nibbles16(b->qs), b->qh);
         }
         transpose16_store(q, qv + (size_t)i * 8 * 64);
     }
@@ -1053,6 +1109,11 @@ const lp__kern_t KERN_SYM = {
         [LP_TYPE_Q4_0] = gemm_q4_0, [LP_TYPE_Q4_1] = gemm_q4_1, [LP_TYPE_Q5_0] = gemm_q5_0,
         [LP_TYPE_Q5_1] = gemm_q5_1, [LP_TYPE_Q8_0] = gemm_q8_0, [LP_TYPE_Q4_K] = gemm_q4_k,
         [LP_TYPE_Q5_K] = gemm_q5_k, [LP_TYPE_Q6_K] = gemm_q6_k,
+    },
+    .gemv = {
+        [LP_TYPE_Q4_0] = gemm_q4_0_v, [LP_TYPE_Q4_1] = gemm_q4_1_v, [LP_TYPE_Q5_0] = gemm_q5_0_v,
+        [LP_TYPE_Q5_1] = gemm_q5_1_v, [LP_TYPE_Q8_0] = gemm_q8_0_v, [LP_TYPE_Q4_K] = gemm_q4_k_v,
+        [LP_TYPE_Q5_K] = gemm_q5_k_v, [LP_TYPE_Q6_K] = gemm_q6_k_v,
     },
 #if defined(LP_KERN_AVX512)
     .gemm_pp = {

@@ -52,6 +52,12 @@ enum lp__act { LP_ACT_F32, LP_ACT_Q8A, LP_ACT_Q8K };
 typedef void (*lp__gemm_fn)(int64_t n, const void *w, size_t wrb, int64_t nr,
                             const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys);
 
+/* The one-token (decode) variant: y[r] = dot(weight row r, xq) for r < nr;
+ * rows nr .. nr_pf-1 follow in memory and may be prefetched, since the
+ * caller reads them next. */
+typedef void (*lp__gemv_fn)(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
+                            const void *xq, float *y);
+
 /* The batched (prefill) variant: the same result for nr rows and nt
  * tokens, reusing each unpacked weight block across many tokens.  scratch:
  * LP_PP_SCRATCH(n) bytes, 64-byte aligned, owned by the calling thread. */
@@ -68,6 +74,7 @@ typedef void (*lp__act_fn)(const float *x, void *xq, int64_t n);
 typedef struct lp__kern {
     const char *name;
     lp__gemm_fn gemm[LP_TYPE_COUNT]; /* NULL: use the scalar kernel */
+    lp__gemv_fn gemv[LP_TYPE_COUNT];       /* may be NULL: gemm serves one token too */
     lp__gemm_pp_fn gemm_pp[LP_TYPE_COUNT]; /* may be NULL: gemm serves batches too */
     lp__act_fn quant_q8a;            /* NULL: scalar */
     lp__act_fn quant_q8k;
