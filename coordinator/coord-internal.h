@@ -127,6 +127,8 @@ struct lp_coord {
     size_t ring_next;  /* the next ring slot to give a row */
     size_t ring_slots; /* slots in the engine's ring */
     bool hold_tok;
+    struct text { uint64_t req; tokinfo_t ti; const uint8_t *data; size_t len; } *texts;
+    size_t n_texts;  /* token events waiting for the next step to go out (max_seqs) */
     struct held { uint8_t *buf; size_t len; } *held;
     size_t n_held, cap_held;
 };

@@ -456,9 +456,10 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res, c
         ti.n_top = k + 1;
     }
     if (c->samp_detok) {
-        /* The sampler's decoder gave the text with the token. */
-        text_piece(c, r, &ti, res->piece.data, res->piece.len);
-        if (r->state == R_DONE) return;
+        /* The sampler's decoder gave the text with the token: it goes to
+         * the client once the next step is out (c->texts, send_texts). */
+        if (c->n_texts < (size_t)c->max_seqs)
+            c->texts[c->n_texts++] = (struct text){r->key, ti, res->piece.data, res->piece.len};
     } else {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
@@ -481,6 +482,23 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res, c
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
     else if (e->n_past >= c->n_ctx)
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
+}
+
+/* The token events of the sample reply just handled, after the next step
+ * went out.  A stop string found here ends the request; a step already
+ * holding its next token is then computed for nothing, as after an
+ * end-of-generation token.  The texts point into the reply, which lives
+ * until its handler returns. */
+static void send_texts(lp_coord_t *c)
+{
+    for (size_t i = 0; i < c->n_texts; i++) {
+        req_t *r = req_find(c, c->texts[i].req);
+        bool live = r && (r->state != R_DONE || r->reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+                          r->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+                          r->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT);
+        if (live) text_piece(c, r, &c->texts[i].ti, c->texts[i].data, c->texts[i].len);
+    }
+    c->n_texts = 0;
 }
 
 /* ---- steps in flight ------------------------------------------------------------ */
@@ -845,7 +863,8 @@ static void check_ready(lp_coord_t *c)
     for (int i = 0; i < MAX_STEPS; i++)
         steps_ok &= (c->steps[i].entries = calloc((size_t)c->max_seqs, sizeof(entry_t))) != NULL;
     c->tokbuf = calloc((size_t)c->max_batch_tokens + (size_t)c->max_seqs, sizeof(int32_t));
-    if (!c->eog || !c->eog_ids || !c->slot_used || !steps_ok || !c->tokbuf) {
+    c->texts = calloc((size_t)c->max_seqs, sizeof(*c->texts));
+    if (!c->eog || !c->eog_ids || !c->slot_used || !steps_ok || !c->tokbuf || !c->texts) {
         fail_pipeline(c, "out of memory");
         return;
     }
@@ -938,7 +957,8 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
         on_sampled(c, st, f.msg);
         lp__coord_pump(c); /* the next step first ... */
         c->hold_tok = false;
-        send_held(c); /* ... then the pieces to detokenize */
+        send_texts(c); /* ... then the token events ... */
+        send_held(c); /* ... and the pieces to detokenize */
         break;
     }
     lp_frame_clear(&f);
@@ -1014,6 +1034,7 @@ void lp_coord_destroy(lp_coord_t **self_p)
     free(c->tokbuf);
     free(c->eog);
     free(c->eog_ids);
+    free(c->texts);
     for (size_t i = 0; i < c->n_held; i++) free(c->held[i].buf);
     free(c->held);
     free(c);
