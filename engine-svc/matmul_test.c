@@ -10,28 +10,9 @@
 
 #include "error.h"
 #include "quant.h"
+#include "../tests/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
-}
+static uint64_t rng = 0x2545f4914f6cdd1dull;
 
 static const uint32_t types[] = {
     LP_TYPE_F32, LP_TYPE_F16, LP_TYPE_BF16, LP_TYPE_Q8_0, LP_TYPE_Q4_0, LP_TYPE_Q4_1,
@@ -64,11 +45,12 @@ static void run_case(lp_threadpool_t *pool, uint32_t type, const int64_t *shape,
     float *x = malloc(sizeof(float) * (size_t)(xs * n_tok));
     float *y = malloc(sizeof(float) * (size_t)(ys * n_tok));
     for (int64_t o = 0; o < n_out; o++) {
-        for (int64_t i = 0; i < n_in; i++) wf[o * n_in + i] = frand() * (1.0f + (float)(o % 3));
+        for (int64_t i = 0; i < n_in; i++)
+            wf[o * n_in + i] = lp_check_frand(&rng) * (1.0f + (float)(o % 3));
         CHECK(lp_quant_row(type, wf + o * n_in, w + (size_t)o * rb, n_in) == 0, "quantize");
         lp_dequant_row(type, w + (size_t)o * rb, wf + o * n_in, n_in); /* the reference weights */
     }
-    for (int64_t i = 0; i < xs * n_tok; i++) x[i] = frand() * 2.0f;
+    for (int64_t i = 0; i < xs * n_tok; i++) x[i] = lp_check_frand(&rng) * 2.0f;
     for (int64_t i = 0; i < ys * n_tok; i++) y[i] = NAN; /* padding must stay untouched */
 
     lp_matmul_t mm = {
@@ -116,7 +98,7 @@ static void test_multi(lp_threadpool_t *pool)
     };
     const int64_t n_in = 512, n_out[3] = {1501, 67, 2048};
     float x[512];
-    for (int i = 0; i < 512; i++) x[i] = frand();
+    for (int i = 0; i < 512; i++) x[i] = lp_check_frand(&rng);
     for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
         lp_matmul_t mm[3];
         uint8_t *w[3];
@@ -128,7 +110,7 @@ static void test_multi(lp_threadpool_t *pool)
             y1[m] = malloc(sizeof(float) * (size_t)n_out[m]);
             y3[m] = malloc(sizeof(float) * (size_t)n_out[m]);
             for (int64_t o = 0; o < n_out[m]; o++) {
-                for (int i = 0; i < 512; i++) row[i] = frand();
+                for (int i = 0; i < 512; i++) row[i] = lp_check_frand(&rng);
                 lp_quant_row(sets[s][m], row, w[m] + (size_t)o * rb, n_in);
             }
             mm[m] = (lp_matmul_t){.type = sets[s][m], .w = w[m], .n_in = n_in, .n_out = n_out[m],
@@ -193,9 +175,5 @@ int main(void)
     CHECK(lp_matmul_set_isa("auto") == 0, "auto");
     lp_threadpool_destroy(&pools[1]);
     lp_threadpool_destroy(&pools[2]);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    return 0;
+    return CHECK_DONE();
 }
