@@ -5,9 +5,16 @@
  * k and v are [token][kv_head][dim].  The KV cache of a sequence is
  * [layer][pos][kv_head][dim] in float32, n_ctx positions.  Tokens of one
  * batch are laid out entry after entry, oldest first; token t of the batch
- * belongs to sequence tok_seq[t] at position tok_pos[t]. */
+ * belongs to sequence tok_seq[t] at position tok_pos[t].
+ *
+ * Attention: the fast path is attn.c's blocked attention (tiles of the
+ * query rows of one GQA group over consecutive tokens of one sequence,
+ * online softmax; its scratch layouts are in simd/attn-x86.c); the `exact`
+ * path runs lp_op_attn_head per (token, head), accumulating its softmax sum
+ * in double. */
 #include "backend.h"
 
+#include "attn.h"
 #include "error.h"
 #include "log.h"
 #include "matmul.h"
@@ -40,7 +47,8 @@ typedef struct cpu_ctx {
     float *proj;          /* (T, n_embd) output of wo and ffn_down */
     float *gate;          /* (T, n_ff) */
     float *up;            /* (T, n_ff) */
-    float *scores;        /* (n_threads, n_ctx) */
+    float *scores;        /* (n_threads, n_ctx), exact attention */
+    const float **k_layer, **v_layer; /* (max_seqs) one layer's cache of each sequence */
     float *logit_tmp;     /* (LOGIT_CHUNK, n_vocab) when rows are scattered */
     int32_t *tok_seq;     /* (T) */
     int32_t *tok_pos;     /* (T) */
@@ -62,6 +70,7 @@ static void cpu_destroy(void *vctx)
     lp_threadpool_destroy(&c->pool);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->proj);
     free(c->gate); free(c->up); free(c->scores); free(c->logit_tmp);
+    free(c->k_layer); free(c->v_layer);
     free(c->tok_seq); free(c->tok_pos);
     free(c);
 }
@@ -88,11 +97,13 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->up = malloc(sizeof(float) * T * (size_t)hp->n_ff);
     c->scores = malloc(sizeof(float) * (size_t)p->n_threads * (size_t)p->n_ctx);
     c->logit_tmp = malloc(sizeof(float) * LOGIT_CHUNK * (size_t)hp->n_vocab);
+    c->k_layer = calloc((size_t)p->max_seqs, sizeof(*c->k_layer));
+    c->v_layer = calloc((size_t)p->max_seqs, sizeof(*c->v_layer));
     c->tok_seq = malloc(sizeof(int32_t) * T);
     c->tok_pos = malloc(sizeof(int32_t) * T);
     int rc = 0;
     if (!c->kv || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
-        !c->scores || !c->logit_tmp || !c->tok_seq || !c->tok_pos)
+        !c->scores || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
     if (!rc && !(c->pool = lp_threadpool_new(p->n_threads)))
         rc = lp_error_set(LP_ERR(ENOMEM), "cannot start %d worker threads", p->n_threads);
@@ -146,7 +157,7 @@ static void matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n
     lp_matmul(c->pool, &mm, c->p.exact);
 }
 
-/* ---- attention, split over (token, head) pairs across the pool ---------- */
+/* ---- exact attention, split over (token, head) pairs across the pool ---- */
 
 typedef struct attn_job {
     cpu_ctx_t *c;
@@ -172,6 +183,30 @@ static void attn_worker(void *arg, int ith, int nth)
                         s->k + layer_off + head_off, s->v + layer_off + head_off, c->kv_dim,
                         c->tok_pos[t] + 1, hd, scale, NULL, scores);
     }
+}
+
+/* Attention of layer `layer` for the batch's T tokens: c->att from c->q and
+ * the caches. */
+static int attention(cpu_ctx_t *c, int32_t layer, int32_t T)
+{
+    const lp_hparams_t *hp = &c->m->hp;
+    if (c->p.exact) {
+        attn_job_t job = {c, layer, T};
+        lp_threadpool_run(c->pool, attn_worker, &job);
+        return 0;
+    }
+    const size_t layer_off = (size_t)layer * (size_t)c->p.n_ctx * (size_t)c->kv_dim;
+    for (int32_t s = 0; s < c->p.max_seqs; s++) {
+        c->k_layer[s] = c->kv[s].k ? c->kv[s].k + layer_off : NULL;
+        c->v_layer[s] = c->kv[s].v ? c->kv[s].v + layer_off : NULL;
+    }
+    lp_attn_batch_t b = {
+        .out = c->att, .q = c->q, .tok_seq = c->tok_seq, .tok_pos = c->tok_pos,
+        .k = c->k_layer, .v = c->v_layer, .n_tok = T, .n_head = hp->n_head,
+        .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+        .scale = 1.0f / sqrtf((float)hp->head_dim),
+    };
+    return lp_attn_run(c->pool, &b);
 }
 
 /* ---- output: final norm and logits for the requested rows --------------- */
@@ -319,8 +354,7 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
                                     mm_of(&L->wv, c->xn, T, c->v, kv_dim)};
         lp_matmul_multi(c->pool, qkv, 3, c->p.exact);
         run_tokens(c, STAGE_QKV_ROPE, l, T);
-        attn_job_t job = {c, l, T};
-        lp_threadpool_run(c->pool, attn_worker, &job);
+        if ((rc = attention(c, l, T))) return rc;
         matmul(c, &L->wo, c->att, T, c->proj, n_embd);
         run_tokens(c, STAGE_FFN_NORM, l, T);
 

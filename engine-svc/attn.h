@@ -1,0 +1,38 @@
+/* attn.h - blocked causal attention over KV caches, the CPU backend's fast
+ * path (the `exact` path keeps lp_op_attn_head, in ops.h).
+ *
+ * Query rows that share one KV head (a GQA group) and come from
+ * consecutive tokens of one sequence form a tile; a tile's scores against a
+ * block of keys are computed at once with SIMD FMAs, softmax is online
+ * (running maximum and sum, rescaled output), and P.V is accumulated with
+ * SIMD.  Tiles are handed to the pool's threads one at a time, costliest
+ * first.  The kernels follow the matmul kernel set in use (LMPIPE_ISA,
+ * lp_matmul_set_isa): scalar, avx2, avx512 (vnni uses avx512's). */
+#ifndef LP_ATTN_H
+#define LP_ATTN_H
+
+#include <stdint.h>
+
+#include "threadpool.h"
+
+typedef struct lp_attn_batch {
+    float *out;             /* (n_tok, n_head, head_dim), written */
+    const float *q;         /* (n_tok, n_head, head_dim) */
+    const int32_t *tok_seq; /* (n_tok) index into k and v of the cache each token reads */
+    const int32_t *tok_pos; /* (n_tok) position: token t sees cache positions 0 .. tok_pos[t] */
+    const float *const *k;  /* per cache: (n_ctx, n_head_kv, head_dim) of one layer, borrowed */
+    const float *const *v;  /* likewise */
+    int32_t n_tok, n_head, n_head_kv, head_dim;
+    float scale;            /* applied to q . k before the softmax */
+} lp_attn_batch_t;
+
+/* out[t][h] = softmax_{j <= tok_pos[t]}(scale * q[t][h] . k_j) . v_j, with
+ * k_j, v_j the rows of KV head h / (n_head / n_head_kv) at position j of
+ * cache tok_seq[t].  Head h of the output is computed in float with an
+ * exp accurate to about 2^-23 (not bit-equal to lp_op_attn_head).  Runs on
+ * the pool (its scratch buffer holds the work list and each thread's tile
+ * buffers).  Returns 0, or -ENOMEM with a message when the scratch buffer
+ * cannot grow. */
+int lp_attn_run(lp_threadpool_t *pool, const lp_attn_batch_t *b);
+
+#endif

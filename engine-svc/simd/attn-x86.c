@@ -1,0 +1,241 @@
+/* attn-x86.c - the blocked attention kernel for x86-64, compiled twice:
+ *   avx2   (-mavx2 -mfma): 8 rows per vector, up to 16 rows per tile;
+ *   avx512 (+ AVX-512 F/BW/VL, LP_KERN_AVX512): 16 rows per vector, up to 32
+ *          rows per tile (the vnni kernel set uses this one too).
+ *
+ * Layout (scratch, per tile of R = NV * W rows):
+ *   qt (head_dim, R)    q transposed and multiplied by scale
+ *   ot (head_dim, R)    output transposed, unnormalised
+ *   pb (LP_ATTN_KB, R)  one block of scores, then of probabilities
+ * With the rows in the lanes, scores are rank-1 updates: for each dim i,
+ * a broadcast of k_j[i] times the vector qt[i] (rows), for a few keys j at
+ * once; P.V is the same with v_j[i] and pb[j].  Masking, the online
+ * softmax's running maximum m, sum l and the rescaling of ot by
+ * alpha = exp(m_old - m_new) are lane-wise.  Keys are read straight from
+ * the cache (broadcasts), never transposed. */
+#include <immintrin.h>
+#include <float.h>
+#include <string.h>
+
+#include "attn-kern.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+#if defined(LP_KERN_AVX512)
+#define ATTN_SYM lp__attn_avx512
+#define ATTN_NAME "avx512"
+#define W 16 /* rows per vector */
+#define KJ 8 /* keys per score micro-tile */
+#define DJ 8 /* dims per P.V micro-tile */
+typedef __m512 V;
+typedef __mmask16 M;
+INLINE V v_zero(void) { return _mm512_setzero_ps(); }
+INLINE V v_set1(float x) { return _mm512_set1_ps(x); }
+INLINE V v_load(const float *p) { return _mm512_load_ps(p); }
+INLINE void v_store(float *p, V x) { _mm512_store_ps(p, x); }
+INLINE V v_add(V a, V b) { return _mm512_add_ps(a, b); }
+INLINE V v_sub(V a, V b) { return _mm512_sub_ps(a, b); }
+INLINE V v_mul(V a, V b) { return _mm512_mul_ps(a, b); }
+INLINE V v_max(V a, V b) { return _mm512_max_ps(a, b); }
+INLINE V v_min(V a, V b) { return _mm512_min_ps(a, b); }
+INLINE V v_fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+INLINE V v_fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+INLINE M m_gt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+INLINE V v_sel(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); } /* m ? a : b */
+INLINE V v_round(V x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+INLINE V v_pow2n(V y, V n) { return _mm512_scalef_ps(y, n); } /* y * 2^n */
+#else
+#define ATTN_SYM lp__attn_avx2
+#define ATTN_NAME "avx2"
+#define W 8
+#define KJ 4
+#define DJ 4
+typedef __m256 V;
+typedef __m256 M;
+INLINE V v_zero(void) { return _mm256_setzero_ps(); }
+INLINE V v_set1(float x) { return _mm256_set1_ps(x); }
+INLINE V v_load(const float *p) { return _mm256_load_ps(p); }
+INLINE void v_store(float *p, V x) { _mm256_store_ps(p, x); }
+INLINE V v_add(V a, V b) { return _mm256_add_ps(a, b); }
+INLINE V v_sub(V a, V b) { return _mm256_sub_ps(a, b); }
+INLINE V v_mul(V a, V b) { return _mm256_mul_ps(a, b); }
+INLINE V v_max(V a, V b) { return _mm256_max_ps(a, b); }
+INLINE V v_min(V a, V b) { return _mm256_min_ps(a, b); }
+INLINE V v_fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+INLINE V v_fnmadd(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+INLINE M m_gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+INLINE V v_sel(M m, V a, V b) { return _mm256_blendv_ps(b, a, m); }
+INLINE V v_round(V x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+/* n is a whole number in [-126, 127] after the clamps of v_exp. */
+INLINE V v_pow2n(V y, V n)
+{
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+#endif
+
+#define NVMAX 2 /* vectors of rows per tile */
+#define RMAX (NVMAX * W)
+_Static_assert(RMAX <= LP_ATTN_ROWS_MAX, "attn.c passes at most LP_ATTN_ROWS_MAX rows");
+#define NEG (-FLT_MAX) /* score of a masked key; the maximum before any key */
+
+/* e^x, Cephes' expf: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts),
+ * e^r by a degree-7 polynomial, times 2^n; relative error about 2^-23.
+ * x is clamped to [-87.33, 88.37]: below, e^x is under FLT_MIN and comes
+ * out near FLT_MIN, not 0 (callers zero masked lanes themselves). */
+INLINE V v_exp(V x)
+{
+    x = v_min(v_max(x, v_set1(-87.33654f)), v_set1(88.37626f));
+    V n = v_round(v_mul(x, v_set1(1.44269504088896341f)));
+    V r = v_fnmadd(n, v_set1(0.693359375f), x);
+    r = v_fnmadd(n, v_set1(-2.12194440e-4f), r);
+    V p = v_set1(1.9875691500e-4f);
+    p = v_fmadd(p, r, v_set1(1.3981999507e-3f));
+    p = v_fmadd(p, r, v_set1(8.3334519073e-3f));
+    p = v_fmadd(p, r, v_set1(4.1665795894e-2f));
+    p = v_fmadd(p, r, v_set1(1.6666665459e-1f));
+    p = v_fmadd(p, r, v_set1(5.0000001201e-1f));
+    p = v_fmadd(p, v_mul(r, r), v_add(r, v_set1(1.0f)));
+    return v_pow2n(p, n);
+}
+
+/* pb[j + jk][rows] = qt . k_{j + jk} for jk < NK (scale is in qt). */
+INLINE void score_micro(const int NV, const int NK, const float *qt, int32_t R, const float *k,
+                        int64_t ks, int32_t j, int32_t hd, float *pb)
+{
+    V acc[KJ][NVMAX];
+    const float *kr[KJ];
+    _Pragma("GCC unroll 8") for (int jk = 0; jk < NK; jk++) {
+        kr[jk] = k + (int64_t)(j + jk) * ks;
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) acc[jk][c] = v_zero();
+    }
+    for (int32_t i = 0; i < hd; i++) {
+        V qv[NVMAX];
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) qv[c] = v_load(qt + (int64_t)i * R + c * W);
+        _Pragma("GCC unroll 8") for (int jk = 0; jk < NK; jk++) {
+            const V b = v_set1(kr[jk][i]);
+            _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) acc[jk][c] = v_fmadd(b, qv[c], acc[jk][c]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int jk = 0; jk < NK; jk++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) v_store(pb + (int64_t)(j + jk) * R + c * W, acc[jk][c]);
+}
+
+/* ot[d + dd][rows] = ot[d + dd][rows] * alpha + sum_j pb[j][rows] * v_j[d + dd]
+ * for dd < ND, j < kb (v points at the block's first key). */
+INLINE void pv_micro(const int NV, const int ND, float *ot, int32_t R, int32_t d, const float *pb,
+                     int32_t kb, const float *v, int64_t ks, const V *alpha)
+{
+    V acc[DJ][NVMAX];
+    _Pragma("GCC unroll 8") for (int dd = 0; dd < ND; dd++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++)
+            acc[dd][c] = v_mul(v_load(ot + (int64_t)(d + dd) * R + c * W), alpha[c]);
+    for (int32_t j = 0; j < kb; j++) {
+        const float *vr = v + (int64_t)j * ks + d;
+        V p[NVMAX];
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) p[c] = v_load(pb + (int64_t)j * R + c * W);
+        _Pragma("GCC unroll 8") for (int dd = 0; dd < ND; dd++) {
+            const V b = v_set1(vr[dd]);
+            _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) acc[dd][c] = v_fmadd(b, p[c], acc[dd][c]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int dd = 0; dd < ND; dd++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++)
+            v_store(ot + (int64_t)(d + dd) * R + c * W, acc[dd][c]);
+}
+
+INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *const *out,
+                    const int32_t *n_keys, const float *k, const float *v, int64_t ks, int32_t hd,
+                    float scale, float *scratch)
+{
+    const int32_t R = NV * W;
+    float *qt = scratch, *ot = qt + (size_t)hd * R, *pb = ot + (size_t)hd * R;
+    _Alignas(64) float lim[RMAX], lv[RMAX];
+    int32_t n_max = 0, n_min = INT32_MAX;
+    for (int32_t r = 0; r < R; r++) {
+        if (r < nr) {
+            for (int32_t i = 0; i < hd; i++) qt[(int64_t)i * R + r] = q[r][i] * scale;
+            n_max = n_keys[r] > n_max ? n_keys[r] : n_max;
+            n_min = n_keys[r] < n_min ? n_keys[r] : n_min;
+        } else {
+            for (int32_t i = 0; i < hd; i++) qt[(int64_t)i * R + r] = 0;
+        }
+        lim[r] = r < nr ? (float)n_keys[r] : 0; /* exact: n_keys < 2^24 */
+    }
+    memset(ot, 0, sizeof(float) * (size_t)hd * (size_t)R);
+
+    V m[NVMAX], l[NVMAX], limv[NVMAX];
+    _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) {
+        m[c] = v_set1(NEG);
+        l[c] = v_zero();
+        limv[c] = v_load(lim + c * W);
+    }
+    for (int32_t j0 = 0; j0 < n_max; j0 += LP_ATTN_KB) {
+        const int32_t kb = n_max - j0 < LP_ATTN_KB ? n_max - j0 : LP_ATTN_KB;
+        const float *kb0 = k + (int64_t)j0 * ks, *vb0 = v + (int64_t)j0 * ks;
+        /* scores of the block */
+        int32_t j = 0;
+        for (; j + KJ <= kb; j += KJ) score_micro(NV, KJ, qt, R, kb0, ks, j, hd, pb);
+        for (; j < kb; j++) score_micro(NV, 1, qt, R, kb0, ks, j, hd, pb);
+
+        /* causal mask (only where some row sees fewer keys) and block maximum */
+        const int masked = j0 + kb > n_min;
+        V bm[NVMAX], alpha[NVMAX], sum[NVMAX];
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) bm[c] = v_set1(NEG);
+        for (j = 0; j < kb; j++) {
+            const V jv = v_set1((float)(j0 + j));
+            _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) {
+                V s = v_load(pb + (int64_t)j * R + c * W);
+                if (masked) {
+                    s = v_sel(m_gt(limv[c], jv), s, v_set1(NEG));
+                    v_store(pb + (int64_t)j * R + c * W, s);
+                }
+                bm[c] = v_max(bm[c], s);
+            }
+        }
+        /* online softmax: new maximum, rescale factor, probabilities */
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) {
+            const V mn = v_max(m[c], bm[c]);
+            alpha[c] = v_exp(v_sub(m[c], mn));
+            m[c] = mn;
+            sum[c] = v_zero();
+        }
+        for (j = 0; j < kb; j++) {
+            const V jv = v_set1((float)(j0 + j));
+            _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) {
+                V p = v_exp(v_sub(v_load(pb + (int64_t)j * R + c * W), m[c]));
+                if (masked) p = v_sel(m_gt(limv[c], jv), p, v_zero());
+                v_store(pb + (int64_t)j * R + c * W, p);
+                sum[c] = v_add(sum[c], p);
+            }
+        }
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) l[c] = v_fmadd(l[c], alpha[c], sum[c]);
+
+        /* ot = ot * alpha + P . V */
+        int32_t d = 0;
+        for (; d + DJ <= hd; d += DJ) pv_micro(NV, DJ, ot, R, d, pb, kb, vb0, ks, alpha);
+        for (; d < hd; d++) pv_micro(NV, 1, ot, R, d, pb, kb, vb0, ks, alpha);
+    }
+
+    /* normalise; a row that saw no key has l = 0 and gets zeros, not NaN */
+    _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) v_store(lv + c * W, l[c]);
+    for (int32_t r = 0; r < nr; r++) {
+        const float s = lv[r] > 0 ? 1.0f / lv[r] : 0.0f;
+        float *o = out[r];
+        for (int32_t i = 0; i < hd; i++) o[i] = ot[(int64_t)i * R + r] * s;
+    }
+}
+
+static void tile(int32_t nr, const float *const *q, float *const *out, const int32_t *n_keys,
+                 const float *k, const float *v, int64_t kv_stride, int32_t hd, float scale,
+                 float *scratch)
+{
+    if (nr <= W) tile_nv(1, nr, q, out, n_keys, k, v, kv_stride, hd, scale, scratch);
+    else tile_nv(2, nr, q, out, n_keys, k, v, kv_stride, hd, scale, scratch);
+}
+
+const lp__attn_kern_t ATTN_SYM = {
+    .name = ATTN_NAME,
+    .rows = RMAX,
+    .tile = tile,
+};
