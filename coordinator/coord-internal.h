@@ -118,6 +118,8 @@ struct lp_coord {
     uint64_t next_step_no;
     int32_t *tokbuf; /* the tokens of the step being built */
     uint8_t *eog;    /* n_vocab flags: end-of-generation tokens */
+    int32_t *eog_ids; /* the same as a list */
+    size_t n_eog_ids;
     /* While sample results are handled, tokenizer messages wait here so that
      * the next engine step goes out first (detokenizing overlaps it). */
     size_t rr;       /* round-robin start of the decode pass */

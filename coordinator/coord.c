@@ -608,6 +608,10 @@ static void admit(lp_coord_t *c)
         so.n_prompt_ids = r->n_prompt;
         so.prompt_ids = r->prompt;
         so.detok = c->samp_detok;
+        if (c->samp_detok && !r->ignore_eos) { /* the text ends before an EOG token */
+            so.n_detok_end_ids = c->n_eog_ids;
+            so.detok_end_ids = c->eog_ids;
+        }
         m.body_case = LMPIPE__MSG__BODY_SAMPLER_OPEN;
         m.sampler_open = &so;
         r->state = R_OPENING;
@@ -832,12 +836,16 @@ static void check_ready(lp_coord_t *c)
     if (c->eog && c->eos_id >= 0 && c->eos_id < c->n_vocab) c->eog[c->eos_id] = 1;
     for (size_t i = 0; c->eog && i < t->n_eog_ids; i++)
         if (t->eog_ids[i] >= 0 && t->eog_ids[i] < c->n_vocab) c->eog[t->eog_ids[i]] = 1;
+    for (int32_t i = 0; c->eog && i < c->n_vocab; i++) c->n_eog_ids += c->eog[i];
+    c->eog_ids = calloc(c->n_eog_ids ? c->n_eog_ids : 1, sizeof(int32_t));
+    for (int32_t i = 0, k = 0; c->eog && c->eog_ids && i < c->n_vocab; i++)
+        if (c->eog[i]) c->eog_ids[k++] = i;
     c->slot_used = calloc((size_t)c->max_seqs, 1);
     bool steps_ok = true;
     for (int i = 0; i < MAX_STEPS; i++)
         steps_ok &= (c->steps[i].entries = calloc((size_t)c->max_seqs, sizeof(entry_t))) != NULL;
     c->tokbuf = calloc((size_t)c->max_batch_tokens + (size_t)c->max_seqs, sizeof(int32_t));
-    if (!c->eog || !c->slot_used || !steps_ok || !c->tokbuf) {
+    if (!c->eog || !c->eog_ids || !c->slot_used || !steps_ok || !c->tokbuf) {
         fail_pipeline(c, "out of memory");
         return;
     }
@@ -1005,6 +1013,7 @@ void lp_coord_destroy(lp_coord_t **self_p)
     for (int i = 0; i < MAX_STEPS; i++) free(c->steps[i].entries);
     free(c->tokbuf);
     free(c->eog);
+    free(c->eog_ids);
     for (size_t i = 0; i < c->n_held; i++) free(c->held[i].buf);
     free(c->held);
     free(c);
