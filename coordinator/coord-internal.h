@@ -118,6 +118,8 @@ struct lp_coord {
     uint64_t next_step_no;
     int32_t *tokbuf; /* the tokens of the step being built */
     uint8_t *eog;    /* n_vocab flags: end-of-generation tokens */
+    int32_t *eog_ids; /* the same as a list */
+    size_t n_eog_ids;
     /* While sample results are handled, tokenizer messages wait here so that
      * the next engine step goes out first (detokenizing overlaps it). */
     size_t rr;       /* round-robin start of the decode pass */
@@ -125,6 +127,8 @@ struct lp_coord {
     size_t ring_next;  /* the next ring slot to give a row */
     size_t ring_slots; /* slots in the engine's ring */
     bool hold_tok;
+    struct text { uint64_t req; tokinfo_t ti; const uint8_t *data; size_t len; } *texts;
+    size_t n_texts;  /* token events waiting for the next step to go out (max_seqs) */
     struct held { uint8_t *buf; size_t len; } *held;
     size_t n_held, cap_held;
 };

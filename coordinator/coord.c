@@ -456,9 +456,10 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res, c
         ti.n_top = k + 1;
     }
     if (c->samp_detok) {
-        /* The sampler's decoder gave the text with the token. */
-        text_piece(c, r, &ti, res->piece.data, res->piece.len);
-        if (r->state == R_DONE) return;
+        /* The sampler's decoder gave the text with the token: it goes to
+         * the client once the next step is out (c->texts, send_texts). */
+        if (c->n_texts < (size_t)c->max_seqs)
+            c->texts[c->n_texts++] = (struct text){r->key, ti, res->piece.data, res->piece.len};
     } else {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
@@ -481,6 +482,23 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res, c
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
     else if (e->n_past >= c->n_ctx)
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
+}
+
+/* The token events of the sample reply just handled, after the next step
+ * went out.  A stop string found here ends the request; a step already
+ * holding its next token is then computed for nothing, as after an
+ * end-of-generation token.  The texts point into the reply, which lives
+ * until its handler returns. */
+static void send_texts(lp_coord_t *c)
+{
+    for (size_t i = 0; i < c->n_texts; i++) {
+        req_t *r = req_find(c, c->texts[i].req);
+        bool live = r && (r->state != R_DONE || r->reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+                          r->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+                          r->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT);
+        if (live) text_piece(c, r, &c->texts[i].ti, c->texts[i].data, c->texts[i].len);
+    }
+    c->n_texts = 0;
 }
 
 /* ---- steps in flight ------------------------------------------------------------ */
@@ -608,6 +626,10 @@ static void admit(lp_coord_t *c)
         so.n_prompt_ids = r->n_prompt;
         so.prompt_ids = r->prompt;
         so.detok = c->samp_detok;
+        if (c->samp_detok && !r->ignore_eos) { /* the text ends before an EOG token */
+            so.n_detok_end_ids = c->n_eog_ids;
+            so.detok_end_ids = c->eog_ids;
+        }
         m.body_case = LMPIPE__MSG__BODY_SAMPLER_OPEN;
         m.sampler_open = &so;
         r->state = R_OPENING;
@@ -832,12 +854,17 @@ static void check_ready(lp_coord_t *c)
     if (c->eog && c->eos_id >= 0 && c->eos_id < c->n_vocab) c->eog[c->eos_id] = 1;
     for (size_t i = 0; c->eog && i < t->n_eog_ids; i++)
         if (t->eog_ids[i] >= 0 && t->eog_ids[i] < c->n_vocab) c->eog[t->eog_ids[i]] = 1;
+    for (int32_t i = 0; c->eog && i < c->n_vocab; i++) c->n_eog_ids += c->eog[i];
+    c->eog_ids = calloc(c->n_eog_ids ? c->n_eog_ids : 1, sizeof(int32_t));
+    for (int32_t i = 0, k = 0; c->eog && c->eog_ids && i < c->n_vocab; i++)
+        if (c->eog[i]) c->eog_ids[k++] = i;
     c->slot_used = calloc((size_t)c->max_seqs, 1);
     bool steps_ok = true;
     for (int i = 0; i < MAX_STEPS; i++)
         steps_ok &= (c->steps[i].entries = calloc((size_t)c->max_seqs, sizeof(entry_t))) != NULL;
     c->tokbuf = calloc((size_t)c->max_batch_tokens + (size_t)c->max_seqs, sizeof(int32_t));
-    if (!c->eog || !c->slot_used || !steps_ok || !c->tokbuf) {
+    c->texts = calloc((size_t)c->max_seqs, sizeof(*c->texts));
+    if (!c->eog || !c->eog_ids || !c->slot_used || !steps_ok || !c->tokbuf || !c->texts) {
         fail_pipeline(c, "out of memory");
         return;
     }
@@ -930,7 +957,8 @@ static void on_backend(lp_zsock_t *zs, void *sock, void *arg)
         on_sampled(c, st, f.msg);
         lp__coord_pump(c); /* the next step first ... */
         c->hold_tok = false;
-        send_held(c); /* ... then the pieces to detokenize */
+        send_texts(c); /* ... then the token events ... */
+        send_held(c); /* ... and the pieces to detokenize */
         break;
     }
     lp_frame_clear(&f);
@@ -1005,6 +1033,8 @@ void lp_coord_destroy(lp_coord_t **self_p)
     for (int i = 0; i < MAX_STEPS; i++) free(c->steps[i].entries);
     free(c->tokbuf);
     free(c->eog);
+    free(c->eog_ids);
+    free(c->texts);
     for (size_t i = 0; i < c->n_held; i++) free(c->held[i].buf);
     free(c->held);
     free(c);

@@ -17,6 +17,7 @@
 #include "matmul.h"
 #include "ops.h"
 #include "simd/attn-kern.h"
+#include "../tests/check.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,27 +26,7 @@
 
 #define TOL 2e-5
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
-}
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 enum { N_CTX = 320, MAX_SEQS = 3 };
 
@@ -72,8 +53,8 @@ static void check_batch(lp_threadpool_t *pool, const char *isa, shape_t sh, floa
         kc[s] = malloc(sizeof(float) * N_CTX * (size_t)kv_dim);
         vc[s] = malloc(sizeof(float) * N_CTX * (size_t)kv_dim);
         for (int32_t i = 0; i < N_CTX * kv_dim; i++) {
-            kc[s][i] = frand() * amp;
-            vc[s][i] = frand();
+            kc[s][i] = lp_check_frand(&rng) * amp;
+            vc[s][i] = lp_check_frand(&rng);
         }
     }
     float *q = malloc(sizeof(float) * (size_t)T * (size_t)q_dim);
@@ -81,7 +62,7 @@ static void check_batch(lp_threadpool_t *pool, const char *isa, shape_t sh, floa
     float *ref = malloc(sizeof(float) * (size_t)hd), *scores = malloc(sizeof(float) * N_CTX);
     int32_t *tok_seq = malloc(sizeof(int32_t) * (size_t)T), *tok_pos = malloc(sizeof(int32_t) * (size_t)T);
     for (int32_t i = 0; i < T * q_dim; i++) {
-        q[i] = frand() * amp;
+        q[i] = lp_check_frand(&rng) * amp;
         out[i] = NAN; /* every element must be written */
     }
     for (int i = 0, t = 0; i < n_entries; i++)
@@ -162,8 +143,8 @@ static void check_kernel(const lp__attn_kern_t *kern)
     float k[NK * HD], v[NK * HD], q[LP_ATTN_ROWS_MAX][HD], out[LP_ATTN_ROWS_MAX][HD];
     float *scratch = aligned_alloc(64, sizeof(float) * lp__attn_scratch_floats(kern->rows, HD));
     for (int i = 0; i < NK * HD; i++) {
-        k[i] = frand();
-        v[i] = frand();
+        k[i] = lp_check_frand(&rng);
+        v[i] = lp_check_frand(&rng);
     }
     for (int32_t nr = 1; nr <= kern->rows; nr++) {
         const float *qp[LP_ATTN_ROWS_MAX];
@@ -171,7 +152,7 @@ static void check_kernel(const lp__attn_kern_t *kern)
         int32_t n_keys[LP_ATTN_ROWS_MAX];
         for (int32_t r = 0; r < nr; r++) {
             for (int i = 0; i < HD; i++) {
-                q[r][i] = frand();
+                q[r][i] = lp_check_frand(&rng);
                 out[r][i] = NAN;
             }
             qp[r] = q[r];
@@ -220,10 +201,6 @@ int main(void)
 #endif
     lp_threadpool_destroy(&pools[0]);
     lp_threadpool_destroy(&pools[1]);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("attn: %d kernel set(s) agree with lp_op_attn_head\n", n_isa);
-    return 0;
+    if (!lp_check_failures) printf("attn: %d kernel set(s) agree with lp_op_attn_head\n", n_isa);
+    return CHECK_DONE();
 }

@@ -4,22 +4,12 @@
  * padded model.  Usage: engine_test MODELS_DIR */
 #include "engine.h"
 #include "error.h"
+#include "../tests/check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "%s:%d: check failed: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
 
 static float max_diff(const float *a, const float *b, int32_t n)
 {
@@ -139,7 +129,6 @@ int main(int argc, char **argv)
     if (argc != 2) { fprintf(stderr, "usage: engine_test MODELS_DIR\n"); return 2; }
     test_batching(argv[1]);
     test_vocab_facts(argv[1]);
-    if (failures) fprintf(stderr, "%d failures\n", failures);
-    else printf("engine: all passed\n");
-    return failures ? 1 : 0;
+    if (!lp_check_failures) printf("engine: all passed\n");
+    return CHECK_DONE();
 }

@@ -192,11 +192,14 @@ int lp_matmul_set_isa(const char *name)
 
 #define PRIVATE_XQ_TOK 4 /* up to this many tokens, no shared activations */
 
+#define MAX_SEGS 4 /* products of one call (q, k and v; gate and up) */
+
 struct fast_ctx {
-    const lp_matmul_t *mm;
+    const lp_matmul_t *mm;  /* n products of the same activations */
+    int n;
     lp_threadpool_t *pool;  /* NULL: one thread */
-    lp__gemm_fn gemm;
-    lp__gemm_pp_fn gemm_pp; /* NULL: gemm for batches too */
+    lp__gemm_fn gemm[MAX_SEGS];
+    lp__gemm_pp_fn gemm_pp[MAX_SEGS]; /* NULL: gemm for batches too */
     uint8_t *pp_scratch;    /* LP_PP_SCRATCH(n_in) bytes per thread */
     size_t pp_stride;
     lp__act_fn quant;       /* NULL: float activations used in place */
@@ -205,6 +208,31 @@ struct fast_ctx {
     size_t xq_private;      /* non-zero: each thread quantizes every token
                                into its own copy, this many bytes apart */
 };
+
+/* Thread ith's rows of one product. */
+static void fast_rows(const struct fast_ctx *c, int s, const void *xq, int ith, int nth)
+{
+    const lp_matmul_t *mm = &c->mm[s];
+    size_t wrb = lp_type_row_bytes(mm->type, mm->n_in);
+    int64_t per = (mm->n_out + nth - 1) / nth;
+    per = (per + LP_PP_ROWS - 1) / LP_PP_ROWS * LP_PP_ROWS; /* whole row groups */
+    int64_t o0 = per * ith, o1 = o0 + per < mm->n_out ? o0 + per : mm->n_out;
+    if (o0 >= o1) return;
+    if (c->gemm_pp[s]) {
+        c->gemm_pp[s](mm->n_in, (const uint8_t *)mm->w + (size_t)o0 * wrb, wrb, o1 - o0, xq,
+                      c->xrb, mm->n_tok, mm->y + o0, mm->y_stride,
+                      c->pp_scratch + (size_t)ith * c->pp_stride);
+        return;
+    }
+    /* One token (types without a gemv kernel) reuses no weight block, so it
+     * takes the thread's rows in one call. */
+    const int64_t block = mm->n_tok == 1 ? o1 - o0 : ROW_BLOCK;
+    for (int64_t o = o0; o < o1; o += block) {
+        int64_t nr = o1 - o < block ? o1 - o : block;
+        c->gemm[s](mm->n_in, (const uint8_t *)mm->w + (size_t)o * wrb, wrb, nr, xq, c->xrb,
+                   mm->n_tok, mm->y + o, mm->y_stride);
+    }
+}
 
 static void fast_work(void *p, int ith, int nth)
 {
@@ -221,33 +249,14 @@ static void fast_work(void *p, int ith, int nth)
             c->quant(mm->x + t * mm->x_stride, (uint8_t *)c->xq + (size_t)t * c->xrb, mm->n_in);
         if (c->pool) lp_threadpool_barrier(c->pool);
     }
-    size_t wrb = lp_type_row_bytes(mm->type, mm->n_in);
-    int64_t per = (mm->n_out + nth - 1) / nth;
-    per = (per + LP_PP_ROWS - 1) / LP_PP_ROWS * LP_PP_ROWS; /* whole row groups */
-    int64_t o0 = per * ith, o1 = o0 + per < mm->n_out ? o0 + per : mm->n_out;
-    if (o0 >= o1) return;
-    if (c->gemm_pp) {
-        c->gemm_pp(mm->n_in, (const uint8_t *)mm->w + (size_t)o0 * wrb, wrb, o1 - o0, xq,
-                   c->xrb, mm->n_tok, mm->y + o0, mm->y_stride,
-                   c->pp_scratch + (size_t)ith * c->pp_stride);
-        return;
-    }
-    /* One token reuses no weight block, so decode takes the thread's rows in
-     * one call: its kernels prefetch ahead within a call, and a block edge
-     * would leave the next pair unfetched. */
-    const int64_t block = mm->n_tok == 1 ? o1 - o0 : ROW_BLOCK;
-    for (int64_t o = o0; o < o1; o += block) {
-        int64_t nr = o1 - o < block ? o1 - o : block;
-        c->gemm(mm->n_in, (const uint8_t *)mm->w + (size_t)o * wrb, wrb, nr, xq, c->xrb,
-                mm->n_tok, mm->y + o, mm->y_stride);
-    }
+    for (int s = 0; s < c->n; s++) fast_rows(c, s, xq, ith, nth);
 }
 
-static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm)
+/* n products sharing x and the activation format of mm[0]. */
+static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm, int n)
 {
     const lp__kern_t *k = kern_get();
-    struct fast_ctx c = {.mm = mm, .pool = pool};
-    c.gemm = k->gemm[mm->type] ? k->gemm[mm->type] : lp__kern_scalar.gemm[mm->type];
+    struct fast_ctx c = {.mm = mm, .n = n, .pool = pool};
     void *buf = NULL;
     switch (lp__act_of(mm->type)) {
     case LP_ACT_F32:
@@ -263,9 +272,13 @@ static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm)
         c.xrb = (size_t)(mm->n_in / LP_QK_K) * sizeof(lp__q8k_t);
         break;
     }
-    if (mm->n_tok >= LP_PP_MIN_TOK && k->gemm_pp[mm->type]) {
-        c.gemm_pp = k->gemm_pp[mm->type];
-        c.pp_stride = (LP_PP_SCRATCH(mm->n_in) + 63) & ~(size_t)63;
+    for (int s = 0; s < n; s++) {
+        uint32_t type = mm[s].type;
+        c.gemm[s] = k->gemm[type] ? k->gemm[type] : lp__kern_scalar.gemm[type];
+        if (mm->n_tok >= LP_PP_MIN_TOK && k->gemm_pp[type]) {
+            c.gemm_pp[s] = k->gemm_pp[type];
+            c.pp_stride = (LP_PP_SCRATCH(mm->n_in) + 63) & ~(size_t)63;
+        }
     }
     /* scratch: [quantized activations][per-thread repacking space] */
     int nth = pool ? lp_threadpool_n_threads(pool) : 1;
@@ -299,7 +312,6 @@ static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm)
  * consecutive rows, so its kernel prefetches across their boundaries. */
 
 #define CHUNK_BYTES (64 << 10)
-#define MAX_SEGS 4
 
 struct dec_seg {
     const lp_matmul_t *mm;
@@ -364,15 +376,22 @@ static void dec_work(void *p, int ith, int nth)
     }
 }
 
-/* True when every product has one token, a gemv kernel and the activation
- * format of the first. */
-static bool dec_ok(const lp__kern_t *k, const lp_matmul_t *mm, int n)
+/* True when every product has the activation format of the first (and at
+ * most MAX_SEGS): they can share one quantization and one pool run. */
+static bool same_act(const lp_matmul_t *mm, int n)
 {
     if (n > MAX_SEGS) return false;
+    for (int i = 1; i < n; i++)
+        if (lp__act_of(mm[i].type) != lp__act_of(mm[0].type)) return false;
+    return true;
+}
+
+/* ... and decode: one token, a gemv kernel for each. */
+static bool dec_ok(const lp__kern_t *k, const lp_matmul_t *mm, int n)
+{
+    if (mm[0].n_tok != 1 || !same_act(mm, n)) return false;
     for (int i = 0; i < n; i++)
-        if (mm[i].n_tok != 1 || !k->gemv[mm[i].type] ||
-            lp__act_of(mm[i].type) != lp__act_of(mm[0].type))
-            return false;
+        if (!k->gemv[mm[i].type]) return false;
     return true;
 }
 
@@ -431,12 +450,13 @@ void lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool e
     }
     if (n == 0 || mm[0].n_tok == 0) return;
     const lp__kern_t *k = kern_get();
-    if (!exact && dec_ok(k, mm, n)) {
+    if (exact) {
+        for (int i = 0; i < n; i++) matmul_exact(pool, &mm[i]);
+    } else if (dec_ok(k, mm, n)) {
         matmul_dec(pool, k, mm, n);
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        if (exact) matmul_exact(pool, &mm[i]);
-        else matmul_fast(pool, &mm[i]);
+    } else if (same_act(mm, n)) {
+        matmul_fast(pool, mm, n);
+    } else {
+        for (int i = 0; i < n; i++) lp_matmul_multi(pool, &mm[i], 1, false);
     }
 }

@@ -10,28 +10,9 @@
 
 #include "error.h"
 #include "quant.h"
+#include "../tests/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
-}
+static uint64_t rng = 0x2545f4914f6cdd1dull;
 
 static const uint32_t types[] = {
     LP_TYPE_F32, LP_TYPE_F16, LP_TYPE_BF16, LP_TYPE_Q8_0, LP_TYPE_Q4_0, LP_TYPE_Q4_1,
@@ -64,11 +45,12 @@ static void run_case(lp_threadpool_t *pool, uint32_t type, const int64_t *shape,
     float *x = malloc(sizeof(float) * (size_t)(xs * n_tok));
     float *y = malloc(sizeof(float) * (size_t)(ys * n_tok));
     for (int64_t o = 0; o < n_out; o++) {
-        for (int64_t i = 0; i < n_in; i++) wf[o * n_in + i] = frand() * (1.0f + (float)(o % 3));
+        for (int64_t i = 0; i < n_in; i++)
+            wf[o * n_in + i] = lp_check_frand(&rng) * (1.0f + (float)(o % 3));
         CHECK(lp_quant_row(type, wf + o * n_in, w + (size_t)o * rb, n_in) == 0, "quantize");
         lp_dequant_row(type, w + (size_t)o * rb, wf + o * n_in, n_in); /* the reference weights */
     }
-    for (int64_t i = 0; i < xs * n_tok; i++) x[i] = frand() * 2.0f;
+    for (int64_t i = 0; i < xs * n_tok; i++) x[i] = lp_check_frand(&rng) * 2.0f;
     for (int64_t i = 0; i < ys * n_tok; i++) y[i] = NAN; /* padding must stay untouched */
 
     lp_matmul_t mm = {
@@ -105,8 +87,9 @@ static void run_case(lp_threadpool_t *pool, uint32_t type, const int64_t *shape,
 }
 
 /* lp_matmul_multi gives each product exactly what lp_matmul gives it
- * alone (a row's dot does not depend on how rows are shared out), for
- * products of one activation format and of mixed formats. */
+ * alone (a row's dot does not depend on how rows are shared out), for one
+ * token (the chunked path), a few and a batch (the shared quantization),
+ * for products of one activation format and of mixed formats. */
 static void test_multi(lp_threadpool_t *pool)
 {
     static const uint32_t sets[][3] = {
@@ -114,37 +97,40 @@ static void test_multi(lp_threadpool_t *pool)
         {LP_TYPE_Q5_0, LP_TYPE_Q8_0, LP_TYPE_Q4_0},
         {LP_TYPE_Q4_K, LP_TYPE_Q8_0, LP_TYPE_F16},  /* mixed: one call each */
     };
-    const int64_t n_in = 512, n_out[3] = {1501, 67, 2048};
-    float x[512];
-    for (int i = 0; i < 512; i++) x[i] = frand();
+    enum { N_IN = 512, MAX_TOK = 9 };
+    const int64_t n_out[3] = {1501, 67, 2048}, n_tok[] = {1, 3, MAX_TOK};
+    static float x[MAX_TOK * N_IN];
+    for (int i = 0; i < MAX_TOK * N_IN; i++) x[i] = lp_check_frand(&rng);
     for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
-        lp_matmul_t mm[3];
-        uint8_t *w[3];
-        float *y1[3], *y3[3];
-        for (int m = 0; m < 3; m++) {
-            size_t rb = lp_type_row_bytes(sets[s][m], n_in);
-            float row[512];
-            w[m] = malloc(rb * (size_t)n_out[m]);
-            y1[m] = malloc(sizeof(float) * (size_t)n_out[m]);
-            y3[m] = malloc(sizeof(float) * (size_t)n_out[m]);
-            for (int64_t o = 0; o < n_out[m]; o++) {
-                for (int i = 0; i < 512; i++) row[i] = frand();
-                lp_quant_row(sets[s][m], row, w[m] + (size_t)o * rb, n_in);
+        for (size_t t = 0; t < sizeof n_tok / sizeof n_tok[0]; t++) {
+            lp_matmul_t mm[3];
+            uint8_t *w[3];
+            float *y1[3], *y3[3];
+            for (int m = 0; m < 3; m++) {
+                size_t rb = lp_type_row_bytes(sets[s][m], N_IN), ny = (size_t)(n_out[m] * n_tok[t]);
+                float row[N_IN];
+                w[m] = malloc(rb * (size_t)n_out[m]);
+                y1[m] = malloc(sizeof(float) * ny);
+                y3[m] = malloc(sizeof(float) * ny);
+                for (int64_t o = 0; o < n_out[m]; o++) {
+                    for (int i = 0; i < N_IN; i++) row[i] = lp_check_frand(&rng);
+                    lp_quant_row(sets[s][m], row, w[m] + (size_t)o * rb, N_IN);
+                }
+                mm[m] = (lp_matmul_t){.type = sets[s][m], .w = w[m], .n_in = N_IN,
+                                      .n_out = n_out[m], .x = x, .x_stride = N_IN,
+                                      .n_tok = n_tok[t], .y = y1[m], .y_stride = n_out[m]};
+                lp_matmul(pool, &mm[m], false);
+                mm[m].y = y3[m];
             }
-            mm[m] = (lp_matmul_t){.type = sets[s][m], .w = w[m], .n_in = n_in, .n_out = n_out[m],
-                                  .x = x, .x_stride = n_in, .n_tok = 1, .y = y1[m],
-                                  .y_stride = n_out[m]};
-            lp_matmul(pool, &mm[m], false);
-            mm[m].y = y3[m];
-        }
-        lp_matmul_multi(pool, mm, 3, false);
-        for (int m = 0; m < 3; m++) {
-            CHECK(!memcmp(y1[m], y3[m], sizeof(float) * (size_t)n_out[m]),
-                  "multi %s (set %zu, %s): differs from lp_matmul alone",
-                  lp_type_name(sets[s][m]), s, lp_matmul_isa());
-            free(w[m]);
-            free(y1[m]);
-            free(y3[m]);
+            lp_matmul_multi(pool, mm, 3, false);
+            for (int m = 0; m < 3; m++) {
+                CHECK(!memcmp(y1[m], y3[m], sizeof(float) * (size_t)(n_out[m] * n_tok[t])),
+                      "multi %s (set %zu, %lld tokens, %s): differs from lp_matmul alone",
+                      lp_type_name(sets[s][m]), s, (long long)n_tok[t], lp_matmul_isa());
+                free(w[m]);
+                free(y1[m]);
+                free(y3[m]);
+            }
         }
     }
 }
@@ -193,9 +179,5 @@ int main(void)
     CHECK(lp_matmul_set_isa("auto") == 0, "auto");
     lp_threadpool_destroy(&pools[1]);
     lp_threadpool_destroy(&pools[2]);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    return 0;
+    return CHECK_DONE();
 }

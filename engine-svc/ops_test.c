@@ -8,24 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK_NEAR(a, b, tol, ...)                                              \
-    do {                                                                        \
-        double a_ = (a), b_ = (b);                                              \
-        if (!(fabs(a_ - b_) <= (tol))) {                                        \
-            failures++;                                                         \
-            fprintf(stderr, "%s:%d: %.7g != %.7g: ", __FILE__, __LINE__, a_, b_); \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fputc('\n', stderr);                                                \
-        }                                                                       \
-    } while (0)
-
-static float frand(unsigned *s)
-{
-    *s = *s * 1103515245u + 12345u;
-    return ((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
+#include "../tests/check.h"
 
 /* Naive RoPE: pair (a, b) of dim i is rotated by pos * base^(-2i/n_rot). */
 static void rope_naive(double *x, int head_dim, int n_rot, int pos, double base, int neox)
@@ -43,13 +26,13 @@ static void rope_naive(double *x, int head_dim, int n_rot, int pos, double base,
 static void test_rope(void)
 {
     enum { HEADS = 3, HD = 16 };
-    unsigned seed = 1;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
     for (int neox = 0; neox <= 1; neox++) {
         for (int n_rot = 4; n_rot <= HD; n_rot += 12) { /* partial (4) and full (16) */
             for (int pos = 0; pos < 300; pos += 37) {
                 float x[HEADS * HD];
                 double ref[HEADS * HD];
-                for (int i = 0; i < HEADS * HD; i++) ref[i] = x[i] = frand(&seed);
+                for (int i = 0; i < HEADS * HD; i++) ref[i] = x[i] = lp_check_frand(&rng);
                 lp_op_rope(x, HEADS, HD, n_rot, pos, 10000.0f, neox);
                 for (int h = 0; h < HEADS; h++) rope_naive(ref + h * HD, HD, n_rot, pos, 10000.0, neox);
                 for (int i = 0; i < HEADS * HD; i++)
@@ -76,10 +59,13 @@ static void test_rope(void)
 static void test_gqa_attention(void)
 {
     enum { NH = 4, NKV = 2, HD = 8, NPOS = 13 };
-    unsigned seed = 7;
+    uint64_t rng = 0x2545f4914f6cdd1dull;
     float q[NH * HD], k[NPOS * NKV * HD], v[NPOS * NKV * HD], out[HD], scores[NPOS];
-    for (int i = 0; i < NH * HD; i++) q[i] = frand(&seed) * 2;
-    for (int i = 0; i < NPOS * NKV * HD; i++) { k[i] = frand(&seed) * 2; v[i] = frand(&seed); }
+    for (int i = 0; i < NH * HD; i++) q[i] = lp_check_frand(&rng) * 2;
+    for (int i = 0; i < NPOS * NKV * HD; i++) {
+        k[i] = lp_check_frand(&rng) * 2;
+        v[i] = lp_check_frand(&rng);
+    }
     const float scale = 1.0f / sqrtf(HD);
     for (int h = 0; h < NH; h++) {
         int kvh = h / (NH / NKV);
@@ -125,7 +111,7 @@ static void test_all_masked(void)
     uint8_t mask[NPOS] = {1, 1, 1, 1, 1};
     lp_op_attn_head(out, q, k, v, HD, NPOS, HD, 0.5f, mask, scores);
     for (int c = 0; c < HD; c++) {
-        if (isnan(out[c])) { failures++; fprintf(stderr, "all-masked row gave NaN\n"); }
+        CHECK(!isnan(out[c]), "all-masked row gave NaN");
         CHECK_NEAR(out[c], 0.0, 0.0, "all-masked row is zero");
     }
     lp_op_attn_head(out, q, k, v, HD, 0, HD, 0.5f, NULL, scores); /* no positions at all */
@@ -152,7 +138,6 @@ int main(void)
     test_gqa_attention();
     test_all_masked();
     test_rmsnorm_swiglu();
-    if (failures) fprintf(stderr, "%d failures\n", failures);
-    else printf("ops: all passed\n");
-    return failures ? 1 : 0;
+    if (!lp_check_failures) printf("ops: all passed\n");
+    return CHECK_DONE();
 }

@@ -8,18 +8,7 @@
 #include <string.h>
 
 #include "error.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
+#include "../tests/check.h"
 
 /* Compare a dequantized row with hand-computed values (all of these are
  * exactly representable, so the comparison is exact). */
@@ -324,15 +313,7 @@ static void test_q6_k(void)
 
 /* ---- round trips -------------------------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
-}
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 /* Bounds for data uniform in [-1, 1]: the largest error is about one
  * quantization step (values clamped at the top level) and the RMS error
@@ -361,7 +342,7 @@ static void test_round_trip(void)
     static uint8_t q[N * 4];
     for (size_t k = 0; k < sizeof trip / sizeof trip[0]; k++) {
         uint32_t type = trip[k].type;
-        for (int i = 0; i < N; i++) x[i] = frand();
+        for (int i = 0; i < N; i++) x[i] = lp_check_frand(&rng);
         /* a block of zeros and a constant block must survive too */
         for (int i = 256; i < 512; i++) x[i] = 0;
         for (int i = 512; i < 768; i++) x[i] = 0.75f;
@@ -413,9 +394,5 @@ int main(void)
     test_q6_k();
     test_round_trip();
     test_quant_errors();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    return 0;
+    return CHECK_DONE();
 }

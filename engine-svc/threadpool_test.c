@@ -1,23 +1,12 @@
 /* threadpool_test.c - every thread runs each job once; barriers order
  * phases; pools of several sizes start and stop cleanly. */
 #include "threadpool.h"
+#include "../tests/check.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
 
 enum { MAX_THREADS = 8, ROUNDS = 64 };
 
@@ -94,9 +83,5 @@ int main(void)
     lp_threadpool_t *pool = lp_threadpool_new(0);
     CHECK(pool && lp_threadpool_n_threads(pool) >= 1, "default size");
     lp_threadpool_destroy(&pool);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    return 0;
+    return CHECK_DONE();
 }

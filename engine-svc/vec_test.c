@@ -7,28 +7,9 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "../tests/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
-
-static uint64_t rng_state = 0x6a09e667f3bcc909ull;
-
-static float frand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
-}
+static uint64_t rng = 0x6a09e667f3bcc909ull;
 
 int main(void)
 {
@@ -41,8 +22,8 @@ int main(void)
         for (int n = 0; n <= N; n++) {
             double ref = 0, mag = 0;
             for (int i = 0; i < n; i++) {
-                a[i] = frand();
-                b[i] = frand();
+                a[i] = lp_check_frand(&rng);
+                b[i] = lp_check_frand(&rng);
                 ref += (double)a[i] * b[i];
                 mag += fabs((double)a[i] * b[i]);
             }
@@ -50,7 +31,7 @@ int main(void)
             /* float partial sums: error below n * 2^-24 of sum |a b| */
             CHECK(fabs(got - ref) <= (n + 1) * 0x1p-24 * mag, "%s dot n %d: %g vs %g", isas[k], n,
                   got, ref);
-            for (int i = 0; i < N; i++) y[i] = y0[i] = frand();
+            for (int i = 0; i < N; i++) y[i] = y0[i] = lp_check_frand(&rng);
             lp_vec_axpy(y, 0.75f, a, n);
             for (int i = 0; i < N; i++) {
                 /* one rounding (FMA) or two (mul, add): within 2 ulps */
@@ -62,9 +43,5 @@ int main(void)
             }
         }
     }
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    return 0;
+    return CHECK_DONE();
 }

@@ -69,13 +69,7 @@ static void check_padded(const unsigned char *seq, size_t k, size_t pre, size_t 
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 11);
-}
+static uint32_t rnd(void) { return (uint32_t)(lp_check_rand(&rng) >> 11); }
 
 int main(void)
 {

@@ -28,7 +28,13 @@ struct lp_sampler_svc {
     lp_sampler_registry_t *reg;
     lp_shm_ring_t *ring;     /* opened at hello when the coordinator names one */
     float *aligned;          /* an inline row copied to float alignment */
-    struct detok { uint64_t session; lp_detok_t *d; } *detoks; /* SamplerOpen.detok */
+    struct detok {
+        uint64_t session;
+        lp_detok_t *d;
+        int32_t *end_ids;  /* SamplerOpen.detok_end_ids */
+        size_t n_end_ids;
+        bool ended;        /* one of them came: no more text */
+    } *detoks;             /* SamplerOpen.detok */
     size_t n_detoks, cap_detoks;
 };
 
@@ -40,7 +46,10 @@ void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
     lp_sampler_store_destroy(&s->store);
     lp_tokenizer_destroy(&s->tok);
     lp_shm_ring_destroy(&s->ring);
-    for (size_t i = 0; i < s->n_detoks; i++) lp_detok_destroy(&s->detoks[i].d);
+    for (size_t i = 0; i < s->n_detoks; i++) {
+        lp_detok_destroy(&s->detoks[i].d);
+        free(s->detoks[i].end_ids);
+    }
     free(s->detoks);
     lp_model_destroy(&s->model);
     free(s->aligned);
@@ -122,7 +131,7 @@ static struct detok *detok_find(lp_sampler_svc_t *s, uint64_t session)
     return NULL;
 }
 
-static int detok_add(lp_sampler_svc_t *s, uint64_t session)
+static int detok_add(lp_sampler_svc_t *s, uint64_t session, const int32_t *end_ids, size_t n_end)
 {
     if (!s->tok)
         return lp_error_set(LP_ERR(ENOTSUP), "sampler_open: detok: the model has no tokenizer "
@@ -135,15 +144,21 @@ static int detok_add(lp_sampler_svc_t *s, uint64_t session)
         s->cap_detoks = cap;
     }
     struct detok *d = &s->detoks[s->n_detoks];
-    d->session = session;
+    *d = (struct detok){.session = session, .n_end_ids = n_end};
+    if (n_end > 4096)
+        return lp_error_set(LP_ERR(EINVAL), "sampler_open: %zu detok_end_ids", n_end);
+    if (n_end && !(d->end_ids = malloc(n_end * sizeof(int32_t)))) return LP_ERR(ENOMEM);
+    if (n_end) memcpy(d->end_ids, end_ids, n_end * sizeof(int32_t));
     int rc = lp_detok_new(s->tok, false, &d->d);
-    if (!rc) s->n_detoks++;
+    if (rc) free(d->end_ids);
+    else s->n_detoks++;
     return rc;
 }
 
 static void detok_remove(lp_sampler_svc_t *s, struct detok *d)
 {
     lp_detok_destroy(&d->d);
+    free(d->end_ids);
     *d = s->detoks[--s->n_detoks];
 }
 
@@ -169,7 +184,7 @@ static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req
             return rc;
         }
     }
-    if (o->detok && (rc = detok_add(s, o->session)) != 0) {
+    if (o->detok && (rc = detok_add(s, o->session, o->detok_end_ids, o->n_detok_end_ids)) != 0) {
         lp_sampler_seq_destroy(&seq);
         return rc;
     }
@@ -269,7 +284,11 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
     /* The token's text, when the session streams it: copied, since the
      * decoder's buffer lasts only until its next token. */
     struct detok *d = detok_find(s, it->session);
-    if (d) {
+    for (size_t k = 0; d && !d->ended && k < d->n_end_ids; k++) d->ended = d->end_ids[k] == r->id;
+    if (d && !d->ended) {
+        /* (after an end of generation the coordinator may still have a
+         * row of the request sampled, chained before it knew: its token
+         * must not change the text's end) */
         const char *p;
         size_t n;
         if (lp_detok_feed(d->d, r->id, &p, &n) != 0 || !(*piece = malloc(n ? n : 1))) {

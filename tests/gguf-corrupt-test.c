@@ -121,15 +121,8 @@ static int parse(const uint8_t *buf, size_t len, const char *what, size_t where)
     return rc;
 }
 
-/* A deterministic generator (xorshift64*), so failures reproduce. */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ull;
-}
+/* A fixed seed, so failures reproduce. */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 /* ---- one file ---- */
 
@@ -190,7 +183,7 @@ static void run_plan(const char *shared, const plan_t *pl)
         for (size_t at = l.info_start; at < l.header_end; at += pl->info_stride)
             cut_at(b, len, &l, at);
     for (int i = 0; i < pl->cut_samples; i++) {
-        size_t at = (size_t)(rnd() % len);
+        size_t at = (size_t)(lp_check_rand(&rng) % len);
         if (at < l.header_end) {
             cut_at(b, len, &l, at);
         } else { /* in the data: the header stays whole, so no copy is needed */
@@ -203,15 +196,15 @@ static void run_plan(const char *shared, const plan_t *pl)
     /* (b) bit flips: in the header either outcome is fair; after it (padding
      * and tensor data) the file must still parse. */
     for (int i = 0; i < pl->header_flips; i++) {
-        size_t at = (size_t)(rnd() % l.header_end);
-        uint8_t bit = (uint8_t)(1u << (rnd() % 8));
+        size_t at = (size_t)(lp_check_rand(&rng) % l.header_end);
+        uint8_t bit = (uint8_t)(1u << (lp_check_rand(&rng) % 8));
         b[at] ^= bit;
         parse(b, len, "flip", at);
         b[at] ^= bit;
     }
     for (int i = 0; i < pl->data_flips && len > l.header_end; i++) {
-        size_t at = l.header_end + (size_t)(rnd() % (len - l.header_end));
-        uint8_t bit = (uint8_t)(1u << (rnd() % 8));
+        size_t at = l.header_end + (size_t)(lp_check_rand(&rng) % (len - l.header_end));
+        uint8_t bit = (uint8_t)(1u << (lp_check_rand(&rng) % 8));
         b[at] ^= bit;
         int rc = parse(b, len, "data flip", at);
         CHECK(rc == 0, "%s: a flip at %zu, after the header, broke the parse: %s", pl->path, at,
@@ -279,6 +272,5 @@ int main(int argc, char **argv)
         {"models/synth-qwen2-Q8_0.gguf", 512, 17, 6, 20, 30, 59},
     };
     for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++) run_plan(argv[1], &plans[i]);
-    if (test_failures) fprintf(stderr, "%d checks failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    return CHECK_DONE();
 }

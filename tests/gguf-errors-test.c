@@ -411,6 +411,5 @@ int main(int argc, char **argv)
     test_keys();
     test_alignment();
     test_tensors();
-    if (test_failures) fprintf(stderr, "%d checks failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    return CHECK_DONE();
 }

@@ -1,6 +1,6 @@
-/* gguf-test-util.h - small helpers shared by the GGUF tests: a CHECK macro
- * that counts failures, file loading, and locating a key's value in a
- * serialized file so a test can patch it. */
+/* gguf-test-util.h - small helpers shared by the GGUF tests: check.h's
+ * CHECK, file loading, and locating a key's value in a serialized file so
+ * a test can patch it. */
 #ifndef LP_TESTS_GGUF_TEST_UTIL_H
 #define LP_TESTS_GGUF_TEST_UTIL_H
 
@@ -9,18 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int test_failures __attribute__((unused));
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fputc('\n', stderr);                                              \
-            test_failures++;                                                  \
-        }                                                                     \
-    } while (0)
+#include "check.h"
 
 /* Read a whole file into a new heap buffer; exits the test on failure. */
 static inline uint8_t *test_load(const char *path, size_t *len)

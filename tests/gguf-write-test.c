@@ -327,6 +327,5 @@ int main(int argc, char **argv)
     test_callback_and_file();
     test_copy_real("ggml-vocab-llama-spm.gguf");
     test_copy_real("ggml-vocab-qwen2.gguf");
-    if (test_failures) fprintf(stderr, "%d checks failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    return CHECK_DONE();
 }

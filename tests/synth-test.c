@@ -316,6 +316,5 @@ int main(int argc, char **argv)
     test_padding();
     test_threads();
     test_errors();
-    if (test_failures) fprintf(stderr, "%d checks failed\n", test_failures);
-    return test_failures ? 1 : 0;
+    return CHECK_DONE();
 }

@@ -30,13 +30,7 @@ static lp_tokenizer_t *open_tok(const char *rel)
 }
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+static uint32_t rnd(void) { return (uint32_t)(lp_check_rand(&rng) >> 16); }
 
 /* Decode ids one at a time and all at once; both must agree. */
 static char *decode_both(const lp_tokenizer_t *t, const int32_t *ids, size_t n, bool special,

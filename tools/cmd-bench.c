@@ -3,13 +3,16 @@
  * chunks of --batch tokens into an empty cache, then --gen-tokens single-
  * token decode steps from an empty cache, each after one warm-up run.
  * --pipeline measures the same through the four processes as well, and
- * the time each decode step adds (cmd-bench-pipeline.c).  Prints one JSON
- * object. */
+ * the time each decode step adds (cmd-bench-pipeline.c); since the
+ * pipeline samples every token, its decode is also compared with an
+ * in-process decode that samples each row greedily (decode_sampled_tok_s,
+ * pipeline_cost_pct.decode_vs_sampled).  Prints one JSON object. */
 #include "bench.h"
 #include "lmpipe.h"
 
 #include "engine.h"
 #include "error.h"
+#include "sampler.h"
 #include "sysinfo.h"
 
 #include <getopt.h>
@@ -49,6 +52,34 @@ static int run_decode(bench_t *b, int32_t n, double *secs)
     }
     *secs = lp_now_s() - t0;
     return 0;
+}
+
+/* run_decode with a greedy sample (and accept) of each step's row, as one
+ * process running the engine and the sampler would decode: the pipeline's
+ * decode samples every token too, so this is the figure to compare it with
+ * (pipeline_cost_pct.decode_vs_sampled). */
+static int run_decode_sampled(bench_t *b, const lp_model_t *model, int32_t n, double *secs)
+{
+    const lp_hparams_t *hp = lp_model_hparams(model);
+    lp_sampler_store_t *st = NULL;
+    lp_sampler_seq_t *seq = NULL;
+    const char *params = "{\"temperature\": 0}";
+    int rc = lp_sampler_store_new(NULL, &st);
+    if (!rc) rc = lp_sampler_store_set_vocab(st, hp->n_tokens_real, lp_model_token_mask(model), hp->n_vocab);
+    if (!rc) rc = lp_sampler_seq_new(st, params, strlen(params), &seq);
+    lp_engine_seq_reset(b->eng, 0);
+    double t0 = lp_now_s();
+    for (int32_t pos = 0; !rc && pos < n; pos++) {
+        lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1};
+        lp_sampler_result_t res;
+        rc = lp_engine_step(b->eng, &s, 1, &b->logits);
+        if (!rc) rc = lp_sampler_seq_sample(seq, b->logits, b->n_vocab, &res);
+        if (!rc) rc = lp_sampler_seq_accept(seq, res.id);
+    }
+    *secs = lp_now_s() - t0;
+    lp_sampler_seq_destroy(&seq);
+    lp_sampler_store_destroy(&st);
+    return rc;
 }
 
 static void print_json_str(const char *s)
@@ -146,7 +177,10 @@ int lp_cmd_bench(int argc, char **argv)
     if (!rc && pp) rc = run_prefill(&b, pp, &t_pp);
     if (!rc && tg) rc = run_decode(&b, tg < 16 ? tg : 16, &warm);
     if (!rc && tg) rc = run_decode(&b, tg, &t_tg);
+    double t_tgs = 0;
+    if (!rc && tg && pipeline) rc = run_decode_sampled(&b, model, tg, &t_tgs);
     double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg / t_tg : 0;
+    double in_tgs = tg && t_tgs > 0 ? tg / t_tgs : 0;
     const char *backend_name = rc ? "" : lp_engine_backend_name(b.eng);
     long rss = lp_proc_status_kb("VmRSS"), hwm = lp_proc_status_kb("VmHWM");
     /* The engine's memory goes before the pipeline starts its own engine. */
@@ -172,13 +206,15 @@ int lp_cmd_bench(int argc, char **argv)
                threads, pp, tg, pipeline ? pipe_pp : in_pp, pipeline ? pipe_tg : in_tg);
         if (pipeline)
             printf(", \"logits\": \"%s\", \"in_process\": {\"prefill_tok_s\": %.2f, "
-                   "\"decode_tok_s\": %.2f}, \"pipeline_cost_pct\": {\"prefill\": %.1f, "
-                   "\"decode\": %.1f}, \"step_us\": {\"steps\": %zu, \"in_process_p50\": %.1f, "
+                   "\"decode_tok_s\": %.2f, \"decode_sampled_tok_s\": %.2f}, "
+                   "\"pipeline_cost_pct\": {\"prefill\": %.1f, \"decode\": %.1f, "
+                   "\"decode_vs_sampled\": %.1f}, \"step_us\": {\"steps\": %zu, \"in_process_p50\": %.1f, "
                    "\"in_process_p99\": %.1f, \"pipeline_p50\": %.1f, \"pipeline_p99\": %.1f, "
                    "\"added_p50\": %.1f, \"added_p99\": %.1f}",
-                   no_shm ? "inline" : "shm", in_pp, in_tg,
+                   no_shm ? "inline" : "shm", in_pp, in_tg, in_tgs,
                    in_pp > 0 ? 100.0 * (1 - pipe_pp / in_pp) : 0,
-                   in_tg > 0 ? 100.0 * (1 - pipe_tg / in_tg) : 0, lat.steps, lat.in_p50,
+                   in_tg > 0 ? 100.0 * (1 - pipe_tg / in_tg) : 0,
+                   in_tgs > 0 ? 100.0 * (1 - pipe_tg / in_tgs) : 0, lat.steps, lat.in_p50,
                    lat.in_p99, lat.pipe_p50, lat.pipe_p99, lat.pipe_p50 - lat.in_p50,
                    lat.pipe_p99 - lat.in_p99);
         printf(", \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f}\n",

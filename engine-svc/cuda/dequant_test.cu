@@ -27,30 +27,11 @@ extern "C" {
 #include "quant.h"
 }
 #undef _Static_assert
+#include "../../tests/check.h"
 
 using namespace lp_cuda;
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
-}
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 template <typename Q>
 static void check_type(const char *name, uint32_t type, int64_t n_in)
@@ -78,7 +59,7 @@ static void check_type(const char *name, uint32_t type, int64_t n_in)
     float *src = (float *)malloc(sizeof(float) * n_in);
     float *ref = (float *)malloc(sizeof(float) * n_in * n_rows);
     for (int64_t r = 0; r < n_rows; r++) {
-        for (int64_t i = 0; i < n_in; i++) src[i] = frand() * (float)(r + 1);
+        for (int64_t i = 0; i < n_in; i++) src[i] = lp_check_frand(&rng) * (float)(r + 1);
         if (lp_quant_row(type, src, w + r * rb, n_in)) {
             CHECK(0, "%s: quantize: %s", name, lp_error_msg());
             return;
@@ -115,7 +96,7 @@ static void check_type(const char *name, uint32_t type, int64_t n_in)
     int bad = 0;
     for (int64_t x_stride = n_in + 7; x_stride <= n_in + 8; x_stride++) {
     float *x = (float *)aligned_alloc(16, sizeof(float) * x_stride * n_tok + 16);
-    for (int64_t i = 0; i < x_stride * n_tok; i++) x[i] = frand();
+    for (int64_t i = 0; i < x_stride * n_tok; i++) x[i] = lp_check_frand(&rng);
     for (int64_t r = 0; r < n_rows; r++) {
         double sum[LP_CUDA_MMV_MAX_TOKENS] = {0};
         for (int lane = 0; lane < 32; lane++) {
@@ -164,7 +145,6 @@ int main(void)
     for (uint32_t t : types)
         CHECK(lp_cuda_dispatch(t, false, [&]<typename Q>() {}), "type %u not dispatched", t);
     CHECK(!lp_cuda_dispatch(LP_TYPE_Q2_K, false, [&]<typename Q>() {}), "Q2_K dispatched");
-    if (failures) fprintf(stderr, "%d failures\n", failures);
-    else printf("cuda decoders: all passed\n");
-    return failures ? 1 : 0;
+    if (!lp_check_failures) printf("cuda decoders: all passed\n");
+    return CHECK_DONE();
 }

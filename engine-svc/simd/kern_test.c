@@ -10,30 +10,9 @@
 #include "kern.h"
 #include "matmul.h"
 #include "quant.h"
+#include "../../tests/check.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
-
-static uint64_t rng_state = 0x853c49e6748fea9bull;
-
-static uint32_t urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-
-static float frand(void) { return (float)(urand() >> 8) * 0x1p-23f - 1.0f; }
+static uint64_t rng = 0x853c49e6748fea9bull;
 
 static const uint32_t types[] = {
     LP_TYPE_F32, LP_TYPE_F16, LP_TYPE_BF16, LP_TYPE_Q8_0, LP_TYPE_Q4_0, LP_TYPE_Q4_1,
@@ -55,7 +34,7 @@ static void scramble(uint32_t type, uint8_t *row, size_t bytes)
         case LP_TYPE_Q6_K: lo = 0; hi = t->block_bytes - 2; break;
         default: break;
         }
-        for (size_t i = lo; i < hi; i++) b[i] = (uint8_t)urand();
+        for (size_t i = lo; i < hi; i++) b[i] = (uint8_t)(lp_check_rand(&rng) >> 32);
     }
 }
 
@@ -78,7 +57,7 @@ static void test_quantizers(const lp__kern_t *k)
     static lp__q8k_t k0[N / LP_QK_K] __attribute__((aligned(64))), k1[N / LP_QK_K] __attribute__((aligned(64)));
     for (int rep = 0; rep < 20; rep++) {
         float scale = rep % 2 ? 1e-3f : 37.0f;
-        for (int i = 0; i < N; i++) x[i] = frand() * scale;
+        for (int i = 0; i < N; i++) x[i] = lp_check_frand(&rng) * scale;
         if (rep == 3) memset(x, 0, 256 * sizeof(float)); /* an all-zero block */
         lp__quant_q8a_scalar(x, a0, N);
         k->quant_q8a(x, a1, N);
@@ -137,12 +116,12 @@ static void test_gemm(const lp__kern_t *k, uint32_t type, int64_t n, int64_t nr,
     float *y0 = malloc(sizeof(float) * (size_t)(ys * nt));
     float *y1 = malloc(sizeof(float) * (size_t)(ys * nt));
     for (int64_t r = 0; r < nr; r++) {
-        for (int64_t i = 0; i < n; i++) wf[r * n + i] = frand();
+        for (int64_t i = 0; i < n; i++) wf[r * n + i] = lp_check_frand(&rng);
         lp_quant_row(type, wf + r * n, w + (size_t)r * wrb, n);
         scramble(type, w + (size_t)r * wrb, wrb);
         lp_dequant_row(type, w + (size_t)r * wrb, wf + r * n, n);
     }
-    for (int64_t i = 0; i < n * nt; i++) x[i] = frand() * 3.0f;
+    for (int64_t i = 0; i < n * nt; i++) x[i] = lp_check_frand(&rng) * 3.0f;
     for (int64_t t = 0; t < nt; t++) {
         uint8_t *dst = (uint8_t *)xq + (size_t)t * xrb;
         if (act == LP_ACT_Q8A) lp__quant_q8a_scalar(x + t * n, dst, n);
@@ -211,10 +190,7 @@ int main(void)
         }
         printf("%s: checked against scalar\n", names[s]);
     }
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
+    if (lp_check_failures) return CHECK_DONE();
     /* A machine without AVX2 has nothing to compare: skip rather than pass. */
     return ran ? 0 : 77;
 }

@@ -38,6 +38,7 @@
 #include "matmul.h"
 #include "ops.h"
 #include "quant.h"
+#include "../check.h"
 
 #include <cuda_runtime_api.h>
 #include <float.h>
@@ -47,18 +48,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
 
 /* A CUDA call that must work; a failure ends the test (the device is gone). */
 #define CU(call)                                                                  \
@@ -82,25 +71,11 @@ static int failures;
         }                                                                         \
     } while (0)
 
-static uint64_t rng_state;
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * 0x1p-23 - 1.0);
-}
-
-static int32_t irand(int32_t n) /* uniform in [0, n) */
-{
-    frand();
-    return (int32_t)((rng_state >> 11) % (uint64_t)n);
-}
+static uint64_t rng; /* seeded in main */
 
 static void fill(float *x, size_t n, float scale)
 {
-    for (size_t i = 0; i < n; i++) x[i] = frand() * scale;
+    for (size_t i = 0; i < n; i++) x[i] = lp_check_frand(&rng) * scale;
 }
 
 static void *dev_from(const void *h, size_t bytes)
@@ -566,7 +541,7 @@ static void test_attention(cudaStream_t st)
         float *q = malloc(sizeof(float) * (size_t)(n_tok * q_dim));
         fill(q, (size_t)(n_tok * q_dim), 2.0f);
         uint8_t *mask = calloc((size_t)n_tok, cap);
-        for (int32_t j = 0; j <= pos[2]; j++) mask[2 * cap + j] = frand() > 0.3f;
+        for (int32_t j = 0; j <= pos[2]; j++) mask[2 * cap + j] = lp_check_frand(&rng) > 0.3f;
         mask[2 * cap] = 0;                                   /* never empty by chance */
         memset(mask + 3 * cap, 1, (size_t)pos[3] + 1);       /* all masked */
         memset(mask + 4 * cap, 1, (size_t)(pos[4] < LP_CUDA_ATTN_SPLIT ? pos[4] / 2
@@ -715,8 +690,8 @@ static void test_forward(const char *dir, const char *file, bool graphs)
     float *out[2] = {seg, seg + (size_t)nv * n_rows_max};
 
     int32_t a[320], bq[6];
-    for (int i = 0; i < 320; i++) a[i] = irand(nv);
-    for (int i = 0; i < 6; i++) bq[i] = irand(nv);
+    for (int i = 0; i < 320; i++) a[i] = lp_check_irand(&rng, nv);
+    for (int i = 0; i < 6; i++) bq[i] = lp_check_irand(&rng, nv);
     double worst = 0;
     int step_no = 0;
     /* step 1: seq 0 prefills 30 tokens (cuBLAS path), seq 1 prefills 6;
@@ -795,9 +770,9 @@ int main(int argc, char **argv)
         return 77;
     }
     const char *seed = getenv("LP_TEST_SEED");
-    rng_state = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
-    if (!rng_state) rng_state = 1;
-    printf("seed %llu (set LP_TEST_SEED to repeat)\n", (unsigned long long)rng_state);
+    rng = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
+    if (!rng) rng = 1;
+    printf("seed %llu (set LP_TEST_SEED to repeat)\n", (unsigned long long)rng);
 
     cudaStream_t st;
     lp_cuda_blas_t *h;
@@ -820,7 +795,6 @@ int main(int argc, char **argv)
     test_forward(argv[1], "synth-llama-Q4_K_M.gguf", true);
     test_forward(argv[1], "synth-qwen2-Q8_0.gguf", true);
     test_forward(argv[1], "synth-qwen2-Q8_0.gguf", false);
-    if (failures) fprintf(stderr, "%d failures\n", failures);
-    else printf("cuda backend: all passed\n");
-    return failures ? 1 : 0;
+    if (!lp_check_failures) printf("cuda backend: all passed\n");
+    return CHECK_DONE();
 }
