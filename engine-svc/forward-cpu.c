@@ -22,6 +22,7 @@
 #include "ops.h"
 #include "quant.h"
 #include "threadpool.h"
+#include "vec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -277,7 +278,7 @@ static void tok_worker(void *arg, int ith, int nth)
     if (j->stage == STAGE_SWIGLU) {
         const int64_t n = (int64_t)j->n_tok * hp->n_ff, per = (n + nth - 1) / nth;
         const int64_t lo = per * ith, hi = lo + per < n ? lo + per : n;
-        if (lo < hi) lp_op_swiglu(c->gate + lo, c->gate + lo, c->up + lo, hi - lo);
+        if (lo < hi) (c->p.exact ? lp_op_swiglu : lp_vec_swiglu)(c->gate + lo, c->gate + lo, c->up + lo, hi - lo);
         return;
     }
     for (int32_t t = ith; t < j->n_tok; t += nth) {

@@ -12,3 +12,8 @@ void lp_vec_axpy(float *y, float s, const float *x, int64_t n)
 {
     lp__kern_current()->axpy_f32(y, s, x, n);
 }
+
+void lp_vec_swiglu(float *out, const float *g, const float *u, int64_t n)
+{
+    lp__kern_current()->swiglu_f32(out, g, u, n);
+}

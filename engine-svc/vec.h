@@ -13,4 +13,8 @@ float lp_vec_dot(const float *a, const float *b, int64_t n);
 /* y[i] += s * x[i]. */
 void lp_vec_axpy(float *y, float s, const float *x, int64_t n);
 
+/* out[i] = silu(g[i]) * u[i] with a vectorised exp (relative error about
+ * 2^-23; lp_op_swiglu is the reference); out may alias g. */
+void lp_vec_swiglu(float *out, const float *g, const float *u, int64_t n);
+
 #endif

@@ -1,5 +1,6 @@
-/* vec_test.c - lp_vec_dot / lp_vec_axpy on every instruction set against
- * double-precision loops, lengths 0..200 (every tail length). */
+/* vec_test.c - lp_vec_dot / lp_vec_axpy / lp_vec_swiglu on every
+ * instruction set against double-precision loops, lengths 0..200 (every
+ * tail length). */
 #include "vec.h"
 
 #include <math.h>
@@ -38,6 +39,18 @@ int main(void)
                 double want = i < n ? (double)y0[i] + 0.75 * a[i] : y0[i];
                 if (!(fabs(y[i] - want) <= 2 * 0x1p-24 * (fabs(want) + 1))) {
                     CHECK(0, "%s axpy n %d element %d: %g vs %g", isas[k], n, i, y[i], want);
+                    break;
+                }
+            }
+            /* silu(g) * u over g in [-100, 100] (exp's clamps included), in
+             * place (out aliases g) as the backend calls it */
+            for (int i = 0; i < N; i++) y[i] = y0[i] = 100.0f * lp_check_frand(&rng);
+            lp_vec_swiglu(y, y, b, n);
+            for (int i = 0; i < N; i++) {
+                double g = y0[i], want = i < n ? g / (1.0 + exp(-g)) * b[i] : g;
+                if (!(fabs(y[i] - want) <= 4 * 0x1p-24 * fabs(want) + 1e-30)) {
+                    CHECK(0, "%s swiglu n %d element %d (g %g): %g vs %g", isas[k], n, i, g, y[i],
+                          want);
                     break;
                 }
             }

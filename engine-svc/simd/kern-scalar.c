@@ -314,6 +314,11 @@ static float vdot_f32(const float *a, const float *b, int64_t n)
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+static void vswiglu_f32(float *out, const float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static void vaxpy_f32(float *y, float s, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] += s * x[i];
@@ -331,4 +336,5 @@ const lp__kern_t lp__kern_scalar = {
     .quant_q8k = lp__quant_q8k_scalar,
     .dot_f32 = vdot_f32,
     .axpy_f32 = vaxpy_f32,
+    .swiglu_f32 = vswiglu_f32,
 };

@@ -1129,4 +1129,9 @@ const lp__kern_t KERN_SYM = {
     .quant_q8k = quant_q8k,
     .dot_f32 = vdot_f32,
     .axpy_f32 = vaxpy_f32,
+#if defined(LP_KERN_AVX512)
+    .swiglu_f32 = lp__swiglu_avx512,
+#else
+    .swiglu_f32 = lp__swiglu_avx2,
+#endif
 };

@@ -80,6 +80,8 @@ typedef struct lp__kern {
     lp__act_fn quant_q8k;
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy_f32)(float *y, float s, const float *x, int64_t n);
+    /* out[i] = silu(g[i]) * u[i]; out may alias g */
+    void (*swiglu_f32)(float *out, const float *g, const float *u, int64_t n);
 } lp__kern_t;
 
 /* The kernel set in use (matmul.c chooses it). */
@@ -94,6 +96,9 @@ extern const lp__kern_t lp__kern_avx2;
 extern const lp__kern_t lp__kern_avx512;
 extern const lp__kern_t lp__kern_vnni;
 #endif
+/* act-x86.c (x86-64 only), one per float vector width */
+void lp__swiglu_avx2(float *out, const float *g, const float *u, int64_t n);
+void lp__swiglu_avx512(float *out, const float *g, const float *u, int64_t n);
 
 /* Scalar activation quantizers (the reference for the SIMD ones). */
 void lp__quant_q8a_scalar(const float *x, void *xq, int64_t n);
