@@ -28,6 +28,7 @@ typedef struct attn_unit {
 typedef struct attn_job {
     const lp_attn_batch_t *b;
     const lp__attn_kern_t *kern;
+    const lp__attn_kern_t *narrow; /* tiles of at most 8 rows (decode), or NULL */
     const attn_unit_t *units;
     int32_t n_units;
     float *scratch;        /* (n_threads, per_thread) */
@@ -35,14 +36,22 @@ typedef struct attn_job {
     atomic_int next;
 } attn_job_t;
 
-static const lp__attn_kern_t *attn_kern(void)
+/* The kernel of the current kernel set, and for AVX-512 the AVX2 one for
+ * tiles of at most 8 rows: a decode step's GQA group (8 rows on TinyLlama,
+ * 7 on Qwen2.5) would fill half of each 16-lane vector. */
+static void attn_kern(attn_job_t *j)
 {
+    j->kern = &lp__attn_scalar;
+    j->narrow = NULL;
 #if defined(LP_HAVE_X86_KERNELS)
     const lp__kern_t *k = lp__kern_current();
-    if (k == &lp__kern_avx512 || k == &lp__kern_vnni) return &lp__attn_avx512;
-    if (k == &lp__kern_avx2) return &lp__attn_avx2;
+    if (k == &lp__kern_avx512 || k == &lp__kern_vnni) {
+        j->kern = &lp__attn_avx512;
+        j->narrow = &lp__attn_avx2;
+    } else if (k == &lp__kern_avx2) {
+        j->kern = &lp__attn_avx2;
+    }
 #endif
-    return &lp__attn_scalar;
 }
 
 /* Fill units (when not NULL) and return how many there are. */
@@ -81,7 +90,8 @@ static void run_unit(const attn_job_t *j, const attn_unit_t *u, float *scratch)
     }
     const int32_t seq = b->tok_seq[u->t0];
     const size_t head_off = (size_t)u->kv_head * (size_t)hd;
-    j->kern->tile(u->nr, q, out, n_keys, b->k[seq] + head_off, b->v[seq] + head_off,
+    const lp__attn_kern_t *kern = j->narrow && u->nr <= 8 ? j->narrow : j->kern;
+    kern->tile(u->nr, q, out, n_keys, b->k[seq] + head_off, b->v[seq] + head_off,
                   (int64_t)b->n_head_kv * hd, hd, b->scale, scratch);
 }
 
@@ -96,11 +106,12 @@ static void attn_worker(void *arg, int ith, int nth)
 
 int lp_attn_run(lp_threadpool_t *pool, const lp_attn_batch_t *b)
 {
-    attn_job_t j = {.b = b, .kern = attn_kern()};
+    attn_job_t j = {.b = b};
+    attn_kern(&j);
     j.n_units = plan(b, j.kern->rows, NULL);
     const int nth = lp_threadpool_n_threads(pool);
     const size_t units_bytes = ((size_t)j.n_units * sizeof(attn_unit_t) + 63) & ~(size_t)63;
-    j.per_thread = lp__attn_scratch_floats(j.kern->rows, b->head_dim);
+    j.per_thread = lp__attn_scratch_floats(j.kern->rows, b->head_dim); /* >= narrow's */
     void *mem = lp_threadpool_scratch(pool, units_bytes + (size_t)nth * j.per_thread * sizeof(float));
     if (!mem)
         return lp_error_set(LP_ERR(ENOMEM), "out of memory for the attention scratch (%d tiles, "

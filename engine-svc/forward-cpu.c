@@ -16,6 +16,7 @@
 
 #include "attn.h"
 #include "error.h"
+#include "gguf.h"
 #include "log.h"
 #include "matmul.h"
 #include "ops.h"
@@ -105,6 +106,9 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     if (!c->kv || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
         !c->scores || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
+    /* decode reads every weight once per token: 2 MiB pages spare the TLB */
+    if (!rc)
+        LP_DEBUG("weights in huge pages: %s", lp_gguf_map_huge(lp_model_gguf(m)) ? "yes" : "no");
     if (!rc && !(c->pool = lp_threadpool_new(p->n_threads)))
         rc = lp_error_set(LP_ERR(ENOMEM), "cannot start %d worker threads", p->n_threads);
     if (rc) {

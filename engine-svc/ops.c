@@ -14,21 +14,31 @@ void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float ep
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
+/* The angles depend on the pair and the position only: each chunk of pairs
+ * gets its cos/sin once and is applied to every head (the same values, in
+ * the same order, as one head at a time). */
 void lp_op_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos,
                 float base, bool neox)
 {
+    enum { CHUNK = 64 };
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
-    for (int32_t h = 0; h < n_heads; h++) {
-        float *xh = x + (int64_t)h * head_dim;
-        float theta = (float)pos;
-        for (int32_t i = 0; i < n_rot / 2; i++) {
-            const float c = cosf(theta), s = sinf(theta);
-            const int32_t a = neox ? i : 2 * i;
-            const int32_t b = neox ? i + n_rot / 2 : 2 * i + 1;
-            const float x0 = xh[a], x1 = xh[b];
-            xh[a] = x0 * c - x1 * s;
-            xh[b] = x0 * s + x1 * c;
+    float theta = (float)pos, cs[CHUNK], sn[CHUNK];
+    for (int32_t i0 = 0; i0 < n_rot / 2; i0 += CHUNK) {
+        const int32_t n = n_rot / 2 - i0 < CHUNK ? n_rot / 2 - i0 : CHUNK;
+        for (int32_t i = 0; i < n; i++) {
+            cs[i] = cosf(theta);
+            sn[i] = sinf(theta);
             theta *= theta_scale;
+        }
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *xh = x + (int64_t)h * head_dim;
+            for (int32_t i = 0; i < n; i++) {
+                const int32_t a = neox ? i0 + i : 2 * (i0 + i);
+                const int32_t b = neox ? i0 + i + n_rot / 2 : 2 * (i0 + i) + 1;
+                const float x0 = xh[a], x1 = xh[b];
+                xh[a] = x0 * cs[i] - x1 * sn[i];
+                xh[b] = x0 * sn[i] + x1 * cs[i];
+            }
         }
     }
 }

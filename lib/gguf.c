@@ -22,6 +22,7 @@ struct lp_gguf {
     const uint8_t *base;
     size_t size;
     int mapped;           /* 1 when base is our mmap */
+    char *path;           /* the mapped file's path (mapped files only) */
     uint32_t version;
     uint32_t alignment;
     size_t data_offset;
@@ -439,6 +440,10 @@ int lp_gguf_open(const char *path, lp_gguf_t **out)
         return rc;
     }
     (*out)->mapped = 1;
+    if (!((*out)->path = strdup(path))) {
+        lp_gguf_destroy(out);
+        return lp_error_set(LP_ERR(ENOMEM), "%s: out of memory", path);
+    }
     return 0;
 }
 
@@ -454,8 +459,69 @@ void lp_gguf_destroy(lp_gguf_t **self_p)
     free(g->kv);
     free(g->tensors);
     if (g->mapped) munmap((void *)g->base, g->size);
+    free(g->path);
     free(g);
     *self_p = NULL;
+}
+
+/* ---- huge pages for the tensor data ------------------------------------
+ *
+ * Streaming the weights through 4 KiB pages costs a TLB miss per page, and
+ * the hardware prefetchers stop at page boundaries.  Linux caches a file
+ * in large folios when a VM_HUGEPAGE mapping faults it in (filesystems with
+ * large folios: ext4 since 6.16, xfs, tmpfs), and maps a 2 MiB folio with
+ * one PMD entry when the mapping is aligned to 2 MiB.  A file already
+ * cached in small pages stays so until its pages are dropped. */
+
+#define HUGE_BYTES ((uintptr_t)2 << 20)
+
+/* FilePmdMapped of the mapping holding addr, from /proc/self/smaps; -1 if
+ * unreadable. */
+static long pmd_mapped_kb(uintptr_t addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f) return -1;
+    char line[4096]; /* a mapping's line ends in a path of up to PATH_MAX */
+    int inside = 0;
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = addr >= lo && addr < hi;
+            continue;
+        }
+        if (inside && sscanf(line, "FilePmdMapped: %ld kB", &kb) == 1) break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* Touch the 2 MiB at addr: 1 when it came in as one huge page, 0 when
+ * not, -1 when /proc does not say. */
+static int probe_huge(uintptr_t addr)
+{
+    (void)*(volatile const uint8_t *)addr;
+    long kb = pmd_mapped_kb(addr);
+    return kb < 0 ? -1 : kb > 0;
+}
+
+int lp_gguf_map_huge(const lp_gguf_t *g)
+{
+    if (!g->mapped || !g->path || ((uintptr_t)g->base & (HUGE_BYTES - 1))) return 0;
+    uintptr_t probe = ((uintptr_t)g->base + g->data_offset + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1);
+    if (probe + HUGE_BYTES > (uintptr_t)g->base + g->size) return 0; /* too small to matter */
+    if (madvise((void *)g->base, g->size, MADV_HUGEPAGE)) return 0;  /* no THP here */
+    int huge = probe_huge(probe);
+    if (huge) return huge > 0; /* huge already, or no way to tell */
+    /* Cached in small pages: unmap ours and drop the file's clean pages
+     * that no other process maps, so that the weights fault back in as
+     * large folios.  Costs one read of the file. */
+    int fd = open(g->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    madvise((void *)g->base, g->size, MADV_DONTNEED);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    return probe_huge(probe) > 0;
 }
 
 uint32_t lp_gguf_version(const lp_gguf_t *g) { return g->version; }

@@ -67,6 +67,14 @@ int lp_gguf_open(const char *path, lp_gguf_t **out);
 int lp_gguf_open_mem(const void *buf, size_t len, lp_gguf_t **out);
 void lp_gguf_destroy(lp_gguf_t **self_p);
 
+/* Ask for the tensor data of a mapped file in 2 MiB pages, for code that
+ * streams every weight (decode reads each once per token).  When the file
+ * sits in the page cache in 4 KiB pages, its clean pages are dropped once
+ * so that they come back large: the next reads go to the disk.  Returns 1
+ * when the data is mapped with huge pages, 0 when not (an unmapped buffer,
+ * a file under 4 MiB, a kernel or filesystem without them). */
+int lp_gguf_map_huge(const lp_gguf_t *g);
+
 uint32_t lp_gguf_version(const lp_gguf_t *g);
 size_t lp_gguf_file_size(const lp_gguf_t *g);
 uint32_t lp_gguf_alignment(const lp_gguf_t *g);

@@ -136,6 +136,7 @@ static void test_round_trip(void)
     }
     CHECK(lp_gguf_version(g) == 3 && lp_gguf_alignment(g) == 64, "version/alignment");
     CHECK(lp_gguf_n_kv(g) == 19, "n_kv");
+    CHECK(lp_gguf_map_huge(g) == 0, "a caller's buffer is not remapped");
     const lp_gguf_kv_t *kv;
     kv = lp_gguf_find(g, "u8");
     CHECK(kv && kv->type == LP_GGUF_UINT8 && lp_gguf_num_at(kv->type, kv->data, 0) == 200, "u8");
@@ -260,6 +261,14 @@ static void test_callback_and_file(void)
             for (int64_t i = 0; i < 1000; i += 13)
                 ok &= ((const float *)t->data)[r * 1000 + i] == (float)(r * 3 + i);
         CHECK(ok, "callback rows read back");
+        /* Huge pages (when the kernel gives them, after dropping the cached
+         * small pages) must leave every byte as it was. */
+        int huge = lp_gguf_map_huge(g);
+        CHECK(huge == 0 || huge == 1, "map_huge returned %d", huge);
+        for (int64_t r = 0; ok && r < 3000; r += 7)
+            for (int64_t i = 0; i < 1000; i += 13)
+                ok &= ((const float *)t->data)[r * 1000 + i] == (float)(r * 3 + i);
+        CHECK(ok, "rows read back after map_huge (%d)", huge);
         lp_gguf_destroy(&g);
     }
     lp_gguf_writer_destroy(&w);

@@ -7,6 +7,17 @@
 #include <math.h>
 #include <string.h>
 
+/* Eight partial sums, as the scalar kernel set's float dot. */
+static float dot(const float *a, const float *b, int32_t n)
+{
+    float s[8] = {0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += a[i + k] * b[i + k];
+    for (; i < n; i++) s[0] += a[i] * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
                         const int32_t *n_keys, const float *k, const float *v, int64_t kv_stride,
                         int32_t hd, float scale, float *scratch)
@@ -20,10 +31,7 @@ static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
             const int32_t kb = n_keys[r] - j0 < LP_ATTN_KB ? n_keys[r] - j0 : LP_ATTN_KB;
             float bm = -FLT_MAX;
             for (int32_t j = 0; j < kb; j++) {
-                const float *kj = k + (int64_t)(j0 + j) * kv_stride;
-                float d = 0;
-                for (int32_t i = 0; i < hd; i++) d += qr[i] * kj[i];
-                s[j] = d * scale;
+                s[j] = dot(qr, k + (int64_t)(j0 + j) * kv_stride, hd) * scale;
                 if (s[j] > bm) bm = s[j];
             }
             const float mn = bm > m ? bm : m, alpha = expf(m - mn);

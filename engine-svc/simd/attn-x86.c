@@ -99,6 +99,71 @@ INLINE V v_exp(V x)
     return v_pow2n(p, n);
 }
 
+/* 8x8 transpose of floats in ymm registers (both builds have AVX2): the
+ * transposes of q into qt and of ot into the output go 8 rows by 8 dims at
+ * a time. */
+INLINE void tr8x8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* qt[i][r] = q[r][i] * scale for r < R (rows from nr on are zeros). */
+INLINE void load_q(float *qt, int32_t R, int32_t nr, const float *const *q, int32_t hd, float scale)
+{
+    int32_t i0 = 0;
+    if (hd % 8 == 0) {
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (int32_t r0 = 0; r0 < R; r0 += 8) {
+            for (i0 = 0; i0 < hd; i0 += 8) {
+                __m256 x[8];
+                _Pragma("GCC unroll 8") for (int rr = 0; rr < 8; rr++)
+                    x[rr] = r0 + rr < nr ? _mm256_mul_ps(_mm256_loadu_ps(q[r0 + rr] + i0), vs)
+                                         : _mm256_setzero_ps();
+                tr8x8(x);
+                _Pragma("GCC unroll 8") for (int ii = 0; ii < 8; ii++) _mm256_store_ps(qt + (int64_t)(i0 + ii) * R + r0, x[ii]);
+            }
+        }
+        return;
+    }
+    for (int32_t r = 0; r < R; r++)
+        for (int32_t i = 0; i < hd; i++) qt[(int64_t)i * R + r] = r < nr ? q[r][i] * scale : 0.0f;
+}
+
+/* out[r][i] = ot[i][r] * inv[r] for r < nr. */
+INLINE void store_out(float *const *out, int32_t nr, const float *ot, int32_t R, const float *inv,
+                      int32_t hd)
+{
+    if (hd % 8 == 0) {
+        for (int32_t r0 = 0; r0 < nr; r0 += 8) {
+            for (int32_t i0 = 0; i0 < hd; i0 += 8) {
+                __m256 x[8];
+                _Pragma("GCC unroll 8") for (int ii = 0; ii < 8; ii++) x[ii] = _mm256_load_ps(ot + (int64_t)(i0 + ii) * R + r0);
+                tr8x8(x);
+                _Pragma("GCC unroll 8") for (int rr = 0; rr < 8; rr++)
+                    if (r0 + rr < nr)
+                        _mm256_storeu_ps(out[r0 + rr] + i0, _mm256_mul_ps(x[rr], _mm256_set1_ps(inv[r0 + rr])));
+            }
+        }
+        return;
+    }
+    for (int32_t r = 0; r < nr; r++)
+        for (int32_t i = 0; i < hd; i++) out[r][i] = ot[(int64_t)i * R + r] * inv[r];
+}
+
 /* pb[j + jk][rows] = qt . k_{j + jk} for jk < NK (scale is in qt). */
 INLINE void score_micro(const int NV, const int NK, const float *qt, int32_t R, const float *k,
                         int64_t ks, int32_t j, int32_t hd, float *pb)
@@ -154,14 +219,12 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
     int32_t n_max = 0, n_min = INT32_MAX;
     for (int32_t r = 0; r < R; r++) {
         if (r < nr) {
-            for (int32_t i = 0; i < hd; i++) qt[(int64_t)i * R + r] = q[r][i] * scale;
             n_max = n_keys[r] > n_max ? n_keys[r] : n_max;
             n_min = n_keys[r] < n_min ? n_keys[r] : n_min;
-        } else {
-            for (int32_t i = 0; i < hd; i++) qt[(int64_t)i * R + r] = 0;
         }
         lim[r] = r < nr ? (float)n_keys[r] : 0; /* exact: n_keys < 2^24 */
     }
+    load_q(qt, R, nr, q, hd, scale);
     memset(ot, 0, sizeof(float) * (size_t)hd * (size_t)R);
 
     V m[NVMAX], l[NVMAX], limv[NVMAX];
@@ -219,11 +282,8 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
 
     /* normalise; a row that saw no key has l = 0 and gets zeros, not NaN */
     _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) v_store(lv + c * W, l[c]);
-    for (int32_t r = 0; r < nr; r++) {
-        const float s = lv[r] > 0 ? 1.0f / lv[r] : 0.0f;
-        float *o = out[r];
-        for (int32_t i = 0; i < hd; i++) o[i] = ot[(int64_t)i * R + r] * s;
-    }
+    for (int32_t r = 0; r < nr; r++) lv[r] = lv[r] > 0 ? 1.0f / lv[r] : 0.0f;
+    store_out(out, nr, ot, R, lv, hd);
 }
 
 static void tile(int32_t nr, const float *const *q, float *const *out, const int32_t *n_keys,
