@@ -5,15 +5,17 @@
  *   WAIT_SLOT   waiting for a free engine sequence slot (FIFO)
  *   OPENING     SamplerOpen sent; a bad parameter ends the request here
  *   RUNNING     in the steps: prefill chunks, then one decode token a step
- *   DONE        finished; freed once its last detokenize reply is back
+ *   DONE        finished; freed once the end of its text is back (the
+ *               sampler's or the tokenizer's final flush)
  *
  * Inline, one engine step is in flight at a time, then one sample batch;
  * the next step is built as soon as the samples are back.  With the ring,
  * two steps are in flight: the newer one is chained on the older one's rows
  * (the engine takes those tokens from the ring), so the engine never waits
- * for the coordinator.  Detokenizing and streaming overlap the next step.  Replies from each service come back in
- * the order of the requests (one DEALER each), so every service has a FIFO
- * of pending operations. */
+ * for the coordinator.  Token text comes with the samples (or from
+ * tokenizer-svc), and streaming overlaps the next step.  Replies from each
+ * service come back in the order of the requests (one DEALER each), so
+ * every service has a FIFO of pending operations. */
 #include "coord-internal.h"
 
 #include "error.h"
