@@ -254,11 +254,15 @@ int lp_shm_ring_acquire(lp_shm_ring_t *r, uint32_t *slot, uint64_t *seq, float *
     return LP_ERR(EAGAIN);
 }
 
+static int slot_range_error(const lp_shm_ring_t *r, uint32_t slot)
+{
+    return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
+                        r->hdr->n_slots);
+}
+
 static int check_ref(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint32_t want_state)
 {
-    if (slot >= r->hdr->n_slots)
-        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
-                            r->hdr->n_slots);
+    if (slot >= r->hdr->n_slots) return slot_range_error(r, slot);
     const lp_shm_slot_header_t *s = &r->slots[slot];
     uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
     uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
@@ -281,12 +285,18 @@ static void futex_wait(const _Atomic uint32_t *addr, uint32_t val, int ms)
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
+/* Sleep until the slot's state leaves st, for at most 50 ms and not past
+ * the deadline (the callers look again, so that a dead peer is noticed). */
+static void wait_change(const lp_shm_slot_header_t *s, uint32_t st, int64_t deadline)
+{
+    int64_t left = deadline - (int64_t)lp_now_ms();
+    if (left > 0) futex_wait(&s->state, st, left > 50 ? 50 : (int)left);
+}
+
 int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms, float **row)
 {
     if (!r->owner) return lp_error_set(LP_ERR(EPERM), "shm %s: only the creator writes", r->name);
-    if (slot >= r->hdr->n_slots)
-        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
-                            r->hdr->n_slots);
+    if (slot >= r->hdr->n_slots) return slot_range_error(r, slot);
     lp_shm_slot_header_t *s = &r->slots[slot];
     int64_t deadline = (int64_t)lp_now_ms() + wait_ms;
     while (!is_free(atomic_load_explicit(&s->state, memory_order_acquire))) {
@@ -323,9 +333,7 @@ int lp_shm_ring_fail(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
 
 int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms)
 {
-    if (slot >= r->hdr->n_slots)
-        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
-                            r->hdr->n_slots);
+    if (slot >= r->hdr->n_slots) return slot_range_error(r, slot);
     lp_shm_slot_header_t *s = &r->slots[slot];
     int64_t deadline = (int64_t)lp_now_ms() + wait_ms;
     for (;;) {
@@ -335,15 +343,14 @@ int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
         if (q == seq && st == LP_SHM_SLOT_FAILED)
             return lp_error_set(LP_ERR(EIO), "shm %s: the step that was to fill slot %u failed",
                                 r->name, slot);
-        int64_t left = deadline - (int64_t)lp_now_ms();
-        if (left <= 0)
+        if ((int64_t)lp_now_ms() >= deadline)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u did not get seq %llu in %d ms",
                                 r->name, slot, (unsigned long long)seq, wait_ms);
         /* A writer that died will never publish: do not wait for it. */
         if (r->hdr->owner_pid && kill((pid_t)r->hdr->owner_pid, 0) != 0 && errno == ESRCH)
             return lp_error_set(LP_ERR(EPIPE), "shm %s: the engine (pid %u) that writes the ring "
                                 "has exited", r->name, r->hdr->owner_pid);
-        futex_wait(&s->state, st, left > 50 ? 50 : (int)left);
+        wait_change(s, st, deadline);
     }
 }
 
@@ -365,9 +372,7 @@ int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const 
 
 int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
 {
-    if (slot >= r->hdr->n_slots)
-        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
-                            r->hdr->n_slots);
+    if (slot >= r->hdr->n_slots) return slot_range_error(r, slot);
     /* Compare-exchange on the state so that two releases of one reference
      * cannot free a slot that the writer has since reused. */
     lp_shm_slot_header_t *s = &r->slots[slot];
@@ -402,9 +407,7 @@ int lp_shm_ring_release_token(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int
 int lp_shm_ring_wait_token(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms,
                            int32_t *token)
 {
-    if (slot >= r->hdr->n_slots)
-        return lp_error_set(LP_ERR(ERANGE), "shm %s: slot %u out of range (%u slots)", r->name, slot,
-                            r->hdr->n_slots);
+    if (slot >= r->hdr->n_slots) return slot_range_error(r, slot);
     lp_shm_slot_header_t *s = &r->slots[slot];
     int64_t deadline = (int64_t)lp_now_ms() + wait_ms;
     for (;;) {
@@ -423,10 +426,9 @@ int lp_shm_ring_wait_token(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, 
         if (st == LP_SHM_SLOT_WRITING)
             return lp_error_set(LP_ERR(ESTALE), "shm %s: slot %u is still being written", r->name,
                                 slot);
-        int64_t left = deadline - (int64_t)lp_now_ms();
-        if (left <= 0)
+        if ((int64_t)lp_now_ms() >= deadline)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: the sampler did not hand back slot %u "
                                 "in %d ms", r->name, slot, wait_ms);
-        futex_wait(&s->state, st, left > 50 ? 50 : (int)left);
+        wait_change(s, st, deadline);
     }
 }

@@ -485,18 +485,34 @@ static uint64_t stats_malformed(const char *ep)
     return n;
 }
 
-static void test_robust(const char *model, const char *golden_path)
+/* The continuation ids of a golden file's first case; the document (and
+ * *text, which it points into) stay the caller's to free.  NULL when the
+ * file does not load (a failed check). */
+static lp_json_doc_t *first_continuation(const char *golden_path, char **text, int32_t *want,
+                                         size_t cap, size_t *n_want)
 {
     size_t len;
-    char *text = NULL;
-    lp_read_file(golden_path, &text, &len);
     lp_json_doc_t *doc = NULL;
-    CHECK(text && lp_json_parse(text, len, &doc) == 0);
-    if (!doc) return;
+    lp_read_file(golden_path, text, &len);
+    CHECK(*text && lp_json_parse(*text, len, &doc) == 0);
+    if (!doc) {
+        free(*text);
+        *text = NULL;
+        return NULL;
+    }
+    const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
+    ids_from_json(lp_json_get(cs, "continuation_ids"), want, cap, n_want);
+    return doc;
+}
+
+static void test_robust(const char *model, const char *golden_path)
+{
+    char *text = NULL;
     static int32_t want[512];
     size_t n_want;
+    lp_json_doc_t *doc = first_continuation(golden_path, &text, want, 512, &n_want);
+    if (!doc) return;
     const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
-    ids_from_json(lp_json_get(cs, "continuation_ids"), want, 512, &n_want);
 
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -669,16 +685,11 @@ static void test_robust(const char *model, const char *golden_path)
 
 static void test_context(const char *model, const char *golden_path, bool no_shm)
 {
-    size_t len;
     char *text = NULL;
-    lp_read_file(golden_path, &text, &len);
-    lp_json_doc_t *doc = NULL;
-    CHECK(text && lp_json_parse(text, len, &doc) == 0);
-    if (!doc) return;
     static int32_t want[512];
     size_t n_want;
-    const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
-    ids_from_json(lp_json_get(cs, "continuation_ids"), want, 512, &n_want);
+    lp_json_doc_t *doc = first_continuation(golden_path, &text, want, 512, &n_want);
+    if (!doc) return;
     /* Prompt: BOS alone (P = 1).  Token k comes from the logits at position
      * k - 1, so a context of C positions gives C - P + 1 tokens. */
     n_ctx = 24;
@@ -721,10 +732,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint32_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
+    return (uint32_t)(lp_check_rand(&rng_state) >> 11);
 }
 
 /* Valid messages of every kind, packed. */
@@ -787,16 +795,11 @@ static size_t seed_messages(uint8_t bufs[][512], size_t *lens)
 
 static void test_fuzz(const char *model, const char *golden_path, int n_iter)
 {
-    size_t len;
     char *text = NULL;
-    lp_read_file(golden_path, &text, &len);
-    lp_json_doc_t *doc = NULL;
-    CHECK(text && lp_json_parse(text, len, &doc) == 0);
-    if (!doc) return;
     static int32_t want[512];
     size_t n_want;
-    const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
-    ids_from_json(lp_json_get(cs, "continuation_ids"), want, 512, &n_want);
+    lp_json_doc_t *doc = first_continuation(golden_path, &text, want, 512, &n_want);
+    if (!doc) return;
     uv_loop_t loop;
     uv_loop_init(&loop);
     lp_client_t *c = NULL;
