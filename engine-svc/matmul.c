@@ -252,26 +252,32 @@ static void fast_work(void *p, int ith, int nth)
     for (int s = 0; s < c->n; s++) fast_rows(c, s, xq, ith, nth);
 }
 
+/* How mm's weight type takes its activations: *quant the quantizer (NULL:
+ * the float rows in place), and the bytes of one activation row. */
+static size_t act_format(const lp__kern_t *k, const lp_matmul_t *mm, lp__act_fn *quant)
+{
+    switch (lp__act_of(mm->type)) {
+    case LP_ACT_Q8A:
+        *quant = k->quant_q8a ? k->quant_q8a : lp__quant_q8a_scalar;
+        return (size_t)(mm->n_in / LP_QK) * sizeof(lp__q8a_t);
+    case LP_ACT_Q8K:
+        *quant = k->quant_q8k ? k->quant_q8k : lp__quant_q8k_scalar;
+        return (size_t)(mm->n_in / LP_QK_K) * sizeof(lp__q8k_t);
+    case LP_ACT_F32:
+    default:
+        *quant = NULL;
+        return (size_t)mm->x_stride * sizeof(float);
+    }
+}
+
 /* n products sharing x and the activation format of mm[0]. */
 static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm, int n)
 {
     const lp__kern_t *k = kern_get();
     struct fast_ctx c = {.mm = mm, .n = n, .pool = pool};
     void *buf = NULL;
-    switch (lp__act_of(mm->type)) {
-    case LP_ACT_F32:
-        c.xq = mm->x;
-        c.xrb = (size_t)mm->x_stride * sizeof(float);
-        break;
-    case LP_ACT_Q8A:
-        c.quant = k->quant_q8a ? k->quant_q8a : lp__quant_q8a_scalar;
-        c.xrb = (size_t)(mm->n_in / LP_QK) * sizeof(lp__q8a_t);
-        break;
-    case LP_ACT_Q8K:
-        c.quant = k->quant_q8k ? k->quant_q8k : lp__quant_q8k_scalar;
-        c.xrb = (size_t)(mm->n_in / LP_QK_K) * sizeof(lp__q8k_t);
-        break;
-    }
+    c.xrb = act_format(k, mm, &c.quant);
+    if (!c.quant) c.xq = mm->x;
     for (int s = 0; s < n; s++) {
         uint32_t type = mm[s].type;
         c.gemm[s] = k->gemm[type] ? k->gemm[type] : lp__kern_scalar.gemm[type];
@@ -408,21 +414,9 @@ static void matmul_dec(lp_threadpool_t *pool, const lp__kern_t *k, const lp_matm
         g->first = c.n_chunks;
         c.n_chunks += (mm[i].n_out + g->rows - 1) / g->rows;
     }
-    size_t xrb = 0;
-    switch (lp__act_of(mm[0].type)) {
-    case LP_ACT_F32:
-        break;
-    case LP_ACT_Q8A:
-        c.quant = k->quant_q8a ? k->quant_q8a : lp__quant_q8a_scalar;
-        xrb = (size_t)(mm[0].n_in / LP_QK) * sizeof(lp__q8a_t);
-        break;
-    case LP_ACT_Q8K:
-        c.quant = k->quant_q8k ? k->quant_q8k : lp__quant_q8k_scalar;
-        xrb = (size_t)(mm[0].n_in / LP_QK_K) * sizeof(lp__q8k_t);
-        break;
-    }
+    size_t xrb = act_format(k, mm, &c.quant);
     int nth = pool ? lp_threadpool_n_threads(pool) : 1;
-    c.xq_private = (xrb + 63) & ~(size_t)63;
+    c.xq_private = c.quant ? (xrb + 63) & ~(size_t)63 : 0;
     size_t flags = ((size_t)c.n_chunks + 63) & ~(size_t)63;
     size_t bytes = c.xq_private * (size_t)nth + flags;
     uint8_t *buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, bytes);
