@@ -572,10 +572,13 @@ INLINE void dec2_qk_affine(int64_t n, const uint8_t *w0, const uint8_t *w1, size
         __m256i bs = _mm256_load_si256((const __m256i *)a->bsums);
         _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
             __m256i mm = _mm256_madd_epi16(bs, mdup[r]);
+            /* d and dmin lead the block: both from one conversion */
+            __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)b[r])),
+                                   _mm_set1_ps(a->d));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(isum[r], isum2[r])),
-                                     _mm256_set1_ps(f16(b[r]->d) * a->d), acc[r]);
+                                     _mm256_broadcastss_ps(dd), acc[r]);
             accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm),
-                                      _mm256_set1_ps(f16(b[r]->dmin) * a->d), accm[r]);
+                                      _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), accm[r]);
         }
     }
     *out0 = hsum_ps(_mm256_sub_ps(acc[0], accm[0]));
