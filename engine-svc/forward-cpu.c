@@ -49,7 +49,7 @@ typedef struct cpu_ctx {
     float *proj;          /* (T, n_embd) output of wo and ffn_down */
     float *gate;          /* (T, n_ff) */
     float *up;            /* (T, n_ff) */
-    float *scores;        /* (n_threads, n_ctx), exact attention */
+    float *scores;        /* (n_threads, n_ctx), exact attention only */
     const float **k_layer, **v_layer; /* (max_seqs) one layer's cache of each sequence */
     float *logit_tmp;     /* (LOGIT_CHUNK, n_vocab) when rows are scattered */
     int32_t *tok_seq;     /* (T) */
@@ -97,7 +97,7 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->proj = malloc(sizeof(float) * T * (size_t)hp->n_embd);
     c->gate = malloc(sizeof(float) * T * (size_t)hp->n_ff);
     c->up = malloc(sizeof(float) * T * (size_t)hp->n_ff);
-    c->scores = malloc(sizeof(float) * (size_t)p->n_threads * (size_t)p->n_ctx);
+    if (p->exact) c->scores = malloc(sizeof(float) * (size_t)p->n_threads * (size_t)p->n_ctx);
     c->logit_tmp = malloc(sizeof(float) * LOGIT_CHUNK * (size_t)hp->n_vocab);
     c->k_layer = calloc((size_t)p->max_seqs, sizeof(*c->k_layer));
     c->v_layer = calloc((size_t)p->max_seqs, sizeof(*c->v_layer));
@@ -105,7 +105,7 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->tok_pos = malloc(sizeof(int32_t) * T);
     int rc = 0;
     if (!c->kv || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
-        !c->scores || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos)
+        (p->exact && !c->scores) || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
     /* decode reads every weight once per token: 2 MiB pages spare the TLB */
     if (!rc)
