@@ -478,32 +478,39 @@ static const uint8_t q6_scale_ctrl[4][32] __attribute__((aligned(32))) = {
     P(0, 1), P(2, 3), P(4, 5), P(6, 7),
 #undef P
 };
+/* Half h (128 values) of a Q6_K block as unsigned bytes 0..63: q[k] holds
+ * values 32k .. 32k+31 of the half (low 4 bits from ql, high 2 from qh). */
+INLINE void q6_unpack_half(const lp_block_q6_k_t *b, int h, __m256i q[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+    __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                           _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                           _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                           _mm256_and_si256(qh, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
 INLINE void tile_q6_k(int64_t n, const void *wv, const void *const *xv, const int nt, float *out)
 {
     const lp_block_q6_k_t *b = wv;
     __m256 acc[NT];
     _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     for (int64_t i = 0; i < n / LP_QK_K; i++, b++) {
         __m256i isum[NT];
         _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
         _Pragma("GCC unroll 16") for (int h = 0; h < 2; h++) {
-            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
             /* scales 8h..8h+7 in both lanes */
             __m256i sch = h ? _mm256_permute4x64_epi64(sc16, 0xee)
                             : _mm256_permute4x64_epi64(sc16, 0x44);
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                   _mm256_and_si256(qh, m30));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            q6_unpack_half(b, h, q);
             _Pragma("GCC unroll 16") for (int k = 0; k < 4; k++) {
                 /* sub-blocks 8h+2k (elements 0-15: low lane) and 8h+2k+1 (high lane) */
                 __m256i sc = _mm256_shuffle_epi8(
@@ -611,7 +618,6 @@ INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_
                       const lp__q8k_t *a, float *out0, float *out1, const uint8_t *pf, size_t wrb)
 {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     const lp_block_q6_k_t *bb[2] = {b0, b1};
     for (int64_t i = 0; i < n / LP_QK_K; i++, a++) {
         if (pf) prefetch_block_pair(pf + (size_t)i * sizeof(lp_block_q6_k_t), sizeof(lp_block_q6_k_t), wrb);
@@ -626,20 +632,10 @@ INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_
                 x[k] = _mm256_load_si256((const __m256i *)(a->qs + 128 * h + 32 * k));
             _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
                 const lp_block_q6_k_t *b = &bb[r][i];
-                __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-                __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
                 __m256i sch = h ? _mm256_permute4x64_epi64(sc16[r], 0xee)
                                 : _mm256_permute4x64_epi64(sc16[r], 0x44);
                 __m256i q[4];
-                q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                       _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-                q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                       _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                       _mm256_and_si256(qh, m30));
-                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                q6_unpack_half(b, h, q);
                 _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
                     __m256i sc = _mm256_shuffle_epi8(
                         sch, _mm256_load_si256((const __m256i *)q6_scale_ctrl[k]));
