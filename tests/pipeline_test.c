@@ -80,6 +80,16 @@ static lp_pipeline_t *start(uv_loop_t *loop, const char *model, bool no_shm, lp_
     return p;
 }
 
+/* start()'s undo: the client, the services (which must stop cleanly), the
+ * loop. */
+static void finish(uv_loop_t *loop, lp_client_t **client, lp_pipeline_t **p)
+{
+    lp_client_destroy(client);
+    CHECK_RC(lp_pipeline_stop(*p), 0);
+    lp_pipeline_destroy(p);
+    uv_loop_close(loop);
+}
+
 /* Run n requests at once on one client; out[i] gets request i's result. */
 static int run_many(lp_client_t *c, uint64_t first_id, Lmpipe__GenerateRequest **g, size_t n,
                     lp_generation_t *out)
@@ -176,10 +186,7 @@ static void golden_file(const char *models, const char *path, bool no_shm)
     } else {
         CHECK(!"the golden requests did not complete");
     }
-    lp_client_destroy(&c);
-    CHECK_RC(lp_pipeline_stop(p), 0);
-    lp_pipeline_destroy(&p);
-    uv_loop_close(&loop);
+    finish(&loop, &c, &p);
     lp_json_doc_destroy(&doc);
     free(text);
 }
@@ -284,10 +291,7 @@ static void test_concurrent(const char *model, bool no_shm)
     lp_tokenizer_destroy(&tok);
     const char *who;
     CHECK(!lp_pipeline_failed(p, &who));
-    lp_client_destroy(&c);
-    CHECK_RC(lp_pipeline_stop(p), 0);
-    lp_pipeline_destroy(&p);
-    uv_loop_close(&loop);
+    finish(&loop, &c, &p);
 }
 
 /* ---- robustness ----------------------------------------------------------------- */
@@ -673,10 +677,7 @@ static void test_robust(const char *model, const char *golden_path)
     const char *who = NULL;
     CHECK(!lp_pipeline_failed(p, &who));
     if (who) fprintf(stderr, "%s died\n", who);
-    lp_client_destroy(&c);
-    CHECK_RC(lp_pipeline_stop(p), 0);
-    lp_pipeline_destroy(&p);
-    uv_loop_close(&loop);
+    finish(&loop, &c, &p);
     lp_json_doc_destroy(&doc);
     free(text);
 }
@@ -718,10 +719,7 @@ static void test_context(const char *model, const char *golden_path, bool no_shm
     printf("context: %zu tokens (reason %d) and %zu (reason %d)\n", out[0].n_ids, out[0].reason,
            out[1].n_ids, out[1].reason);
     for (int i = 0; i < 2; i++) lp_generation_clear(&out[i]);
-    lp_client_destroy(&c);
-    CHECK_RC(lp_pipeline_stop(p), 0);
-    lp_pipeline_destroy(&p);
-    uv_loop_close(&loop);
+    finish(&loop, &c, &p);
     lp_json_doc_destroy(&doc);
     free(text);
 }
@@ -879,10 +877,7 @@ static void test_fuzz(const char *model, const char *golden_path, int n_iter)
     lp_generation_clear(&gen);
     uv_run(&loop, UV_RUN_NOWAIT);
     CHECK(!lp_pipeline_failed(p, NULL));
-    lp_client_destroy(&c);
-    CHECK_RC(lp_pipeline_stop(p), 0);
-    lp_pipeline_destroy(&p);
-    uv_loop_close(&loop);
+    finish(&loop, &c, &p);
     lp_json_doc_destroy(&doc);
     free(text);
 }
