@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf.h"
+
 /* Prefill tokens/s of `pp` prompt ids and decode tokens/s of `tg` greedy
  * tokens, through a pipeline started for the purpose. */
 int lp_bench_pipeline_throughput(const char *model_path, int threads, bool no_shm, int batch,
@@ -22,5 +24,11 @@ typedef struct lp_step_latency {
 /* `runs` greedy generations of `n_tok` steps each way. */
 int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok, int runs,
                           lp_step_latency_t *out);
+
+/* The memory-bandwidth ceiling of decode: a plain read, by `threads`
+ * threads (0: one per CPU), of the weight bytes one decode step reads (all
+ * but the token embeddings, unless they are the output layer too).  *bytes
+ * is that size, *gb_s the rate of the read (bench-read.c). */
+int lp_bench_decode_bytes(const lp_gguf_t *g, int threads, double *bytes, double *gb_s);
 
 #endif

@@ -176,7 +176,15 @@ int lp_cmd_bench(int argc, char **argv)
     if (!rc && pp) rc = run_prefill(&b, pp < b.batch ? pp : b.batch, &warm);
     if (!rc && pp) rc = run_prefill(&b, pp, &t_pp);
     if (!rc && tg) rc = run_decode(&b, tg < 16 ? tg : 16, &warm);
+    /* The ceiling is read just before and just after the decode it bounds,
+     * and only where the weights are in host memory. */
+    double step_bytes = 0, read_gbs[2] = {0, 0};
+    bool on_cpu = !rc && !strcmp(lp_engine_backend_name(b.eng), "cpu");
+    if (!rc && tg && on_cpu)
+        rc = lp_bench_decode_bytes(lp_model_gguf(model), threads, &step_bytes, &read_gbs[0]);
     if (!rc && tg) rc = run_decode(&b, tg, &t_tg);
+    if (!rc && tg && on_cpu)
+        rc = lp_bench_decode_bytes(lp_model_gguf(model), threads, &step_bytes, &read_gbs[1]);
     double t_tgs = 0;
     if (!rc && tg && pipeline) rc = run_decode_sampled(&b, model, tg, &t_tgs);
     double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg / t_tg : 0;
@@ -217,6 +225,20 @@ int lp_cmd_bench(int argc, char **argv)
                    in_tgs > 0 ? 100.0 * (1 - pipe_tg / in_tgs) : 0, lat.steps, lat.in_p50,
                    lat.in_p99, lat.pipe_p50, lat.pipe_p99, lat.pipe_p50 - lat.in_p50,
                    lat.pipe_p99 - lat.in_p99);
+        if (step_bytes > 0) {
+            /* Two ceilings: the bytes a step reads over the read rate, and
+             * the file's size over it (the issue's table, llama.cpp's
+             * figures) */
+            double read = (read_gbs[0] + read_gbs[1]) / 2, decode = in_tg * step_bytes / 1e9;
+            double file_gb = lp_gguf_file_size(lp_model_gguf(model)) / 1e9;
+            printf(", \"decode_read\": {\"gb_per_token\": %.3f, \"decode_gb_s\": %.1f, "
+                   "\"read_gb_s\": %.1f, \"read_gb_s_before\": %.1f, \"read_gb_s_after\": %.1f, "
+                   "\"ceiling_tok_s\": %.1f, \"decode_of_ceiling_pct\": %.1f, "
+                   "\"file_ceiling_tok_s\": %.1f, \"decode_of_file_ceiling_pct\": %.1f}",
+                   step_bytes / 1e9, decode, read, read_gbs[0], read_gbs[1],
+                   read * 1e9 / step_bytes, read > 0 ? 100.0 * decode / read : 0, read / file_gb,
+                   read > 0 ? 100.0 * in_tg * file_gb / read : 0);
+        }
         printf(", \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f}\n",
                rss / 1024.0, hwm / 1024.0, lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0,
                kv_mb);

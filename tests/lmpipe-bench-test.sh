@@ -1,0 +1,37 @@
+#!/bin/bash
+# lmpipe bench, in-process: one JSON object with the throughputs and the
+# decode's bandwidth ceiling, whose byte count is checked against the tensor
+# table that `lmpipe info` prints (every tensor but token_embd, which decode
+# reads one row of, unless there is no output.weight and it is the output).
+# Usage: lmpipe-bench-test.sh LMPIPE SHARED_DIR
+set -eu
+lmpipe=$1 models=$2/models
+fail=0
+for m in stories260K synth-llama-Q4_K_M synth-qwen2-Q8_0; do
+    f=$models/$m.gguf
+    out=$("$lmpipe" bench --model "$f" --prompt-tokens 8 --gen-tokens 8 --threads 2)
+    want=$("$lmpipe" info "$f" | awk '
+        $1 ~ /\.weight$|\.bias$/ && NF >= 4 { n[$1] = $NF; total += $NF }
+        END { if (!("output.weight" in n)) tied = 1
+              print total - (tied ? 0 : n["token_embd.weight"]) }')
+    if ! python3 - "$out" "$want" "$m" <<'PY'
+import json, sys
+d, want, m = json.loads(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+r = d["decode_read"]
+errs = []
+for k in ("prefill_tok_s", "decode_tok_s"):
+    if not d[k] > 0: errs.append(f"{k} = {d[k]}")
+for k in ("decode_gb_s", "read_gb_s", "read_gb_s_before", "read_gb_s_after", "ceiling_tok_s",
+          "file_ceiling_tok_s", "decode_of_ceiling_pct"):
+    if not r[k] > 0: errs.append(f"decode_read.{k} = {r[k]}")
+# the report rounds to MB
+if abs(r["gb_per_token"] * 1e9 - want) > 0.5e6:
+    errs.append(f"gb_per_token {r['gb_per_token']} but the tensors decode reads hold {want:.0f} bytes")
+if abs(r["decode_gb_s"] - d["decode_tok_s"] * want / 1e9) > 0.05 + 0.01 * r["decode_gb_s"]:
+    errs.append("decode_gb_s is not decode_tok_s times the bytes per token")
+print(f"{m}: {'; '.join(errs) or 'ok'}")
+sys.exit(1 if errs else 0)
+PY
+    then fail=1; echo "$out"; fi
+done
+exit $fail
