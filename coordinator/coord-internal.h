@@ -97,6 +97,7 @@ typedef struct step {
     size_t n_entries;
     size_t n_rows;      /* logit rows */
     bool early;         /* ring slots chosen here, SampleRequest sent with the step */
+    uint32_t ring_base; /* early: its rows are in slots ring_base.. (cyclic) */
     bool step_wait;     /* a StepReply is due */
     bool sample_wait;   /* a SampleReply is due */
 } step_t;
@@ -124,7 +125,6 @@ struct lp_coord {
      * the next engine step goes out first (detokenizing overlaps it). */
     size_t rr;       /* round-robin start of the decode pass */
     uint64_t ring_seq; /* last sequence number given to a ring slot */
-    size_t ring_next;  /* the next ring slot to give a row */
     size_t ring_slots; /* slots in the engine's ring */
     bool hold_tok;
     struct text { uint64_t req; tokinfo_t ti; const uint8_t *data; size_t len; } *texts;

@@ -736,8 +736,8 @@ static bool schedule(lp_coord_t *c)
     sr.n_seqs = n_seqs;
     sr.seqs = sp;
     sr.inline_rows = !c->use_shm;
-    /* With the ring, the coordinator picks the slots (the next ones after
-     * those of the step in flight) and sends the SampleRequest along with
+    /* With the ring, the coordinator picks the slots (clear of those of
+     * the step in flight) and sends the SampleRequest along with
      * the step: the sampler waits on the slots, and the engine answers only
      * a failure. */
     size_t nr = n_rows ? n_rows : 1;
@@ -745,6 +745,13 @@ static bool schedule(lp_coord_t *c)
     Lmpipe__SampleItem items[nr], *ip[nr];
     bool early = c->use_shm && n_rows > 0 && n_rows <= c->ring_slots;
     st->early = early;
+    /* The rows go to the lowest slots clear of the step in flight (row_cap
+     * keeps them clear of it cyclically), so that steps alternate between
+     * the same few slots: a ring walked round uses n_slots rows of cache
+     * where one step at a time uses one. */
+    st->ring_base = 0;
+    if (chain && n_rows > newest->ring_base)
+        st->ring_base = (uint32_t)((newest->ring_base + newest->n_rows) % c->ring_slots);
     if (c->use_shm) sr.ring = c->b[B_ENG].hello->hello->shm_name;
     for (size_t i = 0, row = 0; i < n_seqs; i++) {
         if (!st->entries[i].n_logits) continue;
@@ -753,7 +760,7 @@ static bool schedule(lp_coord_t *c)
         r->row_chainable = early;
         if (!early) continue;
         lmpipe__row_ref__init(&refs[row]);
-        refs[row].slot = (uint32_t)((c->ring_next + row) % c->ring_slots);
+        refs[row].slot = (uint32_t)((st->ring_base + row) % c->ring_slots);
         refs[row].seq = ++c->ring_seq;
         r->row_slot = refs[row].slot;
         r->row_seq = refs[row].seq;
@@ -765,7 +772,6 @@ static bool schedule(lp_coord_t *c)
         row++;
     }
     if (early) {
-        c->ring_next = (c->ring_next + n_rows) % c->ring_slots;
         sr.n_rows = n_rows;
         sr.rows = rp;
         sr.quiet = true; /* success shows in the slots; a failure fails them */
