@@ -193,48 +193,30 @@ static float dot_q8_0(int64_t n, const void *w, const void *x)
 
 /* K-quants: per super-block d_x * (d * sum_j sc_j * sum(q * x) -
  * dmin * sum_j m_j * (sum of x over sub-block j)), the activation sums
- * coming from bsums. */
-static float dot_q4_k(int64_t n, const void *w, const void *x)
+ * coming from bsums.  Q4_K and Q5_K share the d, dmin, scales prefix;
+ * with hbits the block is a Q5_K one and each value gets its fifth bit
+ * from qh (bit 2c of qh[l] for the low nibbles of chunk c, 2c+1 for the
+ * high ones). */
+static float dot_qk_affine(int64_t n, const uint8_t *w, size_t bb, int hbits,
+                           const lp__q8k_t *a)
 {
-    const lp_block_q4_k_t *b = w;
-    const lp__q8k_t *a = x;
     float s = 0;
-    for (int64_t i = 0; i < n / LP_QK_K; i++) {
+    for (int64_t i = 0; i < n / LP_QK_K; i++, w += bb) {
+        const lp_block_q4_k_t *b = (const lp_block_q4_k_t *)w;
+        const lp_block_q5_k_t *b5 = (const lp_block_q5_k_t *)w;
+        const uint8_t *qs = hbits ? b5->qs : b->qs;
         int sumi = 0, summ = 0;
         for (int c = 0; c < 4; c++) {
             uint8_t sc0, m0, sc1, m1;
-            lp_k_scale_min(2 * c, b[i].scales, &sc0, &m0);
-            lp_k_scale_min(2 * c + 1, b[i].scales, &sc1, &m1);
+            lp_k_scale_min(2 * c, b->scales, &sc0, &m0);
+            lp_k_scale_min(2 * c + 1, b->scales, &sc1, &m1);
             int s0 = 0, s1 = 0;
             for (int l = 0; l < 32; l++) {
-                s0 += (b[i].qs[32 * c + l] & 0xf) * a[i].qs[64 * c + l];
-                s1 += (b[i].qs[32 * c + l] >> 4) * a[i].qs[64 * c + 32 + l];
-            }
-            sumi += sc0 * s0 + sc1 * s1;
-            summ += m0 * (a[i].bsums[4 * c] + a[i].bsums[4 * c + 1]) +
-                    m1 * (a[i].bsums[4 * c + 2] + a[i].bsums[4 * c + 3]);
-        }
-        s += a[i].d * (lp_fp16_to_f32(b[i].d) * (float)sumi -
-                       lp_fp16_to_f32(b[i].dmin) * (float)summ);
-    }
-    return s;
-}
-
-static float dot_q5_k(int64_t n, const void *w, const void *x)
-{
-    const lp_block_q5_k_t *b = w;
-    const lp__q8k_t *a = x;
-    float s = 0;
-    for (int64_t i = 0; i < n / LP_QK_K; i++) {
-        int sumi = 0, summ = 0;
-        for (int c = 0; c < 4; c++) {
-            uint8_t sc0, m0, sc1, m1;
-            lp_k_scale_min(2 * c, b[i].scales, &sc0, &m0);
-            lp_k_scale_min(2 * c + 1, b[i].scales, &sc1, &m1);
-            int s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                int q0 = (b[i].qs[32 * c + l] & 0xf) | ((b[i].qh[l] >> (2 * c)) & 1) << 4;
-                int q1 = (b[i].qs[32 * c + l] >> 4) | ((b[i].qh[l] >> (2 * c + 1)) & 1) << 4;
+                int q0 = qs[32 * c + l] & 0xf, q1 = qs[32 * c + l] >> 4;
+                if (hbits) {
+                    q0 |= ((b5->qh[l] >> (2 * c)) & 1) << 4;
+                    q1 |= ((b5->qh[l] >> (2 * c + 1)) & 1) << 4;
+                }
                 s0 += q0 * a[i].qs[64 * c + l];
                 s1 += q1 * a[i].qs[64 * c + 32 + l];
             }
@@ -242,10 +224,20 @@ static float dot_q5_k(int64_t n, const void *w, const void *x)
             summ += m0 * (a[i].bsums[4 * c] + a[i].bsums[4 * c + 1]) +
                     m1 * (a[i].bsums[4 * c + 2] + a[i].bsums[4 * c + 3]);
         }
-        s += a[i].d * (lp_fp16_to_f32(b[i].d) * (float)sumi -
-                       lp_fp16_to_f32(b[i].dmin) * (float)summ);
+        s += a[i].d * (lp_fp16_to_f32(b->d) * (float)sumi -
+                       lp_fp16_to_f32(b->dmin) * (float)summ);
     }
     return s;
+}
+
+static float dot_q4_k(int64_t n, const void *w, const void *x)
+{
+    return dot_qk_affine(n, w, sizeof(lp_block_q4_k_t), 0, x);
+}
+
+static float dot_q5_k(int64_t n, const void *w, const void *x)
+{
+    return dot_qk_affine(n, w, sizeof(lp_block_q5_k_t), 1, x);
 }
 
 /* Q6_K: d_w * d_x * sum_j sc_j * (sum(q * x) - 32 * bsum_j), q in 0..63. */
