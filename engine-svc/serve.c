@@ -212,10 +212,12 @@ static int acquire_rows(lp_engine_svc_t *s, size_t n)
 
 /* The sender chose the slots (StepRequest.rows) and a sampler may already
  * wait on them: when the step cannot run, mark each one failed so that the
- * waiter wakes at once. */
+ * waiter wakes at once.  Only when the step names this engine's ring: the
+ * rows of a step for another ring are not ours to touch. */
 static void fail_refs(lp_engine_svc_t *s, const Lmpipe__StepRequest *sr)
 {
-    for (size_t i = 0; s->ring && i < sr->n_rows; i++) {
+    if (!s->ring || !sr->ring || strcmp(sr->ring, lp_shm_ring_name(s->ring)) != 0) return;
+    for (size_t i = 0; i < sr->n_rows; i++) {
         float *row;
         if (lp_shm_ring_acquire_at(s->ring, sr->rows[i]->slot, sr->rows[i]->seq, 0, &row) == 0)
             lp_shm_ring_fail(s->ring, sr->rows[i]->slot, sr->rows[i]->seq);
@@ -258,11 +260,13 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
     if (use_ring && (!sr->ring || strcmp(sr->ring, lp_shm_ring_name(s->ring)) != 0))
         return lp_error_set(LP_ERR(EINVAL), "step: ring '%s' is not this engine's ring (its hello "
                             "names it): set ring, or inline_rows", sr->ring ? sr->ring : "");
-    if (!use_ring && sr->n_rows)
+    if (!use_ring && sr->n_rows) {
+        fail_refs(s, sr); /* (when they name this ring) */
         return lp_error_set(LP_ERR(EINVAL), "step: rows given, but the rows go inline");
+    }
     int rc = check_step(s, sr, &n_rows);
     if (rc) {
-        if (use_ring) fail_refs(s, sr);
+        fail_refs(s, sr);
         return rc;
     }
     /* Chained seqs first: their first token is the one the sampler leaves
@@ -366,8 +370,13 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
 static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
 {
     lp_engine_svc_t *s = ctx;
-    if (req->has_raw) return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
-                                          lp_msg_body_name(req->msg->body_case));
+    if (req->has_raw) {
+        /* a coordinator's step refused: a sampler may wait on its rows */
+        if (req->msg->body_case == LMPIPE__MSG__BODY_STEP && lp_service_from_controller(svc, req))
+            fail_refs(s, req->msg->step);
+        return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
+                            lp_msg_body_name(req->msg->body_case));
+    }
     switch (req->msg->body_case) {
     case LMPIPE__MSG__BODY_STEP:
         if (!lp_service_from_controller(svc, req))

@@ -332,9 +332,16 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
         return lp_error_set(LP_ERR(EINVAL), "sample: raw frame of %zu bytes is not whole rows of %zu",
                             raw_len, row_bytes);
     size_t n_raw_rows = raw ? raw_len / row_bytes : 0;
-    if (sr->wait && (!s->ring || !sr->ring || strcmp(sr->ring, lp_shm_ring_name(s->ring)) != 0))
+    /* A request for another ring (its step went to an engine whose ring
+     * this is not) is refused at once: a wait on our slots would last until
+     * the limit, since no step fills them. */
+    const char *open_ring = s->ring ? lp_shm_ring_name(s->ring) : "none open";
+    if (sr->ring && sr->ring[0] && (!s->ring || strcmp(sr->ring, open_ring) != 0))
+        return lp_error_set(LP_ERR(EINVAL), "sample: ring '%s' is not the ring this sampler has "
+                            "open ('%s')", sr->ring, open_ring);
+    if (sr->wait && (!sr->ring || !sr->ring[0]))
         return lp_error_set(LP_ERR(EINVAL), "sample: wait needs ring = the open ring's name ('%s')",
-                            s->ring ? lp_shm_ring_name(s->ring) : "none open");
+                            open_ring);
     Lmpipe__SampleResult *res = calloc(n ? n : 1, sizeof(*res));
     Lmpipe__SampleResult **resp = calloc(n ? n : 1, sizeof(*resp));
     lp_sampler_result_t *r = calloc(n ? n : 1, sizeof(*r));

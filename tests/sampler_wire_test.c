@@ -1,5 +1,5 @@
-/* sampler_wire_test.c - sampler-svc over a real ipc://
- * socket, driven by hand by this test as its coordinator, for the cases
+/* sampler_wire_test.c - sampler-svc (and engine-svc) over a real ipc://
+ * socket, driven by hand by this test as their coordinator, for the cases
  * the coordinator itself never produces on purpose:
  *
  *   sampler_wire_test detok-end SAMPLER_SVC MODEL
@@ -11,6 +11,14 @@
  *       token after EOS must bring no text: fed to the decoder, it would
  *       flush the held-back byte into its own piece, which the coordinator
  *       drops, and the text would end without the U+FFFD.
+ *   sampler_wire_test refused-step SAMPLER_SVC ENGINE_SVC MODEL
+ *       the sampler waits (SampleRequest.wait) on a ring slot that a quiet
+ *       step is to fill; the engine refuses that step before its checks
+ *       (rows given, but inline_rows set).  The sampler must answer within
+ *       5 s with the item failed (the engine fails the named slots), not
+ *       after its 300 s limit.  A SampleRequest naming another ring is
+ *       refused at once with that ring's name.  Then a good quiet step on
+ *       the same slot is sampled: the slot was handed back.
  *
  * MODEL is stories260K.gguf: a llama SPM vocabulary with byte tokens. */
 #include "error.h"
@@ -257,16 +265,167 @@ static void test_detok_end(const char *sampler, const char *model, const char *d
     stop(pid);
 }
 
+/* ---- refused-step ---------------------------------------------------------- */
+
+/* A SampleRequest that waits on ring row {slot, seq} of `ring`. */
+static void send_wait(void *sock, uint64_t id, const char *ring, uint32_t slot, uint64_t seq)
+{
+    Lmpipe__RowRef ref = LMPIPE__ROW_REF__INIT;
+    ref.slot = slot;
+    ref.seq = seq;
+    Lmpipe__SampleItem it = LMPIPE__SAMPLE_ITEM__INIT, *its[] = {&it};
+    it.session = 1;
+    it.ref = &ref;
+    Lmpipe__SampleRequest sr = LMPIPE__SAMPLE_REQUEST__INIT;
+    sr.items = its;
+    sr.n_items = 1;
+    sr.wait = true;
+    sr.ring = (char *)ring;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.id = id;
+    m.body_case = LMPIPE__MSG__BODY_SAMPLE;
+    m.sample = &sr;
+    lp_frame_send(sock, NULL, 0, &m, NULL, 0);
+}
+
+/* A quiet one-token step of sequence 0 from position 0 whose one row goes
+ * to {slot, seq} of `ring`; with inline_rows the engine must refuse it. */
+static void send_step(void *sock, uint64_t id, const char *ring, uint32_t slot, uint64_t seq,
+                      bool inline_rows)
+{
+    Lmpipe__RowRef ref = LMPIPE__ROW_REF__INIT, *refs[] = {&ref};
+    ref.slot = slot;
+    ref.seq = seq;
+    int32_t tok = 1; /* BOS */
+    Lmpipe__StepSeq q = LMPIPE__STEP_SEQ__INIT, *qs[] = {&q};
+    q.seq_id = 0;
+    q.pos = 0;
+    q.tokens = &tok;
+    q.n_tokens = 1;
+    q.n_logits = 1;
+    Lmpipe__StepRequest sr = LMPIPE__STEP_REQUEST__INIT;
+    sr.seqs = qs;
+    sr.n_seqs = 1;
+    sr.ring = (char *)ring;
+    sr.rows = refs;
+    sr.n_rows = 1;
+    sr.quiet = true;
+    sr.inline_rows = inline_rows;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.id = id;
+    m.body_case = LMPIPE__MSG__BODY_STEP;
+    m.step = &sr;
+    lp_frame_send(sock, NULL, 0, &m, NULL, 0);
+}
+
+/* The answer with this id within REPLY_MS; 0 and *f set, or -1. */
+static int answer(void *sock, uint64_t id, lp_frame_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, REPLY_MS) == 1) {
+        if (lp_frame_recv(sock, false, f) == 0 && f->msg->id == id) return 0;
+        lp_frame_clear(f);
+    }
+    return -1;
+}
+
+static void test_refused_step(const char *sampler, const char *engine, const char *model,
+                              const char *dir)
+{
+    char eep[256], sep[256];
+    snprintf(eep, sizeof(eep), "ipc://%s/eng", dir);
+    snprintf(sep, sizeof(sep), "ipc://%s/samp", dir);
+    char *eargv[] = {(char *)engine, "--model", (char *)model, "--endpoint", eep, "--threads", "1",
+                     "--shm-slots", "4", NULL};
+    char *sargv[] = {(char *)sampler, "--model", (char *)model, "--endpoint", sep, NULL};
+    pid_t epid = spawn(eargv), spid = spawn(sargv);
+    void *ctx = zmq_ctx_new(), *es = connect_to(ctx, eep), *ss = connect_to(ctx, sep);
+    char ring[128] = "";
+    lp_frame_t f;
+    if (hello(es, NULL, &f) == 0) {
+        if (f.msg->hello->shm_name) snprintf(ring, sizeof(ring), "%s", f.msg->hello->shm_name);
+        lp_frame_clear(&f);
+    }
+    CHECK(ring[0], "the engine's hello names no ring");
+    bool shm_ok = false;
+    if (ring[0] && hello(ss, ring, &f) == 0) {
+        shm_ok = f.msg->hello->shm_ok;
+        lp_frame_clear(&f);
+    }
+    CHECK(shm_ok, "the sampler did not open ring %s", ring);
+    if (!shm_ok || open_session(ss, 1, false, NULL, 0) != 0) goto out;
+
+    /* A wait on another ring than the open one: refused at once, naming it. */
+    send_wait(ss, 20, "/lmpipe-not-this-ring", 0, 77);
+    if (answer(ss, 20, &f) == 0) {
+        CHECK(f.msg->body_case == LMPIPE__MSG__BODY_ERROR && strstr(f.msg->error->message,
+                                                                    "/lmpipe-not-this-ring"),
+              "a wait on another ring: %s", f.msg->body_case == LMPIPE__MSG__BODY_ERROR
+                                                ? f.msg->error->message : "not an Error");
+        lp_frame_clear(&f);
+    } else {
+        CHECK(0, "no answer within %d ms to a wait on another ring", REPLY_MS);
+    }
+
+    /* The refused quiet step: the sampler's wait must end with the item
+     * failed, at once. */
+    uint64_t seq = 0x5eed0001;
+    send_wait(ss, 21, ring, 0, seq);
+    send_step(es, 22, ring, 0, seq, true);
+    if (answer(es, 22, &f) == 0) {
+        CHECK(f.msg->body_case == LMPIPE__MSG__BODY_ERROR, "the step with rows and inline_rows "
+              "was not refused");
+        lp_frame_clear(&f);
+    } else {
+        CHECK(0, "no answer from the engine to the refused step");
+    }
+    if (answer(ss, 21, &f) == 0) {
+        const Lmpipe__SampleReply *r = f.msg->sample_reply;
+        CHECK(f.msg->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY && r->n_results == 1 &&
+                  r->results[0]->token == -1 && r->results[0]->error && r->results[0]->error[0],
+              "the wait on the refused step's slot did not fail");
+        lp_frame_clear(&f);
+    } else {
+        CHECK(0, "the sampler still waits on the refused step's slot after %d ms", REPLY_MS);
+    }
+
+    /* The same slot in a good quiet step: sampled (the failed slot was
+     * handed back). */
+    send_wait(ss, 23, ring, 0, seq + 1);
+    send_step(es, 24, ring, 0, seq + 1, false);
+    if (answer(ss, 23, &f) == 0) {
+        const Lmpipe__SampleReply *r = f.msg->sample_reply;
+        CHECK(f.msg->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY && r->n_results == 1 &&
+                  r->results[0]->token >= 0,
+              "the good step's row was not sampled: %s",
+              f.msg->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY && r->n_results == 1 &&
+                      r->results[0]->error ? r->results[0]->error : "");
+        lp_frame_clear(&f);
+    } else {
+        CHECK(0, "no sample of the good step's row");
+    }
+out:
+    zmq_close(es);
+    zmq_close(ss);
+    zmq_ctx_term(ctx);
+    stop(spid);
+    stop(epid);
+}
+
 int main(int argc, char **argv)
 {
     bool detok = argc == 4 && !strcmp(argv[1], "detok-end");
-    if (!detok) {
-        fprintf(stderr, "usage: sampler_wire_test detok-end SAMPLER_SVC MODEL\n");
+    bool step = argc == 5 && !strcmp(argv[1], "refused-step");
+    if (!detok && !step) {
+        fprintf(stderr, "usage: sampler_wire_test detok-end SAMPLER_SVC MODEL\n"
+                        "       sampler_wire_test refused-step SAMPLER_SVC ENGINE_SVC MODEL\n");
         return 2;
     }
     char dir[] = "/tmp/lmpipe-wire-XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    test_detok_end(argv[2], argv[3], dir);
+    if (detok) test_detok_end(argv[2], argv[3], dir);
+    else test_refused_step(argv[2], argv[3], argv[4], dir);
     char cmd[64];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
