@@ -54,6 +54,7 @@ typedef struct cpu_ctx {
     float *logit_tmp;     /* (LOGIT_CHUNK, n_vocab) when rows are scattered */
     int32_t *tok_seq;     /* (T) */
     int32_t *tok_pos;     /* (T) */
+    float *rope_cs, *rope_sn; /* (T, n_rot/2) RoPE angles of each token's position */
 } cpu_ctx_t;
 
 #define LOGIT_CHUNK 8
@@ -73,7 +74,7 @@ static void cpu_destroy(void *vctx)
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->proj);
     free(c->gate); free(c->up); free(c->scores); free(c->logit_tmp);
     free(c->k_layer); free(c->v_layer);
-    free(c->tok_seq); free(c->tok_pos);
+    free(c->tok_seq); free(c->tok_pos); free(c->rope_cs); free(c->rope_sn);
     free(c);
 }
 
@@ -103,9 +104,12 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->v_layer = calloc((size_t)p->max_seqs, sizeof(*c->v_layer));
     c->tok_seq = malloc(sizeof(int32_t) * T);
     c->tok_pos = malloc(sizeof(int32_t) * T);
+    c->rope_cs = malloc(sizeof(float) * T * (size_t)(hp->n_rot / 2));
+    c->rope_sn = malloc(sizeof(float) * T * (size_t)(hp->n_rot / 2));
     int rc = 0;
     if (!c->kv || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
-        (p->exact && !c->scores) || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos)
+        (p->exact && !c->scores) || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos ||
+        !c->rope_cs || !c->rope_sn)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
     /* decode reads every weight once per token: 2 MiB pages spare the TLB */
     if (!rc)
@@ -230,6 +234,19 @@ static int same_stride(float *const *rows, int32_t n, int64_t *stride)
     return 1;
 }
 
+/* x += r (r may be NULL), then xn = norm(x) * w: the reference ops for an
+ * exact engine, one fused vector pass otherwise. */
+static void add_norm(const cpu_ctx_t *c, float *xn, float *x, const float *r, const float *w)
+{
+    const int64_t n = c->m->hp.n_embd;
+    if (!c->p.exact) {
+        lp_vec_add_rmsnorm(xn, x, r, w, n, c->m->hp.rms_eps);
+        return;
+    }
+    for (int64_t i = 0; r && i < n; i++) x[i] += r[i];
+    lp_op_rmsnorm(xn, x, w, n, c->m->hp.rms_eps);
+}
+
 static void compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows,
                            float *const *logits)
 {
@@ -237,8 +254,8 @@ static void compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows
     const int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
     /* Gather the requested rows of the residual stream into xn, normalised. */
     for (int32_t r = 0; r < n_rows; r++)
-        lp_op_rmsnorm(c->xn + r * n_embd, c->x + (int64_t)rows_tok[r] * n_embd,
-                      c->m->output_norm, n_embd, hp->rms_eps);
+        add_norm(c, c->xn + r * n_embd, c->x + (int64_t)rows_tok[r] * n_embd, NULL,
+                 c->m->output_norm);
     int64_t stride;
     if (same_stride(logits, n_rows, &stride) && (stride == 0 || stride >= n_vocab)) {
         matmul(c, &c->m->output, c->xn, n_rows, logits[0], stride ? stride : n_vocab);
@@ -285,17 +302,18 @@ static void tok_worker(void *arg, int ith, int nth)
         float *x = c->x + t * n_embd, *xn = c->xn + t * n_embd, *proj = c->proj + t * n_embd;
         switch (j->stage) {
         case STAGE_ATTN_NORM:
-            lp_op_rmsnorm(xn, x, L->attn_norm, n_embd, hp->rms_eps);
+            add_norm(c, xn, x, NULL, L->attn_norm);
             break;
         case STAGE_QKV_ROPE: {
             float *q = c->q + t * q_dim, *k = c->k + t * kv_dim, *v = c->v + t * kv_dim;
             if (L->bq) for (int64_t i = 0; i < q_dim; i++) q[i] += L->bq[i];
             if (L->bk) for (int64_t i = 0; i < kv_dim; i++) k[i] += L->bk[i];
             if (L->bv) for (int64_t i = 0; i < kv_dim; i++) v[i] += L->bv[i];
-            lp_op_rope(q, hp->n_head, hp->head_dim, hp->n_rot, c->tok_pos[t], hp->rope_base,
-                       hp->rope_neox);
-            lp_op_rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->tok_pos[t], hp->rope_base,
-                       hp->rope_neox);
+            const float *cs = c->rope_cs + t * (hp->n_rot / 2), *sn = c->rope_sn + t * (hp->n_rot / 2);
+            (c->p.exact ? lp_op_rope_apply : lp_vec_rope)(q, hp->n_head, hp->head_dim, hp->n_rot,
+                                                          cs, sn, hp->rope_neox);
+            (c->p.exact ? lp_op_rope_apply : lp_vec_rope)(k, hp->n_head_kv, hp->head_dim,
+                                                          hp->n_rot, cs, sn, hp->rope_neox);
             kv_seq_t *s = &c->kv[c->tok_seq[t]];
             size_t off = ((size_t)j->layer * (size_t)c->p.n_ctx + (size_t)c->tok_pos[t]) * (size_t)kv_dim;
             memcpy(s->k + off, k, sizeof(float) * (size_t)kv_dim);
@@ -303,13 +321,11 @@ static void tok_worker(void *arg, int ith, int nth)
             break;
         }
         case STAGE_FFN_NORM:
-            for (int64_t i = 0; i < n_embd; i++) x[i] += proj[i];
-            lp_op_rmsnorm(xn, x, L->ffn_norm, n_embd, hp->rms_eps);
+            add_norm(c, xn, x, proj, L->ffn_norm);
             break;
         case STAGE_FFN_OUT:
-            for (int64_t i = 0; i < n_embd; i++) x[i] += proj[i];
-            if (j->layer + 1 < hp->n_layer)
-                lp_op_rmsnorm(xn, x, c->m->layers[j->layer + 1].attn_norm, n_embd, hp->rms_eps);
+            if (j->layer + 1 < hp->n_layer) add_norm(c, xn, x, proj, c->m->layers[j->layer + 1].attn_norm);
+            else for (int64_t i = 0; i < n_embd; i++) x[i] += proj[i];
             break;
         case STAGE_SWIGLU:
             break;
@@ -344,6 +360,8 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
         for (int32_t k = 0; k < s->n_tokens; k++, t++) {
             c->tok_seq[t] = s->seq_id;
             c->tok_pos[t] = s->pos + k;
+            lp_op_rope_angles(s->pos + k, hp->n_rot, hp->rope_base, c->rope_cs + t * (hp->n_rot / 2),
+                              c->rope_sn + t * (hp->n_rot / 2));
             const lp_weight_t *e = &m->tok_embd;
             lp_dequant_row(e->type, (const uint8_t *)e->data + (size_t)s->tokens[k] * e->row_bytes,
                            c->x + (int64_t)t * n_embd, n_embd);

@@ -14,9 +14,47 @@ void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float ep
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
+/* cos and sin of theta, theta * scale, ... (n of them); returns the next
+ * theta.  theta runs in float, as llama.cpp's does. */
+static float rope_angles(float theta, float scale, int32_t n, float *cs, float *sn)
+{
+    for (int32_t i = 0; i < n; i++) {
+        cs[i] = cosf(theta);
+        sn[i] = sinf(theta);
+        theta *= scale;
+    }
+    return theta;
+}
+
+/* Rotate pairs i0 .. i0+n-1 of every head by cs[0..n), sn[0..n). */
+static void rope_apply_range(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                             int32_t i0, int32_t n, const float *cs, const float *sn, bool neox)
+{
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *xh = x + (int64_t)h * head_dim;
+        for (int32_t i = 0; i < n; i++) {
+            const int32_t a = neox ? i0 + i : 2 * (i0 + i);
+            const int32_t b = neox ? i0 + i + n_rot / 2 : 2 * (i0 + i) + 1;
+            const float x0 = xh[a], x1 = xh[b];
+            xh[a] = x0 * cs[i] - x1 * sn[i];
+            xh[b] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+void lp_op_rope_angles(int32_t pos, int32_t n_rot, float base, float *cs, float *sn)
+{
+    rope_angles((float)pos, powf(base, -2.0f / (float)n_rot), n_rot / 2, cs, sn);
+}
+
+void lp_op_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                      const float *cs, const float *sn, bool neox)
+{
+    rope_apply_range(x, n_heads, head_dim, n_rot, 0, n_rot / 2, cs, sn, neox);
+}
+
 /* The angles depend on the pair and the position only: each chunk of pairs
- * gets its cos/sin once and is applied to every head (the same values, in
- * the same order, as one head at a time). */
+ * gets its cos/sin once and is applied to every head. */
 void lp_op_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos,
                 float base, bool neox)
 {
@@ -25,21 +63,8 @@ void lp_op_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int3
     float theta = (float)pos, cs[CHUNK], sn[CHUNK];
     for (int32_t i0 = 0; i0 < n_rot / 2; i0 += CHUNK) {
         const int32_t n = n_rot / 2 - i0 < CHUNK ? n_rot / 2 - i0 : CHUNK;
-        for (int32_t i = 0; i < n; i++) {
-            cs[i] = cosf(theta);
-            sn[i] = sinf(theta);
-            theta *= theta_scale;
-        }
-        for (int32_t h = 0; h < n_heads; h++) {
-            float *xh = x + (int64_t)h * head_dim;
-            for (int32_t i = 0; i < n; i++) {
-                const int32_t a = neox ? i0 + i : 2 * (i0 + i);
-                const int32_t b = neox ? i0 + i + n_rot / 2 : 2 * (i0 + i) + 1;
-                const float x0 = xh[a], x1 = xh[b];
-                xh[a] = x0 * cs[i] - x1 * sn[i];
-                xh[b] = x0 * sn[i] + x1 * cs[i];
-            }
-        }
+        theta = rope_angles(theta, theta_scale, n, cs, sn);
+        rope_apply_range(x, n_heads, head_dim, n_rot, i0, n, cs, sn, neox);
     }
 }
 

@@ -15,6 +15,13 @@ void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float ep
 void lp_op_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos,
                 float base, bool neox);
 
+/* lp_op_rope in two parts, for many heads or layers at one position: the
+ * n_rot/2 angles' cosines and sines (the same values lp_op_rope takes), and
+ * the rotation by them. */
+void lp_op_rope_angles(int32_t pos, int32_t n_rot, float base, float *cs, float *sn);
+void lp_op_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                      const float *cs, const float *sn, bool neox);
+
 /* One query head over n_pos cached positions:
  *   out = softmax(scale * q.k_j, j masked out where mask[j]) . v
  * k and v rows are head_dim floats, kv_stride floats apart.  mask may be

@@ -33,11 +33,18 @@ static void test_rope(void)
                 float x[HEADS * HD];
                 double ref[HEADS * HD];
                 for (int i = 0; i < HEADS * HD; i++) ref[i] = x[i] = lp_check_frand(&rng);
+                float y[HEADS * HD], cs[HD / 2], sn[HD / 2];
+                memcpy(y, x, sizeof y);
                 lp_op_rope(x, HEADS, HD, n_rot, pos, 10000.0f, neox);
                 for (int h = 0; h < HEADS; h++) rope_naive(ref + h * HD, HD, n_rot, pos, 10000.0, neox);
                 for (int i = 0; i < HEADS * HD; i++)
                     CHECK_NEAR(x[i], ref[i], 2e-4, "rope neox=%d n_rot=%d pos=%d dim %d", neox,
                                n_rot, pos, i);
+                /* in two parts: the same values */
+                lp_op_rope_angles(pos, n_rot, 10000.0f, cs, sn);
+                lp_op_rope_apply(y, HEADS, HD, n_rot, cs, sn, neox);
+                CHECK(!memcmp(x, y, sizeof y), "rope angles+apply neox=%d n_rot=%d pos=%d", neox,
+                      n_rot, pos);
             }
         }
     }

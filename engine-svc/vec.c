@@ -1,6 +1,7 @@
 /* vec.c - dispatch of the float vector primitives (kernels in simd/). */
 #include "vec.h"
 
+#include "ops.h"
 #include "simd/kern.h"
 
 float lp_vec_dot(const float *a, const float *b, int64_t n)
@@ -16,4 +17,23 @@ void lp_vec_axpy(float *y, float s, const float *x, int64_t n)
 void lp_vec_swiglu(float *out, const float *g, const float *u, int64_t n)
 {
     lp__kern_current()->swiglu_f32(out, g, u, n);
+}
+
+void lp_vec_add_rmsnorm(float *y, float *x, const float *r, const float *w, int64_t n, float eps)
+{
+    const lp__kern_t *k = lp__kern_current();
+    if (k->add_rmsnorm_f32) {
+        k->add_rmsnorm_f32(y, x, r, w, n, eps);
+        return;
+    }
+    for (int64_t i = 0; r && i < n; i++) x[i] += r[i];
+    lp_op_rmsnorm(y, x, w, n, eps);
+}
+
+void lp_vec_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,
+                 const float *sn, bool neox)
+{
+    const lp__kern_t *k = lp__kern_current();
+    if (k->rope_f32) k->rope_f32(x, n_heads, head_dim, n_rot, cs, sn, neox);
+    else lp_op_rope_apply(x, n_heads, head_dim, n_rot, cs, sn, neox);
 }

@@ -1,6 +1,7 @@
-/* vec_test.c - lp_vec_dot / lp_vec_axpy / lp_vec_swiglu on every
- * instruction set against double-precision loops, lengths 0..200 (every
- * tail length). */
+/* vec_test.c - lp_vec_dot / lp_vec_axpy / lp_vec_swiglu /
+ * lp_vec_add_rmsnorm on every instruction set against double-precision
+ * loops, lengths 0..200 (every tail length), and lp_vec_rope against
+ * lp_op_rope_apply. */
 #include "vec.h"
 
 #include <math.h>
@@ -8,9 +9,63 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "ops.h"
 #include "../tests/check.h"
 
 static uint64_t rng = 0x6a09e667f3bcc909ull;
+
+/* Every rotary size 2..64 with two spare dims per head, both pair layouts,
+ * against the reference rotation: one rounding more or less per product. */
+static void check_rope(void)
+{
+    enum { HEADS = 3, HD = 66 };
+    float x[HEADS * HD], want[HEADS * HD], cs[HD / 2], sn[HD / 2];
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    for (int k = 0; k < 3; k++) {
+        if (!lp_matmul_isa_supported(isas[k]) || lp_matmul_set_isa(isas[k])) continue;
+        for (int n_rot = 2; n_rot <= 64; n_rot += 2) {
+            for (int neox = 0; neox < 2; neox++) {
+                lp_op_rope_angles(1000 + n_rot, n_rot, 10000.0f, cs, sn);
+                for (int i = 0; i < HEADS * HD; i++) x[i] = want[i] = lp_check_frand(&rng);
+                lp_op_rope_apply(want, HEADS, HD, n_rot, cs, sn, neox);
+                lp_vec_rope(x, HEADS, HD, n_rot, cs, sn, neox);
+                for (int i = 0; i < HEADS * HD; i++) {
+                    if (fabs(x[i] - want[i]) <= 4 * 0x1p-24) continue;
+                    CHECK(0, "%s rope n_rot %d neox %d element %d: %g vs %g", isas[k], n_rot, neox,
+                          i, x[i], want[i]);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/* x += r, y = x / rms(x) * w: x exactly the float sums, y within a few
+ * ulps of the double-precision norm. */
+static void check_add_rmsnorm(const char *isa, int n, const float *w, const float *r)
+{
+    enum { N = 200 };
+    float x[N], x0[N], y[N];
+    for (int i = 0; i < n; i++) x[i] = x0[i] = 3.0f * lp_check_frand(&rng);
+    lp_vec_add_rmsnorm(y, x, r, w, n, 1e-5f);
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        float xi = r ? x0[i] + r[i] : x0[i];
+        if (memcmp(&xi, &x[i], sizeof xi)) {
+            CHECK(0, "%s add_rmsnorm n %d: x[%d] %g, not %g", isa, n, i, x[i], xi);
+            return;
+        }
+        sum += (double)xi * xi;
+    }
+    double scale = 1.0 / sqrt(sum / n + 1e-5f);
+    for (int i = 0; i < n; i++) {
+        double want = x[i] * scale * w[i];
+        if (!(fabs(y[i] - want) <= 4 * 0x1p-24 * fabs(want) + 1e-30)) {
+            CHECK(0, "%s add_rmsnorm n %d element %d: %g vs %g", isa, n, i, y[i], want);
+            return;
+        }
+    }
+}
 
 int main(void)
 {
@@ -21,6 +76,12 @@ int main(void)
         if (!lp_matmul_isa_supported(isas[k])) continue;
         CHECK(lp_matmul_set_isa(isas[k]) == 0, "set %s", isas[k]);
         for (int n = 0; n <= N; n++) {
+            if (n > 0) {
+                for (int i = 0; i < n; i++) a[i] = 1.0f + lp_check_frand(&rng);
+                check_add_rmsnorm(isas[k], n, a, NULL);
+                for (int i = 0; i < n; i++) b[i] = lp_check_frand(&rng);
+                check_add_rmsnorm(isas[k], n, a, b);
+            }
             double ref = 0, mag = 0;
             for (int i = 0; i < n; i++) {
                 a[i] = lp_check_frand(&rng);
@@ -56,5 +117,6 @@ int main(void)
             }
         }
     }
+    check_rope();
     return CHECK_DONE();
 }

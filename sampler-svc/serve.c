@@ -281,6 +281,12 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         snprintf(err, errcap, "%s", lp_error_msg());
         goto out;
     }
+    /* The chosen token goes back with the slot at once: a chained step
+     * waits for it there (StepSeq.chain), and the text can come after. */
+    if (from_ring) {
+        lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, r->id);
+        from_ring = false;
+    }
     /* The token's text, when the session streams it: copied, since the
      * decoder's buffer lasts only until its next token. */
     struct detok *d = detok_find(s, it->session);
@@ -311,12 +317,9 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         tpp[k] = &tp[k];
     }
 out:
-    /* The chosen token goes back with the slot: a chained step waits for it
-     * there (StepSeq.chain).  Without one, the engine leaves the seq out. */
-    if (from_ring && s->ring) {
-        if (res->token >= 0) lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, res->token);
-        else lp_shm_ring_release(s->ring, it->ref->slot, it->ref->seq);
-    }
+    /* A row that gave no token is released without one: a chained step
+     * waiting for it leaves the seq out. */
+    if (from_ring && s->ring) lp_shm_ring_release(s->ring, it->ref->slot, it->ref->seq);
     if (err[0]) res->error = err;
 }
 

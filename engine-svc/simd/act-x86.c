@@ -1,6 +1,8 @@
-/* act-x86.c - element-wise activations on float vectors, compiled twice
- * (avx2, avx512) like attn-x86.c; the vnni kernel set uses avx512's. */
+/* act-x86.c - element-wise operations on float vectors (SwiGLU, RMS norm,
+ * RoPE), compiled twice (avx2, avx512) like attn-x86.c; the vnni kernel set
+ * uses avx512's. */
 #include <math.h>
+#include <stdbool.h>
 
 #include "kern.h"
 #include "vmath-x86.h"
@@ -23,4 +25,111 @@ void SWIGLU_SYM(float *out, const float *g, const float *u, int64_t n)
         v_storeu(out + i, v_mul(s, v_loadu(u + i)));
     }
     for (; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+#if defined(LP_KERN_AVX512)
+#define RMSNORM_SYM lp__add_rmsnorm_avx512
+#define ROPE_SYM lp__rope_avx512
+typedef __m512d VD;
+INLINE VD vd_zero(void) { return _mm512_setzero_pd(); }
+/* acc + the squares of v's lanes, in double, into two accumulators */
+INLINE void vd_sq2(V v, VD *a0, VD *a1)
+{
+    VD lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    VD hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    *a0 = _mm512_fmadd_pd(lo, lo, *a0);
+    *a1 = _mm512_fmadd_pd(hi, hi, *a1);
+}
+INLINE double vd_hsum(VD a) { return _mm512_reduce_add_pd(a); }
+/* cs[0..VW/2) as pairs: c0 c0 c1 c1 ... */
+INLINE V v_pairs(const float *p)
+{
+    const __m512i idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(p)));
+}
+INLINE V v_swap_pairs(V x) { return _mm512_permute_ps(x, 0xb1); }
+INLINE V v_neg_even(V x) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi64(0x80000000))); }
+#else
+#define RMSNORM_SYM lp__add_rmsnorm_avx2
+#define ROPE_SYM lp__rope_avx2
+typedef __m256d VD;
+INLINE VD vd_zero(void) { return _mm256_setzero_pd(); }
+INLINE void vd_sq2(V v, VD *a0, VD *a1)
+{
+    VD lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    VD hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    *a0 = _mm256_fmadd_pd(lo, lo, *a0);
+    *a1 = _mm256_fmadd_pd(hi, hi, *a1);
+}
+INLINE double vd_hsum(VD a)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+INLINE V v_pairs(const float *p)
+{
+    const __m256i idx = _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), idx);
+}
+INLINE V v_swap_pairs(V x) { return _mm256_permute_ps(x, 0xb1); }
+INLINE V v_neg_even(V x) { return _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(x), _mm256_set1_epi64x(0x80000000))); }
+#endif
+
+/* x += r (r may be NULL); y = x / sqrt(mean(x^2) + eps) * w, the squares
+ * summed in double as lp_op_rmsnorm does (in another order). */
+void RMSNORM_SYM(float *y, float *x, const float *r, const float *w, int64_t n, float eps)
+{
+    VD a0 = vd_zero(), a1 = vd_zero();
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        V v = v_loadu(x + i);
+        if (r) v_storeu(x + i, v = v_add(v, v_loadu(r + i)));
+        vd_sq2(v, &a0, &a1);
+    }
+    double sum = vd_hsum(a0) + vd_hsum(a1);
+    for (; i < n; i++) {
+        if (r) x[i] += r[i];
+        sum += (double)x[i] * x[i];
+    }
+    const float scale = (float)(1.0 / sqrt(sum / (double)n + eps));
+    const V vs = v_set1(scale);
+    for (i = 0; i + VW <= n; i += VW) v_storeu(y + i, v_mul(v_mul(v_loadu(x + i), vs), v_loadu(w + i)));
+    for (; i < n; i++) y[i] = x[i] * scale * w[i];
+}
+
+/* lp_op_rope_apply: the pairs in vectors of pairs, each vector of angles
+ * applied to every head.  NEOX pairs (i, i + n_rot/2) sit in two vectors;
+ * normal pairs (2i, 2i+1) in one, as x * (c c) + (x1 x0) * (-s s). */
+void ROPE_SYM(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,
+              const float *sn, bool neox)
+{
+    const int32_t half = n_rot / 2, step = neox ? VW : VW / 2; /* pairs per vector */
+    int32_t i0 = 0;
+    for (; i0 + step <= half; i0 += step) {
+        if (neox) {
+            const V c = v_loadu(cs + i0), s = v_loadu(sn + i0);
+            for (int32_t h = 0; h < n_heads; h++) {
+                float *xa = x + (int64_t)h * head_dim + i0, *xb = xa + half;
+                const V x0 = v_loadu(xa), x1 = v_loadu(xb);
+                v_storeu(xa, v_sub(v_mul(x0, c), v_mul(x1, s)));
+                v_storeu(xb, v_add(v_mul(x0, s), v_mul(x1, c)));
+            }
+        } else {
+            const V c = v_pairs(cs + i0), s = v_neg_even(v_pairs(sn + i0));
+            for (int32_t h = 0; h < n_heads; h++) {
+                float *xp = x + (int64_t)h * head_dim + 2 * i0;
+                const V v = v_loadu(xp);
+                v_storeu(xp, v_add(v_mul(v, c), v_mul(v_swap_pairs(v), s)));
+            }
+        }
+    }
+    for (int32_t h = 0; i0 < half && h < n_heads; h++) {
+        float *xh = x + (int64_t)h * head_dim;
+        for (int32_t i = i0; i < half; i++) {
+            const int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            const float x0 = xh[a], x1 = xh[b];
+            xh[a] = x0 * cs[i] - x1 * sn[i];
+            xh[b] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
 }

@@ -1140,7 +1140,11 @@ const lp__kern_t KERN_SYM = {
     .axpy_f32 = vaxpy_f32,
 #if defined(LP_KERN_AVX512)
     .swiglu_f32 = lp__swiglu_avx512,
+    .add_rmsnorm_f32 = lp__add_rmsnorm_avx512,
+    .rope_f32 = lp__rope_avx512,
 #else
     .swiglu_f32 = lp__swiglu_avx2,
+    .add_rmsnorm_f32 = lp__add_rmsnorm_avx2,
+    .rope_f32 = lp__rope_avx2,
 #endif
 };

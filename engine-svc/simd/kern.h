@@ -8,6 +8,7 @@
 #define LP_KERN_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ggml-type.h"
@@ -82,6 +83,11 @@ typedef struct lp__kern {
     void (*axpy_f32)(float *y, float s, const float *x, int64_t n);
     /* out[i] = silu(g[i]) * u[i]; out may alias g */
     void (*swiglu_f32)(float *out, const float *g, const float *u, int64_t n);
+    /* NULL: lp_vec.c falls back on the references of ops.c */
+    void (*add_rmsnorm_f32)(float *y, float *x, const float *r, const float *w, int64_t n,
+                            float eps);
+    void (*rope_f32)(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                     const float *cs, const float *sn, bool neox);
 } lp__kern_t;
 
 /* The kernel set in use (matmul.c chooses it). */
@@ -99,6 +105,12 @@ extern const lp__kern_t lp__kern_vnni;
 /* act-x86.c (x86-64 only), one per float vector width */
 void lp__swiglu_avx2(float *out, const float *g, const float *u, int64_t n);
 void lp__swiglu_avx512(float *out, const float *g, const float *u, int64_t n);
+void lp__add_rmsnorm_avx2(float *y, float *x, const float *r, const float *w, int64_t n, float eps);
+void lp__add_rmsnorm_avx512(float *y, float *x, const float *r, const float *w, int64_t n, float eps);
+void lp__rope_avx2(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,
+                   const float *sn, bool neox);
+void lp__rope_avx512(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,
+                     const float *sn, bool neox);
 
 /* Scalar activation quantizers (the reference for the SIMD ones). */
 void lp__quant_q8a_scalar(const float *x, void *xq, int64_t n);
