@@ -9,6 +9,7 @@
 #include "sysinfo.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,10 @@ static void fill_normal(float *row, int n, double sd, uint64_t seed)
     }
 }
 
-static double time_chain(const char *label, const char *params, const float *row, int reps,
-                         const int32_t *history, int n_history)
+/* pick: time lp_sampler_seq_pick alone (what sampler-svc does before it
+ * hands the token back), its logprobs taken after the clock stops. */
+static double time_chain_mode(const char *label, const char *params, const float *row, int reps,
+                              const int32_t *history, int n_history, bool pick)
 {
     lp_sampler_store_t *st;
     lp_sampler_seq_t *seq;
@@ -57,11 +60,14 @@ static double time_chain(const char *label, const char *params, const float *row
     for (int i = 0; i < 5; i++) lp_sampler_seq_sample(seq, row, N_VOCAB, &res); /* warm */
     for (int i = 0; i < reps; i++) {
         double t0 = lp_now_ms();
-        if (lp_sampler_seq_sample(seq, row, N_VOCAB, &res)) {
+        int rc = pick ? lp_sampler_seq_pick(seq, row, N_VOCAB, &res)
+                      : lp_sampler_seq_sample(seq, row, N_VOCAB, &res);
+        t[i] = lp_now_ms() - t0;
+        if (!rc && pick) rc = lp_sampler_seq_logprobs(seq, &res);
+        if (rc) {
             fprintf(stderr, "%s: %s\n", label, lp_error_msg());
             exit(1);
         }
-        t[i] = lp_now_ms() - t0;
     }
     qsort(t, (size_t)reps, sizeof(double), cmp_d);
     double med = t[reps / 2];
@@ -70,6 +76,12 @@ static double time_chain(const char *label, const char *params, const float *row
     lp_sampler_seq_destroy(&seq);
     lp_sampler_store_destroy(&st);
     return med;
+}
+
+static double time_chain(const char *label, const char *params, const float *row, int reps,
+                         const int32_t *history, int n_history)
+{
+    return time_chain_mode(label, params, row, reps, history, n_history, false);
 }
 
 int main(void)
@@ -94,6 +106,10 @@ int main(void)
     time_chain("llama.cpp default chain (penalties..temperature)", "{\"seed\":1}", row, 500,
                history, 64);
     time_chain("greedy (temperature 0)", "{\"temperature\":0,\"seed\":1}", row, 1000, NULL, 0);
+    time_chain_mode("greedy, until the token (sampler-svc: pick, then logprobs)",
+                    "{\"temperature\":0,\"seed\":1}", row, 1000, NULL, 0, true);
+    time_chain_mode("llama.cpp default chain, until the token", "{\"seed\":1}", row, 500,
+                    history, 64, true);
     time_chain("top-k 50000 alone", "{\"top_k\":50000,\"samplers\":[\"top_k\"],\"seed\":1}", row, 100,
                NULL, 0);
     time_chain("typical-p 0.9 alone", "{\"typical_p\":0.9,\"samplers\":[\"typ_p\"],\"seed\":1}", row,

@@ -1,7 +1,9 @@
 /* guard_test.c - the vocabulary guard on the padded qwen2 vocabulary: the
  * engine's n_tokens_real and token mask go into the store, every excluded
  * token gets the largest logits of the row, and no sampling setting may
- * return one of them.
+ * return one of them.  Each setting also runs as sampler-svc runs it
+ * (lp_sampler_seq_pick, then lp_sampler_seq_logprobs), which must give the
+ * same tokens, logprobs and top tokens as lp_sampler_seq_sample.
  *
  * args: synth-qwen2-Q8_0.gguf */
 #include "engine.h"
@@ -43,6 +45,7 @@ int main(int argc, char **argv)
     float *row = malloc((size_t)n * sizeof(float));
     for (int32_t i = 0; i < n; i++)
         row[i] = mask[i] ? 40.0f + (float)(i % 7) : (float)((i * 7919) % 1000) / 250.0f;
+    for (int32_t i = 1000; i < 1010; i++) row[i] = NAN; /* guarded to -inf */
 
     const char *settings[] = {
         "{\"seed\":1,\"temperature\":0}",
@@ -56,13 +59,16 @@ int main(int argc, char **argv)
         "{\"seed\":9,\"n_probs\":8}",
     };
     for (size_t s = 0; s < sizeof(settings) / sizeof(settings[0]); s++) {
-        lp_sampler_seq_t *seq;
+        lp_sampler_seq_t *seq, *split;
         CHECK_RC(lp_sampler_seq_new(st, settings[s], strlen(settings[s]), &seq), 0);
-        if (!seq) continue;
-        int bad = 0;
+        CHECK_RC(lp_sampler_seq_new(st, settings[s], strlen(settings[s]), &split), 0);
+        if (!seq || !split) continue;
+        lp_sampler_result_t r, r2;
+        CHECK_RC(lp_sampler_seq_logprobs(split, &r2), LP_ERR(EINVAL)); /* nothing picked */
+        int bad = 0, differ = 0;
         for (int d = 0; d < 60; d++) {
-            lp_sampler_result_t r;
-            if (lp_sampler_seq_sample(seq, row, n, &r)) {
+            if (lp_sampler_seq_sample(seq, row, n, &r) || lp_sampler_seq_pick(split, row, n, &r2) ||
+                lp_sampler_seq_accept(split, r2.id) || lp_sampler_seq_logprobs(split, &r2)) {
                 fprintf(stderr, "%s: %s\n", settings[s], lp_error_msg());
                 bad++;
                 break;
@@ -71,10 +77,16 @@ int main(int argc, char **argv)
             for (int32_t k = 0; k < r.n_top; k++)
                 if (mask[r.top[k].id] || r.top[k].id >= hp->n_tokens_real) bad++;
             lp_sampler_seq_accept(seq, r.id);
+            differ += r.id != r2.id || memcmp(&r.logprob, &r2.logprob, sizeof(float)) ||
+                      r.version != r2.version || r.n_top != r2.n_top;
+            for (int32_t k = 0; k < r.n_top && k < r2.n_top; k++)
+                differ += r.top[k].id != r2.top[k].id || r.top[k].logprob != r2.top[k].logprob;
         }
         if (bad) fprintf(stderr, "%s: %d excluded tokens returned\n", settings[s], bad);
         CHECK(bad == 0);
+        CHECK(differ == 0, "%s: pick + logprobs differs from sample at %d draws", settings[s], differ);
         lp_sampler_seq_destroy(&seq);
+        lp_sampler_seq_destroy(&split);
     }
     free(row);
     lp_sampler_store_destroy(&st);

@@ -111,6 +111,14 @@ int lp_sampler_seq_accept(lp_sampler_seq_t *seq, int32_t id);
  * call).  Does not accept it: call lp_sampler_seq_accept() next. */
 int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
                           lp_sampler_result_t *out);
+/* lp_sampler_seq_sample in two parts, for a caller that hands the token on
+ * before it reports it: _pick chooses (out->id, out->version; the row is
+ * read only here) and keeps a copy of the guarded row, _logprobs then fills
+ * out->logprob and out->top from the copy.  Together they give what
+ * _sample gives; _logprobs is LP_ERR(EINVAL) without a _pick before it. */
+int lp_sampler_seq_pick(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
+                        lp_sampler_result_t *out);
+int lp_sampler_seq_logprobs(lp_sampler_seq_t *seq, lp_sampler_result_t *out);
 /* The seed in use (the request's, or the random one chosen for seed -1). */
 uint64_t lp_sampler_seq_seed(const lp_sampler_seq_t *seq);
 /* The effective parameters (default overlaid with the request's) of the

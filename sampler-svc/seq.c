@@ -25,6 +25,10 @@ struct lp_sampler_seq {
     lp_cands_t cands;
     lp_token_data_t top[LP_SAMPLER_MAX_N_PROBS];
     bool warned;
+    /* lp_sampler_seq_pick's copy of the guarded row, for _logprobs */
+    float *keep;
+    int32_t keep_cap, keep_n;
+    float keep_max;
 };
 
 /* Build the chain for strategy c; on success the sequence moves to it. */
@@ -103,6 +107,7 @@ void lp_sampler_seq_destroy(lp_sampler_seq_t **self_p)
     lp_sampler_destroy(&seq->chain);
     lp__config_unref(&seq->cfg);
     lp_cands_free(&seq->cands);
+    free(seq->keep);
     free(seq);
     *self_p = NULL;
 }
@@ -131,8 +136,11 @@ const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq)
     return &seq->eff;
 }
 
-int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
-                          lp_sampler_result_t *out)
+/* Follow the store's strategy, load the row into the candidates with the
+ * vocabulary guard (only real, unmasked tokens are candidates), and give
+ * the guarded row's length and maximum. */
+static int seq_guard(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab, int32_t *n_out,
+                     float *max_out)
 {
     lp_sampler_store_t *st = seq->st;
     if (!logits || n_vocab <= 0)
@@ -150,7 +158,6 @@ int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_
     }
     lp__config_unref(&c);
 
-    /* the vocabulary guard: only real, unmasked tokens are candidates */
     int32_t n = n_vocab;
     if (st->n_real > 0 && st->n_real < n) n = st->n_real;
     lp_cands_t *cd = &seq->cands;
@@ -165,29 +172,90 @@ int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_
         cd->row[m] = -INFINITY;
     }
     if (max_masked) max = lp__row_max(cd->row, n, NULL);
-
-    /* logprobs are over the guarded row before the chain (llama.cpp's
-     * server without post_sampling_probs) */
     if (max == -INFINITY)
         return lp_error_set(LP_ERR(ENOENT), "sample: every token of the row is masked or NaN");
-    double lse = (double)max + log(lp__row_expsum(cd->row, NULL, n, max));
-    int32_t n_top = seq->eff.n_probs;
-    if (n_top > 0) n_top = (int32_t)lp__row_top_k(cd->row, n, n_top, seq->top);
+    *n_out = n;
+    *max_out = max;
+    return 0;
+}
 
-    if ((rc = lp_sampler_apply(seq->chain, cd))) return rc;
-    int32_t id = cd->selected_id;
+/* Run the chain over the guarded candidates (it may change them). */
+static int seq_choose(lp_sampler_seq_t *seq, int32_t n, lp_sampler_result_t *out)
+{
+    lp_sampler_store_t *st = seq->st;
+    int rc = lp_sampler_apply(seq->chain, &seq->cands);
+    if (rc) return rc;
+    int32_t id = seq->cands.selected_id;
     if (id < 0 || id >= n || (st->mask && st->mask[id]))
         return lp_error_set(LP_ERR(EPROTO), "sample: the chain chose token %d, which is outside "
                                             "the real vocabulary (%d) or masked", id, n);
-    float x = fminf(logits[id], FLT_MAX); /* the row as loaded: +inf is FLT_MAX */
     out->id = id;
-    out->logprob = (float)((double)x - lse);
     out->version = seq->cfg->version;
+    return 0;
+}
+
+/* logprobs are over the guarded row before the chain (llama.cpp's server
+ * without post_sampling_probs): the log of its softmax sum, and the top
+ * n_probs tokens.  Returns the log-sum-exp. */
+static double seq_lse_top(lp_sampler_seq_t *seq, const float *row, int32_t n, float max,
+                          lp_sampler_result_t *out)
+{
+    double lse = (double)max + log(lp__row_expsum(row, NULL, n, max));
+    int32_t n_top = seq->eff.n_probs;
+    if (n_top > 0) n_top = (int32_t)lp__row_top_k(row, n, n_top, seq->top);
     out->n_top = n_top;
     for (int32_t i = 0; i < n_top; i++) {
         out->top[i].id = seq->top[i].id;
         out->top[i].logprob = (float)((double)seq->top[i].logit - lse);
     }
+    return lse;
+}
+
+int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
+                          lp_sampler_result_t *out)
+{
+    int32_t n;
+    float max;
+    int rc = seq_guard(seq, logits, n_vocab, &n, &max);
+    if (rc) return rc;
+    double lse = seq_lse_top(seq, seq->cands.row, n, max, out);
+    if ((rc = seq_choose(seq, n, out))) return rc;
+    float x = fminf(logits[out->id], FLT_MAX); /* the row as loaded: +inf is FLT_MAX */
+    out->logprob = (float)((double)x - lse);
+    return 0;
+}
+
+int lp_sampler_seq_pick(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
+                        lp_sampler_result_t *out)
+{
+    int32_t n;
+    float max;
+    seq->keep_n = 0;
+    int rc = seq_guard(seq, logits, n_vocab, &n, &max);
+    if (rc) return rc;
+    if (n > seq->keep_cap) {
+        float *k = realloc(seq->keep, sizeof(float) * (size_t)n);
+        if (!k) return lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory for a row of %d", n);
+        seq->keep = k;
+        seq->keep_cap = n;
+    }
+    memcpy(seq->keep, seq->cands.row, sizeof(float) * (size_t)n);
+    if ((rc = seq_choose(seq, n, out))) return rc;
+    seq->keep_n = n;
+    seq->keep_max = max;
+    out->logprob = NAN;
+    out->n_top = 0;
+    return 0;
+}
+
+int lp_sampler_seq_logprobs(lp_sampler_seq_t *seq, lp_sampler_result_t *out)
+{
+    if (seq->keep_n == 0 || out->id < 0 || out->id >= seq->keep_n)
+        return lp_error_set(LP_ERR(EINVAL), "logprobs: no token picked from a row");
+    double lse = seq_lse_top(seq, seq->keep, seq->keep_n, seq->keep_max, out);
+    /* the guarded row holds the row as loaded at a chosen token */
+    out->logprob = (float)((double)seq->keep[out->id] - lse);
+    seq->keep_n = 0;
     return 0;
 }
 

@@ -277,15 +277,20 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         snprintf(err, errcap, "no session %llu", (unsigned long long)it->session);
         goto out;
     }
-    if (lp_sampler_seq_sample(seq, row, s->n_vocab, r) != 0 || lp_sampler_seq_accept(seq, r->id) != 0) {
+    if (lp_sampler_seq_pick(seq, row, s->n_vocab, r) != 0 || lp_sampler_seq_accept(seq, r->id) != 0) {
         snprintf(err, errcap, "%s", lp_error_msg());
         goto out;
     }
     /* The chosen token goes back with the slot at once: a chained step
-     * waits for it there (StepSeq.chain), and the text can come after. */
+     * waits for it there (StepSeq.chain).  Its logprobs (a pass over the
+     * kept copy of the row) and its text come while the engine runs. */
     if (from_ring) {
         lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, r->id);
         from_ring = false;
+    }
+    if (lp_sampler_seq_logprobs(seq, r) != 0) {
+        snprintf(err, errcap, "%s", lp_error_msg());
+        goto out;
     }
     /* The token's text, when the session streams it: copied, since the
      * decoder's buffer lasts only until its next token. */
