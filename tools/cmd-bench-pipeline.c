@@ -9,7 +9,8 @@
  * run`'s pipeline; a step's time is the gap between two token events at the
  * client (the coordinator overlaps detokenizing with the next step, so in
  * the steady state the gap is one step: engine, sampler and four messages).
- * Both run --runs times; the report gives p50 and p99 of each and their
+ * Both run --runs times, taking turns, and the first 4 steps of each run
+ * are a warm-up; the report gives p50 and p99 of each and their
  * difference, as one JSON object. */
 #include "bench.h"
 #include "lmpipe.h"
@@ -38,40 +39,54 @@ static double pct(double *v, size_t n, double p)
     return n ? v[i] : 0;
 }
 
-static int in_process(const char *model_path, int threads, int n_tok, int runs, double *steps)
+/* The in-process side: an engine and a sampler store of its own. */
+typedef struct in_proc {
+    lp_model_t *m;
+    lp_engine_t *e;
+    lp_sampler_store_t *st;
+    float *row;
+} in_proc_t;
+
+static void in_proc_close(in_proc_t *ip)
 {
-    lp_model_t *m = NULL;
-    lp_engine_t *e = NULL;
-    lp_sampler_store_t *st = NULL;
-    float *row = NULL;
-    int rc = lp_model_load(model_path, &m);
+    free(ip->row);
+    lp_sampler_store_destroy(&ip->st);
+    lp_engine_destroy(&ip->e);
+    lp_model_destroy(&ip->m);
+}
+
+static int in_proc_open(in_proc_t *ip, const char *model_path, int threads)
+{
+    int rc = lp_model_load(model_path, &ip->m);
     lp_engine_params_t ep = {.n_threads = threads, .max_seqs = 1};
-    if (!rc) rc = lp_engine_new(m, &ep, &e);
-    if (!rc) rc = lp_sampler_store_new(NULL, &st);
-    const lp_hparams_t *hp = m ? lp_model_hparams(m) : NULL;
-    if (!rc) rc = lp_sampler_store_set_vocab(st, hp->n_tokens_real, lp_model_token_mask(m), hp->n_vocab);
-    if (!rc && !(row = malloc((size_t)hp->n_vocab * sizeof(float)))) rc = LP_ERR(ENOMEM);
-    for (int r = 0; !rc && r < runs; r++) {
-        lp_sampler_seq_t *seq = NULL;
-        const char *params = "{\"temperature\": 0}";
-        rc = lp_sampler_seq_new(st, params, strlen(params), &seq);
-        int32_t tok = hp->bos_id >= 0 ? hp->bos_id : 0;
-        for (int i = 0; !rc && i <= n_tok; i++) {
-            double t0 = lp_now_us();
-            lp_batch_seq_t b = {0, i, 1, &tok, 1};
-            rc = lp_engine_step(e, &b, 1, &row);
-            lp_sampler_result_t res;
-            if (!rc) rc = lp_sampler_seq_sample(seq, row, hp->n_vocab, &res);
-            if (!rc) rc = lp_sampler_seq_accept(seq, res.id);
-            tok = res.id;
-            if (i > 0) steps[(size_t)r * (size_t)n_tok + (size_t)i - 1] = lp_now_us() - t0;
-        }
-        lp_sampler_seq_destroy(&seq);
+    if (!rc) rc = lp_engine_new(ip->m, &ep, &ip->e);
+    if (!rc) rc = lp_sampler_store_new(NULL, &ip->st);
+    const lp_hparams_t *hp = ip->m ? lp_model_hparams(ip->m) : NULL;
+    if (!rc) rc = lp_sampler_store_set_vocab(ip->st, hp->n_tokens_real, lp_model_token_mask(ip->m), hp->n_vocab);
+    if (!rc && !(ip->row = malloc((size_t)hp->n_vocab * sizeof(float))))
+        rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    return rc;
+}
+
+/* One generation of n_tok greedy steps after BOS; steps[i] is step i's time. */
+static int in_proc_run(in_proc_t *ip, int n_tok, double *steps)
+{
+    const lp_hparams_t *hp = lp_model_hparams(ip->m);
+    lp_sampler_seq_t *seq = NULL;
+    const char *params = "{\"temperature\": 0}";
+    int rc = lp_sampler_seq_new(ip->st, params, strlen(params), &seq);
+    int32_t tok = hp->bos_id >= 0 ? hp->bos_id : 0;
+    for (int i = 0; !rc && i <= n_tok; i++) {
+        double t0 = lp_now_us();
+        lp_batch_seq_t b = {0, i, 1, &tok, 1};
+        rc = lp_engine_step(ip->e, &b, 1, &ip->row);
+        lp_sampler_result_t res;
+        if (!rc) rc = lp_sampler_seq_sample(seq, ip->row, hp->n_vocab, &res);
+        if (!rc) rc = lp_sampler_seq_accept(seq, res.id);
+        tok = res.id;
+        if (i > 0) steps[i - 1] = lp_now_us() - t0;
     }
-    free(row);
-    lp_sampler_store_destroy(&st);
-    lp_engine_destroy(&e);
-    lp_model_destroy(&m);
+    lp_sampler_seq_destroy(&seq);
     return rc;
 }
 
@@ -89,39 +104,51 @@ static void on_token(void *arg, int32_t id, const uint8_t *piece, size_t len)
     (void)len;
 }
 
-static int through_pipeline(const char *model_path, int threads, bool no_shm, int n_tok, int runs,
-                            double *steps)
-{
+/* The pipeline side: `lmpipe run`'s four services and a client. */
+typedef struct through {
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    lp_pipeline_t *p;
+    lp_client_t *c;
+    arrivals_t a;
+} through_t;
+
+static void through_close(through_t *tp)
+{
+    free(tp->a.t);
+    lp_client_destroy(&tp->c);
+    lp_pipeline_destroy(&tp->p);
+    uv_loop_close(&tp->loop);
+}
+
+static int through_open(through_t *tp, const char *model_path, int threads, bool no_shm, int n_tok)
+{
+    uv_loop_init(&tp->loop);
     lp_pipeline_opts_t o = {.model = model_path, .threads = threads, .no_shm = no_shm, .max_seqs = 1};
-    lp_pipeline_t *p = NULL;
-    lp_client_t *c = NULL;
-    int rc = lp_pipeline_start(&loop, &o, &p);
-    if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
-    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), &c);
-    if (!rc) rc = lp_client_hello(c, 10000);
-    arrivals_t a = {malloc(((size_t)n_tok + 1) * sizeof(double)), 0, (size_t)n_tok + 1};
-    for (int r = 0; !rc && r < runs; r++) {
-        Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
-        g.n_predict = n_tok + 1;
-        g.ignore_eos = true;
-        g.params_json = "{\"temperature\": 0}";
-        g.prompt.data = (uint8_t *)"Once";
-        g.prompt.len = 4;
-        lp_generation_t gen;
-        a.n = 0;
-        rc = lp_client_generate(c, (uint64_t)r + 1, &g, 60000, on_token, &a, &gen);
-        if (!rc && (gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR || a.n != (size_t)n_tok + 1))
-            rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation failed: %s", gen.error);
-        for (size_t i = 1; !rc && i < a.n; i++)
-            steps[(size_t)r * (size_t)n_tok + i - 1] = a.t[i] - a.t[i - 1];
-        lp_generation_clear(&gen);
-    }
-    free(a.t);
-    lp_client_destroy(&c);
-    lp_pipeline_destroy(&p);
-    uv_loop_close(&loop);
+    int rc = lp_pipeline_start(&tp->loop, &o, &tp->p);
+    if (!rc) rc = lp_pipeline_wait_ready(tp->p, 60000);
+    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(tp->p), &tp->c);
+    if (!rc) rc = lp_client_hello(tp->c, 10000);
+    tp->a = (arrivals_t){malloc(((size_t)n_tok + 1) * sizeof(double)), 0, (size_t)n_tok + 1};
+    if (!rc && !tp->a.t) rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    return rc;
+}
+
+/* One generation of n_tok + 1 tokens; steps[i] is the gap before token i + 1. */
+static int through_run(through_t *tp, uint64_t id, int n_tok, double *steps)
+{
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.n_predict = n_tok + 1;
+    g.ignore_eos = true;
+    g.params_json = "{\"temperature\": 0}";
+    g.prompt.data = (uint8_t *)"Once";
+    g.prompt.len = 4;
+    lp_generation_t gen;
+    tp->a.n = 0;
+    int rc = lp_client_generate(tp->c, id, &g, 60000, on_token, &tp->a, &gen);
+    if (!rc && (gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR || tp->a.n != (size_t)n_tok + 1))
+        rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation failed: %s", gen.error);
+    for (size_t i = 1; !rc && i < tp->a.n; i++) steps[i - 1] = tp->a.t[i] - tp->a.t[i - 1];
+    lp_generation_clear(&gen);
     return rc;
 }
 
@@ -176,11 +203,31 @@ int lp_bench_pipeline_throughput(const char *model_path, int threads, bool no_sh
 int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok, int runs,
                           lp_step_latency_t *out)
 {
+    /* Each generation's first WARM steps are not counted: with the turns,
+     * each way starts with caches the other way has just used. */
+    enum { WARM = 4 };
     size_t n = (size_t)n_tok * (size_t)runs;
     double *a = calloc(n, sizeof(double)), *b = calloc(n, sizeof(double));
-    int rc = (!a || !b) ? lp_error_set(LP_ERR(ENOMEM), "out of memory") : 0;
-    if (!rc) rc = in_process(model, threads, n_tok, runs, a);
-    if (!rc) rc = through_pipeline(model, threads, no_shm, n_tok, runs, b);
+    double *tmp = calloc((size_t)n_tok + WARM, sizeof(double));
+    in_proc_t ip = {0};
+    through_t tp = {0};
+    int rc = (!a || !b || !tmp) ? lp_error_set(LP_ERR(ENOMEM), "out of memory") : 0;
+    bool tp_open = false;
+    if (!rc) rc = in_proc_open(&ip, model, threads);
+    if (!rc) {
+        tp_open = true;
+        rc = through_open(&tp, model, threads, no_shm, n_tok + WARM);
+    }
+    /* The two ways take turns, a generation each, so that both see the
+     * same minutes of the machine (its memory bandwidth drifts). */
+    for (int r = 0; !rc && r < runs; r++) {
+        rc = in_proc_run(&ip, n_tok + WARM, tmp);
+        if (!rc) memcpy(a + (size_t)r * (size_t)n_tok, tmp + WARM, sizeof(double) * (size_t)n_tok);
+        if (!rc) rc = through_run(&tp, (uint64_t)r + 1, n_tok + WARM, tmp);
+        if (!rc) memcpy(b + (size_t)r * (size_t)n_tok, tmp + WARM, sizeof(double) * (size_t)n_tok);
+    }
+    if (tp_open) through_close(&tp);
+    in_proc_close(&ip);
     if (!rc) {
         out->steps = n;
         out->in_p50 = pct(a, n, 0.5);
@@ -190,5 +237,6 @@ int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok
     }
     free(a);
     free(b);
+    free(tmp);
     return rc;
 }
