@@ -34,4 +34,25 @@ sys.exit(1 if errs else 0)
 PY
     then fail=1; echo "$out"; fi
 done
+# --pipeline: the four services, rounds of both ways, and the step report
+out=$("$lmpipe" bench --pipeline --model "$models/stories260K.gguf" --prompt-tokens 8 \
+      --gen-tokens 8 --tokens 8 --runs 2 --threads 1)
+if ! python3 - "$out" <<'PY'
+import json, sys
+d = json.loads(sys.argv[1])
+errs = []
+if d["mode"] != "pipeline" or d["rounds"] != 2 or d["logits"] != "shm":
+    errs.append("mode, rounds or logits")
+for k in ("prefill_tok_s", "decode_tok_s"):
+    if not d[k] > 0 or not d["in_process"][k] > 0: errs.append(k)
+if not d["in_process"]["decode_sampled_tok_s"] > 0: errs.append("decode_sampled_tok_s")
+for k in ("prefill", "decode", "decode_vs_sampled"):
+    if not -1000 < d["pipeline_cost_pct"][k] < 100: errs.append("pipeline_cost_pct." + k)
+s = d["step_us"]
+if s["steps"] != 16 or not s["in_process_p50"] > 0 or not s["pipeline_p50"] > 0:
+    errs.append("step_us")
+print("pipeline:", "; ".join(errs) or "ok")
+sys.exit(1 if errs else 0)
+PY
+then fail=1; echo "$out"; fi
 exit $fail

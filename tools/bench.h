@@ -9,11 +9,18 @@
 
 #include "gguf.h"
 
-/* Prefill tokens/s of `pp` prompt ids and decode tokens/s of `tg` greedy
- * tokens, through a pipeline started for the purpose. */
-int lp_bench_pipeline_throughput(const char *model_path, int threads, bool no_shm, int batch,
-                                 const int32_t *ids, int pp, int tg, double *prefill_tok_s,
-                                 double *decode_tok_s);
+/* A pipeline started for throughput figures (cmd-bench-pipeline.c), one
+ * sequence of pp + tg tokens, after a short warm-up request.  _prefill: a
+ * request of `pp` prompt ids (no BOS added) and one token, prompt ids per
+ * second; _decode: one prompt id and `tg` greedy tokens with EOS ignored
+ * (a short context, as the in-process figure), tokens per second after the
+ * first.  Both are the coordinator's own timings from its final event. */
+typedef struct lp_bench_pipe lp_bench_pipe_t;
+int lp_bench_pipe_open(const char *model_path, int threads, bool no_shm, int batch, int pp,
+                       int tg, const int32_t *ids, lp_bench_pipe_t **out);
+int lp_bench_pipe_prefill(lp_bench_pipe_t *bp, const int32_t *ids, int pp, double *tok_s);
+int lp_bench_pipe_decode(lp_bench_pipe_t *bp, const int32_t *ids, int tg, double *tok_s);
+void lp_bench_pipe_close(lp_bench_pipe_t **self_p);
 
 typedef struct lp_step_latency {
     size_t steps;

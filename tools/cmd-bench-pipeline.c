@@ -152,52 +152,84 @@ static int through_run(through_t *tp, uint64_t id, int n_tok, double *steps)
     return rc;
 }
 
-/* Prefill and decode throughput through the pipeline, after a short
- * warm-up request: a request of `pp` prompt ids (no BOS added) and one
- * token, then one of a single prompt id and `tg` greedy tokens with EOS
- * ignored (decode over a short context, as the in-process figure).  The
- * coordinator's final event gives the time from the request to the first
- * token (prefill plus one sample) and from the first token to the last. */
-int lp_bench_pipeline_throughput(const char *model_path, int threads, bool no_shm, int batch,
-                                 const int32_t *ids, int pp, int tg, double *prefill_tok_s,
-                                 double *decode_tok_s)
-{
+struct lp_bench_pipe {
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    lp_pipeline_opts_t o = {.model = model_path, .threads = threads, .no_shm = no_shm,
-                            .max_seqs = 1, .max_batch_tokens = batch,
-                            .n_ctx = pp + tg + 16};
-    lp_pipeline_t *p = NULL;
-    lp_client_t *c = NULL;
-    int rc = lp_pipeline_start(&loop, &o, &p);
-    if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
-    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), &c);
-    if (!rc) rc = lp_client_hello(c, 10000);
-    /* 0: warm-up; 1: prefill of pp ids and one token; 2: tg tokens from a
-     * one-token prompt, so decode runs over a short context as in-process */
-    for (int r = 0; !rc && r < 3; r++) {
-        static const int32_t n_prompt_warm = 16, n_gen_warm = 8;
-        Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
-        g.prompt_ids = (int32_t *)ids;
-        g.n_prompt_ids = (size_t)(r == 0 ? (pp < n_prompt_warm ? pp : n_prompt_warm)
-                                         : r == 1 ? pp : 1);
-        g.n_predict = r == 0 ? (tg < n_gen_warm ? tg : n_gen_warm) : r == 1 ? 1 : tg;
-        g.ignore_eos = true;
-        g.params_json = "{\"temperature\": 0}";
-        lp_generation_t gen;
-        rc = lp_client_generate(c, (uint64_t)r + 1, &g, 600000, NULL, NULL, &gen);
-        if (!rc && gen.reason != LMPIPE__FINISH_REASON__FINISH_LENGTH)
-            rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation ended early: %s", gen.error);
-        if (!rc && r == 1) *prefill_tok_s = gen.prompt_ms > 0 ? pp / (gen.prompt_ms / 1000.0) : 0;
-        if (!rc && r == 2)
-            *decode_tok_s = gen.generate_ms > 0 ? (double)(gen.n_ids - 1) / (gen.generate_ms / 1000.0)
-                                                : 0;
-        lp_generation_clear(&gen);
+    lp_pipeline_t *p;
+    lp_client_t *c;
+    uint64_t next_id;
+};
+
+void lp_bench_pipe_close(lp_bench_pipe_t **self_p)
+{
+    lp_bench_pipe_t *bp = *self_p;
+    if (!bp) return;
+    lp_client_destroy(&bp->c);
+    lp_pipeline_destroy(&bp->p);
+    uv_loop_close(&bp->loop);
+    free(bp);
+    *self_p = NULL;
+}
+
+/* A greedy request for n_predict tokens after the n_prompt ids, EOS ignored. */
+static int pipe_generate(lp_bench_pipe_t *bp, const int32_t *ids, int n_prompt, int n_predict,
+                         lp_generation_t *gen)
+{
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.prompt_ids = (int32_t *)ids;
+    g.n_prompt_ids = (size_t)n_prompt;
+    g.n_predict = n_predict;
+    g.ignore_eos = true;
+    g.params_json = "{\"temperature\": 0}";
+    int rc = lp_client_generate(bp->c, ++bp->next_id, &g, 600000, NULL, NULL, gen);
+    if (!rc && gen->reason != LMPIPE__FINISH_REASON__FINISH_LENGTH) {
+        rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation ended early: %s", gen->error);
+        lp_generation_clear(gen);
     }
-    lp_client_destroy(&c);
-    lp_pipeline_destroy(&p);
-    uv_loop_close(&loop);
     return rc;
+}
+
+int lp_bench_pipe_open(const char *model_path, int threads, bool no_shm, int batch, int pp,
+                       int tg, const int32_t *ids, lp_bench_pipe_t **out)
+{
+    *out = NULL;
+    lp_bench_pipe_t *bp = calloc(1, sizeof(*bp));
+    if (!bp) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    uv_loop_init(&bp->loop);
+    lp_pipeline_opts_t o = {.model = model_path, .threads = threads, .no_shm = no_shm,
+                            .max_seqs = 1, .max_batch_tokens = batch, .n_ctx = pp + tg + 16};
+    int rc = lp_pipeline_start(&bp->loop, &o, &bp->p);
+    if (!rc) rc = lp_pipeline_wait_ready(bp->p, 60000);
+    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(bp->p), &bp->c);
+    if (!rc) rc = lp_client_hello(bp->c, 10000);
+    lp_generation_t gen; /* a warm-up */
+    if (!rc && !(rc = pipe_generate(bp, ids, pp < 16 ? pp : 16, tg < 8 ? tg : 8, &gen)))
+        lp_generation_clear(&gen);
+    if (rc) {
+        lp_bench_pipe_close(&bp);
+        return rc;
+    }
+    *out = bp;
+    return 0;
+}
+
+int lp_bench_pipe_prefill(lp_bench_pipe_t *bp, const int32_t *ids, int pp, double *tok_s)
+{
+    lp_generation_t gen;
+    int rc = pipe_generate(bp, ids, pp, 1, &gen);
+    if (rc) return rc;
+    *tok_s = gen.prompt_ms > 0 ? pp / (gen.prompt_ms / 1000.0) : 0;
+    lp_generation_clear(&gen);
+    return 0;
+}
+
+int lp_bench_pipe_decode(lp_bench_pipe_t *bp, const int32_t *ids, int tg, double *tok_s)
+{
+    lp_generation_t gen;
+    int rc = pipe_generate(bp, ids, 1, tg, &gen);
+    if (rc) return rc;
+    *tok_s = gen.generate_ms > 0 ? (double)(gen.n_ids - 1) / (gen.generate_ms / 1000.0) : 0;
+    lp_generation_clear(&gen);
+    return 0;
 }
 
 int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok, int runs,

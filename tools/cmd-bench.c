@@ -2,11 +2,13 @@
  * measured like llama-bench's pp/tg tests: prefill of --prompt-tokens in
  * chunks of --batch tokens into an empty cache, then --gen-tokens single-
  * token decode steps from an empty cache, each after one warm-up run.
- * --pipeline measures the same through the four processes as well, and
- * the time each decode step adds (cmd-bench-pipeline.c); since the
- * pipeline samples every token, its decode is also compared with an
- * in-process decode that samples each row greedily (decode_sampled_tok_s,
- * pipeline_cost_pct.decode_vs_sampled).  Prints one JSON object. */
+ * --pipeline measures the same through the four processes as well, in
+ * --runs rounds that each follow the in-process figures of the same round
+ * (medians reported), and the time each decode step adds
+ * (cmd-bench-pipeline.c); since the pipeline samples every token, its
+ * decode is also compared with an in-process decode that samples each row
+ * greedily (decode_sampled_tok_s, pipeline_cost_pct.decode_vs_sampled).
+ * Prints one JSON object. */
 #include "bench.h"
 #include "lmpipe.h"
 
@@ -82,6 +84,18 @@ static int run_decode_sampled(bench_t *b, const lp_model_t *model, int32_t n, do
     return rc;
 }
 
+/* The median of n values (reordered); 0 for none. */
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: a handful of rounds */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n <= 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static void print_json_str(const char *s)
 {
     putchar('"');
@@ -131,8 +145,8 @@ int lp_cmd_bench(int argc, char **argv)
                    "[--threads N] [--batch 512] [--backend cpu|cuda] [--exact]\n"
                    "                    [--pipeline [--no-shm] [--tokens 128] [--runs 3]]\n"
                    "In-process by default; --pipeline measures the same through the four\n"
-                   "processes, and the time each decode step adds (p50/p99 over --runs\n"
-                   "generations of --tokens steps).\n");
+                   "processes in --runs rounds (medians), and the time each decode step\n"
+                   "adds (p50/p99 over --runs generations of --tokens steps).\n");
             return 0;
         default:
             return lp_cmd_usage_error("bench", "unknown or incomplete option '%s'",
@@ -185,20 +199,41 @@ int lp_cmd_bench(int argc, char **argv)
     if (!rc && tg) rc = run_decode(&b, tg, &t_tg);
     if (!rc && tg && on_cpu)
         rc = lp_bench_decode_bytes(lp_model_gguf(model), threads, &step_bytes, &read_gbs[1]);
-    double t_tgs = 0;
-    if (!rc && tg && pipeline) rc = run_decode_sampled(&b, model, tg, &t_tgs);
     double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg / t_tg : 0;
-    double in_tgs = tg && t_tgs > 0 ? tg / t_tgs : 0;
     const char *backend_name = rc ? "" : lp_engine_backend_name(b.eng);
     long rss = lp_proc_status_kb("VmRSS"), hwm = lp_proc_status_kb("VmHWM");
-    /* The engine's memory goes before the pipeline starts its own engine. */
-    lp_engine_destroy(&b.eng);
 
-    double pipe_pp = 0, pipe_tg = 0;
+    /* Through the pipeline: rounds of the pipeline's prefill and decode,
+     * each right after the same in-process, so that each pair sees the same
+     * minute of the machine; the costs are medians of the rounds' ratios. */
+    int rounds = pipeline ? runs : 0;
+    double *fig = calloc((size_t)(5 * (rounds ? rounds : 1)), sizeof(double));
+    double *r_in_pp = fig, *r_in_tg = fig + rounds, *r_in_tgs = fig + 2 * rounds,
+           *r_pipe_pp = fig + 3 * rounds, *r_pipe_tg = fig + 4 * rounds;
+    if (!rc && !fig) rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    lp_bench_pipe_t *bp = NULL;
+    if (!rc && pipeline) rc = lp_bench_pipe_open(model_path, threads, no_shm, batch, pp, tg, b.tokens, &bp);
+    for (int r = 0; !rc && r < rounds; r++) {
+        double t;
+        r_in_pp[r] = in_pp;
+        r_in_tg[r] = in_tg;
+        if (r > 0 && !(rc = run_prefill(&b, pp, &t))) r_in_pp[r] = pp / t;
+        if (!rc) rc = lp_bench_pipe_prefill(bp, b.tokens, pp, &r_pipe_pp[r]);
+        if (!rc && r > 0 && !(rc = run_decode(&b, tg, &t))) r_in_tg[r] = tg / t;
+        if (!rc && !(rc = run_decode_sampled(&b, model, tg, &t))) r_in_tgs[r] = tg / t;
+        if (!rc) rc = lp_bench_pipe_decode(bp, b.tokens, tg, &r_pipe_tg[r]);
+    }
+    lp_bench_pipe_close(&bp);
+    /* The engine's memory goes before the step measurement starts its own. */
+    lp_engine_destroy(&b.eng);
+    double cost_pp[rounds ? rounds : 1], cost_tg[rounds ? rounds : 1], cost_tgs[rounds ? rounds : 1];
+    for (int r = 0; r < rounds; r++) {
+        cost_pp[r] = 100.0 * (1 - r_pipe_pp[r] / r_in_pp[r]);
+        cost_tg[r] = 100.0 * (1 - r_pipe_tg[r] / r_in_tg[r]);
+        cost_tgs[r] = 100.0 * (1 - r_pipe_tg[r] / r_in_tgs[r]);
+    }
+
     lp_step_latency_t lat = {0};
-    if (!rc && pipeline)
-        rc = lp_bench_pipeline_throughput(model_path, threads, no_shm, batch, b.tokens, pp, tg,
-                                          &pipe_pp, &pipe_tg);
     if (!rc && pipeline)
         rc = lp_bench_step_latency(model_path, threads, no_shm, step_tokens, runs, &lat);
     if (rc) {
@@ -211,20 +246,22 @@ int lp_cmd_bench(int argc, char **argv)
         printf(", \"backend\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
                "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"prefill_tok_s\": %.2f, "
                "\"decode_tok_s\": %.2f", backend_name, pipeline ? "pipeline" : "in-process",
-               threads, pp, tg, pipeline ? pipe_pp : in_pp, pipeline ? pipe_tg : in_tg);
-        if (pipeline)
-            printf(", \"logits\": \"%s\", \"in_process\": {\"prefill_tok_s\": %.2f, "
+               threads, pp, tg, pipeline ? median(r_pipe_pp, rounds) : in_pp,
+               pipeline ? median(r_pipe_tg, rounds) : in_tg);
+        if (pipeline) {
+            printf(", \"logits\": \"%s\", \"rounds\": %d, \"in_process\": {\"prefill_tok_s\": %.2f, "
                    "\"decode_tok_s\": %.2f, \"decode_sampled_tok_s\": %.2f}, "
                    "\"pipeline_cost_pct\": {\"prefill\": %.1f, \"decode\": %.1f, "
-                   "\"decode_vs_sampled\": %.1f}, \"step_us\": {\"steps\": %zu, \"in_process_p50\": %.1f, "
+                   "\"decode_vs_sampled\": %.1f}",
+                   no_shm ? "inline" : "shm", rounds, median(r_in_pp, rounds),
+                   median(r_in_tg, rounds), median(r_in_tgs, rounds), median(cost_pp, rounds),
+                   median(cost_tg, rounds), median(cost_tgs, rounds));
+            printf(", \"step_us\": {\"steps\": %zu, \"in_process_p50\": %.1f, "
                    "\"in_process_p99\": %.1f, \"pipeline_p50\": %.1f, \"pipeline_p99\": %.1f, "
                    "\"added_p50\": %.1f, \"added_p99\": %.1f}",
-                   no_shm ? "inline" : "shm", in_pp, in_tg, in_tgs,
-                   in_pp > 0 ? 100.0 * (1 - pipe_pp / in_pp) : 0,
-                   in_tg > 0 ? 100.0 * (1 - pipe_tg / in_tg) : 0,
-                   in_tgs > 0 ? 100.0 * (1 - pipe_tg / in_tgs) : 0, lat.steps, lat.in_p50,
-                   lat.in_p99, lat.pipe_p50, lat.pipe_p99, lat.pipe_p50 - lat.in_p50,
-                   lat.pipe_p99 - lat.in_p99);
+                   lat.steps, lat.in_p50, lat.in_p99, lat.pipe_p50, lat.pipe_p99,
+                   lat.pipe_p50 - lat.in_p50, lat.pipe_p99 - lat.in_p99);
+        }
         if (step_bytes > 0) {
             /* Two ceilings: the bytes a step reads over the read rate, and
              * the file's size over it (the issue's table, llama.cpp's
@@ -243,6 +280,7 @@ int lp_cmd_bench(int argc, char **argv)
                rss / 1024.0, hwm / 1024.0, lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0,
                kv_mb);
     }
+    free(fig);
     free(b.tokens);
     free(b.logits);
     lp_model_destroy(&model);
