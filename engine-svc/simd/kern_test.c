@@ -176,6 +176,12 @@ int main(void)
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
             for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
                 test_gemm(k, types[t], shapes[sh][0], shapes[sh][1], shapes[sh][2], false);
+        /* legacy rows of an odd number of blocks (Q5_0's decode pairs them) */
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+            if (lp__act_of(types[t]) == LP_ACT_Q8A) {
+                test_gemm(k, types[t], 96, 3, 1, false);
+                test_gemm(k, types[t], 160, 2, 2, false);
+            }
         /* float types with a length that is not a multiple of the vector width */
         test_gemm(k, LP_TYPE_F32, 37, 3, 5, false);
         test_gemm(k, LP_TYPE_F16, 19, 2, 2, false);
