@@ -369,36 +369,37 @@ DEFINE_LEGACY_TILE(tile_q5_1, L_Q5_1)
 #define gemm_q4_1_tile tile_q4_1
 #define gemm_q5_1_tile tile_q5_1
 DEFINE_GEMV_LEGACY(gemm_q8_0, L_Q8_0)
-DEFINE_GEMV_LEGACY(gemm_q4_0, L_Q4_0)
-DEFINE_GEMV_LEGACY_ROWS(gemm_q5_0, L_Q5_0) /* its gemv: after the block pairs below */
+DEFINE_GEMV_LEGACY_ROWS(gemm_q4_0, L_Q4_0) /* their gemvs: after the block pairs below */
+DEFINE_GEMV_LEGACY_ROWS(gemm_q5_0, L_Q5_0)
 DEFINE_GEMV_LEGACY(gemm_q4_1, L_Q4_1)
 DEFINE_GEMV_LEGACY(gemm_q5_1, L_Q5_1)
 
 #if defined(LP_KERN_AVX512)
-/* ---- Q5_0 decode in block pairs (AVX-512) ---------------------------------
+/* ---- Q4_0 / Q5_0 decode in block pairs (AVX-512) --------------------------
  *
  * Q5_0 decode is compute-bound (17 GB/s a thread in cache against 29 for
- * Q8_0): per 32-weight block, the nibble unpacking, the fifth bits, the
- * offset and the scale each take their own instructions.  Two blocks at a
- * time share them: one 256-bit vector holds the low nibbles of both blocks
- * (elements 0-15 of each), another the high nibbles (elements 16-31), so
- * one unpacking and one dot-product pair serve two blocks, whose sums land
- * in lanes 0-3 and 4-7; the fifth bits of both blocks make one mask per
- * vector, assembled in general registers.  The activations are rearranged
- * the same way once per call (q8_pair_t), with each block's scale in its
- * four lanes and its offset, -16 * sum(x), in the first of them. */
+ * Q8_0), Q4_0 nearly so: per 32-weight block, the nibble unpacking, the
+ * fifth bits, the offset and the scale each take their own instructions.
+ * Two blocks at a time share them: one 256-bit vector holds the low
+ * nibbles of both blocks (elements 0-15 of each), another the high nibbles
+ * (elements 16-31), so one unpacking and one dot-product pair serve two
+ * blocks, whose sums land in lanes 0-3 and 4-7; Q5_0's fifth bits of both
+ * blocks make one mask per vector, assembled in general registers.  The
+ * activations are rearranged the same way once per call (q8_pair_t), with
+ * each block's scale in its four lanes and its offset, -off * sum(x), in
+ * the first of them. */
 typedef struct {
     _Alignas(32) int8_t lo[32]; /* x[0..15] of block 2p, then of block 2p+1 */
     int8_t hi[32];              /* x[16..31] of both */
     float d[8];                 /* d of block 2p in lanes 0-3, 2p+1 in 4-7 */
-    int32_t off[8];             /* -16 * sum of each block in its first lane */
+    int32_t off[8];             /* -off * sum of each block in its first lane */
 } q8_pair_t;
 
 _Static_assert(sizeof(q8_pair_t) == 128, "q8 pair");
 
-#define Q5P_MAX_PAIRS 1024 /* rows of up to 65536 elements; longer: per block */
+#define PAIR_MAX 1024 /* rows of up to 65536 elements; longer: per block */
 
-static void q8a_to_pairs(const lp__q8a_t *a, int64_t np, q8_pair_t *p)
+static void q8a_to_pairs(const lp__q8a_t *a, int64_t np, int off, q8_pair_t *p)
 {
     for (int64_t k = 0; k < np; k++, a += 2, p++) {
         __m256i x0 = _mm256_loadu_si256((const __m256i *)a[0].qs);
@@ -406,79 +407,96 @@ static void q8a_to_pairs(const lp__q8a_t *a, int64_t np, q8_pair_t *p)
         _mm256_store_si256((__m256i *)p->lo, _mm256_permute2x128_si256(x0, x1, 0x20));
         _mm256_store_si256((__m256i *)p->hi, _mm256_permute2x128_si256(x0, x1, 0x31));
         _mm256_store_ps(p->d, _mm256_setr_m128(_mm_set1_ps(a[0].d), _mm_set1_ps(a[1].d)));
-        _mm256_store_si256((__m256i *)p->off, _mm256_setr_epi32(-16 * a[0].sum, 0, 0, 0,
-                                                                 -16 * a[1].sum, 0, 0, 0));
+        _mm256_store_si256((__m256i *)p->off, _mm256_setr_epi32(-off * a[0].sum, 0, 0, 0,
+                                                                 -off * a[1].sum, 0, 0, 0));
     }
 }
 
 /* Blocks 2k and 2k+1 of a row (w points at block 2k) dotted with pair k. */
-INLINE __m256 q5_0_pair(const uint8_t *w, const q8_pair_t *p, __m256 acc)
+INLINE __m256 legacy_pair(const int kind, const uint8_t *w, const q8_pair_t *p, __m256 acc)
 {
-    const lp_block_q5_0_t *b0 = (const lp_block_q5_0_t *)w, *b1 = b0 + 1;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), c16 = _mm256_set1_epi8(0x10);
-    __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b0->qs)),
-                                        _mm_loadu_si128((const __m128i *)b1->qs), 1);
+    const size_t bb = kind == L_Q5_0 ? sizeof(lp_block_q5_0_t) : sizeof(lp_block_q4_0_t);
+    const size_t qs = kind == L_Q5_0 ? offsetof(lp_block_q5_0_t, qs) : offsetof(lp_block_q4_0_t, qs);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w + qs))),
+                                        _mm_loadu_si128((const __m128i *)(w + bb + qs)), 1);
     __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    uint32_t h0, h1;
-    memcpy(&h0, b0->qh, 4);
-    memcpy(&h1, b1->qh, 4);
-    lo = _mm256_mask_add_epi8(lo, (__mmask32)((h0 & 0xffff) | h1 << 16), lo, c16);
-    hi = _mm256_mask_add_epi8(hi, (__mmask32)(h0 >> 16 | (h1 & 0xffff0000u)), hi, c16);
+    if (kind == L_Q5_0) {
+        const __m256i c16 = _mm256_set1_epi8(0x10);
+        uint32_t h0, h1;
+        memcpy(&h0, ((const lp_block_q5_0_t *)w)->qh, 4);
+        memcpy(&h1, ((const lp_block_q5_0_t *)(w + bb))->qh, 4);
+        lo = _mm256_mask_add_epi8(lo, (__mmask32)((h0 & 0xffff) | h1 << 16), lo, c16);
+        hi = _mm256_mask_add_epi8(hi, (__mmask32)(h0 >> 16 | (h1 & 0xffff0000u)), hi, c16);
+    }
     __m256i s = dot_us(_mm256_load_si256((const __m256i *)p->off), lo,
                        _mm256_load_si256((const __m256i *)p->lo));
     s = dot_us(s, hi, _mm256_load_si256((const __m256i *)p->hi));
+    uint16_t d0, d1; /* d leads both block types */
+    memcpy(&d0, w, 2);
+    memcpy(&d1, w + bb, 2);
     const __m256i pick = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    __m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)b0->d | (uint32_t)b1->d << 16)));
+    __m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
     __m256 d = _mm256_mul_ps(_mm256_permutexvar_ps(pick, _mm256_castps128_ps256(dw)),
                              _mm256_load_ps(p->d));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), d, acc);
 }
 
 /* One row of np block pairs; pf: the same offsets of a row further on. */
-INLINE float q5_0_row_pairs(const uint8_t *w, const q8_pair_t *p, int64_t np, const uint8_t *pf)
+INLINE float legacy_row_pairs(const int kind, const uint8_t *w, const q8_pair_t *p, int64_t np,
+                              const uint8_t *pf)
 {
-    const size_t pb = 2 * sizeof(lp_block_q5_0_t);
+    const size_t pb = 2 * (kind == L_Q5_0 ? sizeof(lp_block_q5_0_t) : sizeof(lp_block_q4_0_t));
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 2 <= np; k += 2) { /* two accumulators: the FMA chain */
-        if (pf) { /* 88 bytes: every line they touch */
+        if (pf) { /* every line of the two pairs (72 or 88 bytes) */
             _mm_prefetch((const char *)pf + (size_t)k * pb, PF_HINT);
             _mm_prefetch((const char *)pf + (size_t)k * pb + 64, PF_HINT);
             _mm_prefetch((const char *)pf + (size_t)(k + 2) * pb - 1, PF_HINT);
         }
-        acc0 = q5_0_pair(w + (size_t)k * pb, p + k, acc0);
-        acc1 = q5_0_pair(w + (size_t)(k + 1) * pb, p + k + 1, acc1);
+        acc0 = legacy_pair(kind, w + (size_t)k * pb, p + k, acc0);
+        acc1 = legacy_pair(kind, w + (size_t)(k + 1) * pb, p + k + 1, acc1);
     }
-    if (k < np) acc0 = q5_0_pair(w + (size_t)k * pb, p + k, acc0);
+    if (k < np) acc0 = legacy_pair(kind, w + (size_t)k * pb, p + k, acc0);
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-static bool q5_0_pairs(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
-                       const void *xq, float *y)
+/* False (nothing done) for an odd number of blocks or a row too long. */
+INLINE bool legacy_pairs(const int kind, int64_t n, const void *w, size_t wrb, int64_t nr,
+                         int64_t nr_pf, const void *xq, float *y)
 {
     const int64_t nb = n / LP_QK, np = nb / 2;
-    if (nb % 2 || np > Q5P_MAX_PAIRS) return false;
+    if (nb % 2 || np > PAIR_MAX) return false;
     q8_pair_t xp[np];
-    q8a_to_pairs(xq, np, xp);
+    q8a_to_pairs(xq, np, kind == L_Q5_0 ? 16 : 8, xp);
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * wrb;
-        y[r] = q5_0_row_pairs(wr, xp, np, r + PF_ROWS < nr_pf ? wr + PF_ROWS * wrb : NULL);
+        y[r] = legacy_row_pairs(kind, wr, xp, np, r + PF_ROWS < nr_pf ? wr + PF_ROWS * wrb : NULL);
     }
     return true;
 }
+#else
+INLINE bool legacy_pairs(const int kind, int64_t n, const void *w, size_t wrb, int64_t nr,
+                         int64_t nr_pf, const void *xq, float *y)
+{
+    (void)kind, (void)n, (void)w, (void)wrb, (void)nr, (void)nr_pf, (void)xq, (void)y;
+    return false;
+}
 #endif
 
-/* An odd number of blocks (or a row too long for the stack) goes block by
- * block. */
-static void gemm_q5_0_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
-                        const void *xq, float *y)
-{
-#if defined(LP_KERN_AVX512)
-    if (q5_0_pairs(n, w, wrb, nr, nr_pf, xq, y)) return;
-#endif
-    gemm_q5_0_rows(n, w, wrb, nr, nr_pf, xq, y);
-}
-DEFINE_GEMV_GEMM(gemm_q5_0, gemm_q5_0_tiles)
+/* An odd number of blocks (or a row too long for the stack, or no
+ * AVX-512) goes block by block. */
+#define DEFINE_GEMV_PAIRS(name, kind)                                                     \
+    static void name##_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf, \
+                         const void *xq, float *y)                                        \
+    {                                                                                     \
+        if (!legacy_pairs(kind, n, w, wrb, nr, nr_pf, xq, y))                             \
+            name##_rows(n, w, wrb, nr, nr_pf, xq, y);                                     \
+    }                                                                                     \
+    DEFINE_GEMV_GEMM(name, name##_tiles)
+DEFINE_GEMV_PAIRS(gemm_q4_0, L_Q4_0)
+DEFINE_GEMV_PAIRS(gemm_q5_0, L_Q5_0)
 
 /* ---- K-quants: 256-element super-blocks, Q8_K activations --------------- */
 
