@@ -313,22 +313,25 @@ int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
     return 0;
 }
 
-int lp_shm_ring_publish(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
+/* Writer: move an acquired slot to `state`, waking its readers unless the
+ * slot only goes back to the writer (FREE). */
+static int end_write(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint32_t state)
 {
     int rc = check_ref(r, slot, seq, LP_SHM_SLOT_WRITING);
     if (rc) return rc;
-    atomic_store_explicit(&r->slots[slot].state, LP_SHM_SLOT_READY, memory_order_release);
-    futex_wake(&r->slots[slot].state);
+    atomic_store_explicit(&r->slots[slot].state, state, memory_order_release);
+    if (state != LP_SHM_SLOT_FREE) futex_wake(&r->slots[slot].state);
     return 0;
+}
+
+int lp_shm_ring_publish(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
+{
+    return end_write(r, slot, seq, LP_SHM_SLOT_READY);
 }
 
 int lp_shm_ring_fail(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
 {
-    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_WRITING);
-    if (rc) return rc;
-    atomic_store_explicit(&r->slots[slot].state, LP_SHM_SLOT_FAILED, memory_order_release);
-    futex_wake(&r->slots[slot].state);
-    return 0;
+    return end_write(r, slot, seq, LP_SHM_SLOT_FAILED);
 }
 
 int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms)
@@ -356,10 +359,7 @@ int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
 
 int lp_shm_ring_abandon(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
 {
-    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_WRITING);
-    if (rc) return rc;
-    atomic_store_explicit(&r->slots[slot].state, LP_SHM_SLOT_FREE, memory_order_release);
-    return 0;
+    return end_write(r, slot, seq, LP_SHM_SLOT_FREE);
 }
 
 int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const float **row)
