@@ -234,17 +234,12 @@ static int same_stride(float *const *rows, int32_t n, int64_t *stride)
     return 1;
 }
 
-/* x += r (r may be NULL), then xn = norm(x) * w: the reference ops for an
+/* x += r (r may be NULL), then xn = norm(x) * w: the reference op for an
  * exact engine, one fused vector pass otherwise. */
 static void add_norm(const cpu_ctx_t *c, float *xn, float *x, const float *r, const float *w)
 {
-    const int64_t n = c->m->hp.n_embd;
-    if (!c->p.exact) {
-        lp_vec_add_rmsnorm(xn, x, r, w, n, c->m->hp.rms_eps);
-        return;
-    }
-    for (int64_t i = 0; r && i < n; i++) x[i] += r[i];
-    lp_op_rmsnorm(xn, x, w, n, c->m->hp.rms_eps);
+    (c->p.exact ? lp_op_add_rmsnorm : lp_vec_add_rmsnorm)(xn, x, r, w, c->m->hp.n_embd,
+                                                           c->m->hp.rms_eps);
 }
 
 static void compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows,

@@ -14,6 +14,12 @@ void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float ep
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
+void lp_op_add_rmsnorm(float *y, float *x, const float *r, const float *w, int64_t n, float eps)
+{
+    for (int64_t i = 0; r && i < n; i++) x[i] += r[i];
+    lp_op_rmsnorm(y, x, w, n, eps);
+}
+
 /* cos and sin of theta, theta * scale, ... (n of them); returns the next
  * theta.  theta runs in float, as llama.cpp's does. */
 static float rope_angles(float theta, float scale, int32_t n, float *cs, float *sn)
@@ -26,9 +32,8 @@ static float rope_angles(float theta, float scale, int32_t n, float *cs, float *
     return theta;
 }
 
-/* Rotate pairs i0 .. i0+n-1 of every head by cs[0..n), sn[0..n). */
-static void rope_apply_range(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
-                             int32_t i0, int32_t n, const float *cs, const float *sn, bool neox)
+void lp_op_rope_apply_range(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                            int32_t i0, int32_t n, const float *cs, const float *sn, bool neox)
 {
     for (int32_t h = 0; h < n_heads; h++) {
         float *xh = x + (int64_t)h * head_dim;
@@ -50,7 +55,7 @@ void lp_op_rope_angles(int32_t pos, int32_t n_rot, float base, float *cs, float 
 void lp_op_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
                       const float *cs, const float *sn, bool neox)
 {
-    rope_apply_range(x, n_heads, head_dim, n_rot, 0, n_rot / 2, cs, sn, neox);
+    lp_op_rope_apply_range(x, n_heads, head_dim, n_rot, 0, n_rot / 2, cs, sn, neox);
 }
 
 /* The angles depend on the pair and the position only: each chunk of pairs
@@ -64,7 +69,7 @@ void lp_op_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int3
     for (int32_t i0 = 0; i0 < n_rot / 2; i0 += CHUNK) {
         const int32_t n = n_rot / 2 - i0 < CHUNK ? n_rot / 2 - i0 : CHUNK;
         theta = rope_angles(theta, theta_scale, n, cs, sn);
-        rope_apply_range(x, n_heads, head_dim, n_rot, i0, n, cs, sn, neox);
+        lp_op_rope_apply_range(x, n_heads, head_dim, n_rot, i0, n, cs, sn, neox);
     }
 }
 

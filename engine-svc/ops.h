@@ -8,6 +8,8 @@
 
 /* y = x / sqrt(mean(x^2) + eps) * w; y may alias x. */
 void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+/* x += r (r may be NULL), then lp_op_rmsnorm(y, x, w, n, eps). */
+void lp_op_add_rmsnorm(float *y, float *x, const float *r, const float *w, int64_t n, float eps);
 
 /* Rotate the first n_rot dims of each of n_heads heads (x is [head][head_dim])
  * for position pos.  Normal mode (llama) rotates pairs (2i, 2i+1); NEOX mode
@@ -21,6 +23,9 @@ void lp_op_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int3
 void lp_op_rope_angles(int32_t pos, int32_t n_rot, float base, float *cs, float *sn);
 void lp_op_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
                       const float *cs, const float *sn, bool neox);
+/* The same for pairs i0 .. i0+n-1 only; cs and sn hold their n angles. */
+void lp_op_rope_apply_range(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                            int32_t i0, int32_t n, const float *cs, const float *sn, bool neox);
 
 /* One query head over n_pos cached positions:
  *   out = softmax(scale * q.k_j, j masked out where mask[j]) . v

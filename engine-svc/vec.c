@@ -26,8 +26,7 @@ void lp_vec_add_rmsnorm(float *y, float *x, const float *r, const float *w, int6
         k->add_rmsnorm_f32(y, x, r, w, n, eps);
         return;
     }
-    for (int64_t i = 0; r && i < n; i++) x[i] += r[i];
-    lp_op_rmsnorm(y, x, w, n, eps);
+    lp_op_add_rmsnorm(y, x, r, w, n, eps);
 }
 
 void lp_vec_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,

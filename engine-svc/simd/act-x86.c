@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "kern.h"
+#include "ops.h"
 #include "vmath-x86.h"
 
 #if defined(LP_KERN_AVX512)
@@ -123,13 +124,6 @@ void ROPE_SYM(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const 
             }
         }
     }
-    for (int32_t h = 0; i0 < half && h < n_heads; h++) {
-        float *xh = x + (int64_t)h * head_dim;
-        for (int32_t i = i0; i < half; i++) {
-            const int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-            const float x0 = xh[a], x1 = xh[b];
-            xh[a] = x0 * cs[i] - x1 * sn[i];
-            xh[b] = x0 * sn[i] + x1 * cs[i];
-        }
-    }
+    if (i0 < half)
+        lp_op_rope_apply_range(x, n_heads, head_dim, n_rot, i0, half - i0, cs + i0, sn + i0, neox);
 }
