@@ -104,30 +104,46 @@ static void on_token(void *arg, int32_t id, const uint8_t *piece, size_t len)
     (void)len;
 }
 
-/* The pipeline side: `lmpipe run`'s four services and a client. */
-typedef struct through {
+/* `lmpipe run`'s four services, started for a measurement, and a client. */
+typedef struct piped {
     uv_loop_t loop;
     lp_pipeline_t *p;
     lp_client_t *c;
+} piped_t;
+
+static int piped_start(piped_t *pd, const lp_pipeline_opts_t *o)
+{
+    uv_loop_init(&pd->loop);
+    int rc = lp_pipeline_start(&pd->loop, o, &pd->p);
+    if (!rc) rc = lp_pipeline_wait_ready(pd->p, 60000);
+    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(pd->p), &pd->c);
+    if (!rc) rc = lp_client_hello(pd->c, 10000);
+    return rc;
+}
+
+static void piped_stop(piped_t *pd)
+{
+    lp_client_destroy(&pd->c);
+    lp_pipeline_destroy(&pd->p);
+    uv_loop_close(&pd->loop);
+}
+
+/* The pipeline side of the step times. */
+typedef struct through {
+    piped_t pd;
     arrivals_t a;
 } through_t;
 
 static void through_close(through_t *tp)
 {
     free(tp->a.t);
-    lp_client_destroy(&tp->c);
-    lp_pipeline_destroy(&tp->p);
-    uv_loop_close(&tp->loop);
+    piped_stop(&tp->pd);
 }
 
 static int through_open(through_t *tp, const char *model_path, int threads, bool no_shm, int n_tok)
 {
-    uv_loop_init(&tp->loop);
     lp_pipeline_opts_t o = {.model = model_path, .threads = threads, .no_shm = no_shm, .max_seqs = 1};
-    int rc = lp_pipeline_start(&tp->loop, &o, &tp->p);
-    if (!rc) rc = lp_pipeline_wait_ready(tp->p, 60000);
-    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(tp->p), &tp->c);
-    if (!rc) rc = lp_client_hello(tp->c, 10000);
+    int rc = piped_start(&tp->pd, &o);
     tp->a = (arrivals_t){malloc(((size_t)n_tok + 1) * sizeof(double)), 0, (size_t)n_tok + 1};
     if (!rc && !tp->a.t) rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
     return rc;
@@ -144,7 +160,7 @@ static int through_run(through_t *tp, uint64_t id, int n_tok, double *steps)
     g.prompt.len = 4;
     lp_generation_t gen;
     tp->a.n = 0;
-    int rc = lp_client_generate(tp->c, id, &g, 60000, on_token, &tp->a, &gen);
+    int rc = lp_client_generate(tp->pd.c, id, &g, 60000, on_token, &tp->a, &gen);
     if (!rc && (gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR || tp->a.n != (size_t)n_tok + 1))
         rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation failed: %s", gen.error);
     for (size_t i = 1; !rc && i < tp->a.n; i++) steps[i - 1] = tp->a.t[i] - tp->a.t[i - 1];
@@ -153,9 +169,7 @@ static int through_run(through_t *tp, uint64_t id, int n_tok, double *steps)
 }
 
 struct lp_bench_pipe {
-    uv_loop_t loop;
-    lp_pipeline_t *p;
-    lp_client_t *c;
+    piped_t pd;
     uint64_t next_id;
 };
 
@@ -163,9 +177,7 @@ void lp_bench_pipe_close(lp_bench_pipe_t **self_p)
 {
     lp_bench_pipe_t *bp = *self_p;
     if (!bp) return;
-    lp_client_destroy(&bp->c);
-    lp_pipeline_destroy(&bp->p);
-    uv_loop_close(&bp->loop);
+    piped_stop(&bp->pd);
     free(bp);
     *self_p = NULL;
 }
@@ -180,7 +192,7 @@ static int pipe_generate(lp_bench_pipe_t *bp, const int32_t *ids, int n_prompt, 
     g.n_predict = n_predict;
     g.ignore_eos = true;
     g.params_json = "{\"temperature\": 0}";
-    int rc = lp_client_generate(bp->c, ++bp->next_id, &g, 600000, NULL, NULL, gen);
+    int rc = lp_client_generate(bp->pd.c, ++bp->next_id, &g, 600000, NULL, NULL, gen);
     if (!rc && gen->reason != LMPIPE__FINISH_REASON__FINISH_LENGTH) {
         rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation ended early: %s", gen->error);
         lp_generation_clear(gen);
@@ -194,13 +206,9 @@ int lp_bench_pipe_open(const char *model_path, int threads, bool no_shm, int bat
     *out = NULL;
     lp_bench_pipe_t *bp = calloc(1, sizeof(*bp));
     if (!bp) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
-    uv_loop_init(&bp->loop);
     lp_pipeline_opts_t o = {.model = model_path, .threads = threads, .no_shm = no_shm,
                             .max_seqs = 1, .max_batch_tokens = batch, .n_ctx = pp + tg + 16};
-    int rc = lp_pipeline_start(&bp->loop, &o, &bp->p);
-    if (!rc) rc = lp_pipeline_wait_ready(bp->p, 60000);
-    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(bp->p), &bp->c);
-    if (!rc) rc = lp_client_hello(bp->c, 10000);
+    int rc = piped_start(&bp->pd, &o);
     lp_generation_t gen; /* a warm-up */
     if (!rc && !(rc = pipe_generate(bp, ids, pp < 16 ? pp : 16, tg < 8 ? tg : 8, &gen)))
         lp_generation_clear(&gen);
