@@ -728,10 +728,188 @@ DEFINE_GEMM(gemm_q4_k_tiles, tile_q4_k)
 
 DEFINE_GEMM(gemm_q5_k_tiles, tile_q5_k)
 
-#define DEFINE_GEMV_AFFINE(name, tiles, block, hbits)                                     \
+#if defined(LP_KERN_VNNI)
+/* ---- Q4_K decode with 512-bit vectors (VNNI) ----------------------------
+ *
+ * The 256-bit decode kernel spends about 80 instructions per block and
+ * row, a quarter of them decoding the 6-bit scales in general registers,
+ * for 27 GB/s a thread in cache.  Out of memory that costs nothing while
+ * the host gives each thread 15-17 GB/s, but when it gives more, the
+ * kernel falls behind the memory.  Here:
+ *
+ * - one 512-bit load takes 64 bytes of nibbles, two 64-element chunks:
+ *   its low nibbles are sub-blocks 4g (bytes 0-31) and 4g+2 (32-63) of
+ *   128-element group g, its high nibbles 4g+1 and 4g+3.  The activations
+ *   are rearranged to match once per call (q8k_zx_t), with their sums
+ *   per 32 for the mins;
+ * - vpdpbusd sums four byte products per int32, and with q <= 15, |x| <=
+ *   127 such a sum fits int16, so the sums of the low and the high
+ *   nibbles pack (vpackssdw) into one vector of int16 and one vpdpwssd
+ *   weighs them by their scales: three multiplies per 128 weights instead
+ *   of four, one scale shuffle instead of two.  Per 128-bit lane the
+ *   packed vector holds four sums of the low nibbles, then four of the
+ *   high ones, so the scale vector holds two scales, four times each;
+ * - the scales and mins of both rows of a pair decode in one 256-bit
+ *   vector, a row per 128-bit lane.
+ *
+ * One thread in cache 27 -> 31 GB/s (bench/matmul_bench).  Q6_K the same
+ * way (ql's low and high nibbles in one load, qh in both halves shifted by
+ * 0 and 2) was slower than its 256-bit kernel, 34-36 against 38 GB/s: on
+ * Zen 4 a 512-bit operation takes a 256-bit pipe twice, and Q6_K's
+ * unpacking saved too little. */
+typedef struct {
+    _Alignas(64) int8_t x[LP_QK_K]; /* per group g: x 0-31 | 64-95, x 32-63 | 96-127 */
+    int16_t bsum32[8];              /* sum of x[32j .. 32j+31] */
+    float d;
+    uint8_t pad[44];
+} q8k_zx_t;
+
+_Static_assert(sizeof(q8k_zx_t) == 320, "q8k zx");
+
+#define ZX_MAX 64 /* rows of up to 16384 elements; longer: the 256-bit kernel */
+
+static void q8k_to_zx(const lp__q8k_t *a, int64_t nb, q8k_zx_t *z)
+{
+    static const int from[4] = {0, 64, 32, 96};
+    for (int64_t i = 0; i < nb; i++, a++, z++) {
+        for (int g = 0; g < 2; g++)
+            for (int k = 0; k < 4; k++)
+                _mm256_store_si256((__m256i *)(z->x + 128 * g + 32 * k),
+                                   _mm256_load_si256((const __m256i *)(a->qs + 128 * g + from[k])));
+        for (int j = 0; j < 8; j++) z->bsum32[j] = (int16_t)(a->bsums[2 * j] + a->bsums[2 * j + 1]);
+        z->d = a->d;
+    }
+}
+
+/* The dots of (u0, x0) and of (u1, x1), each four-byte sum weighed by its
+ * int16 scale in sc (the packing above). */
+INLINE __m512i dot2_packed(__m512i u0, __m512i x0, __m512i u1, __m512i x1, __m512i sc)
+{
+    const __m512i z = _mm512_setzero_si512();
+    return _mm512_dpwssd_epi32(z, _mm512_packs_epi32(_mm512_dpbusd_epi32(z, u0, x0),
+                                                     _mm512_dpbusd_epi32(z, u1, x1)), sc);
+}
+
+/* Q4_K: byte shuffles of a vector holding a row's 16 decoded bytes (s0-s7,
+ * m0-m7) in every 128-bit lane.  zsc_q4k[g]: in the low 256 bits s_4g
+ * four times then s_4g+1, in the high 256 bits s_4g+2 then s_4g+3, as
+ * int16; zmn_q4k: the mins m0-m7 as int16. */
+#define Z16(j) (j), -128
+#define ZHALF(a, b) Z16(a), Z16(a), Z16(a), Z16(a), Z16(b), Z16(b), Z16(b), Z16(b)
+static const int8_t zsc_q4k[2][64] __attribute__((aligned(64))) = {
+    {ZHALF(0, 1), ZHALF(0, 1), ZHALF(2, 3), ZHALF(2, 3)},
+    {ZHALF(4, 5), ZHALF(4, 5), ZHALF(6, 7), ZHALF(6, 7)},
+};
+#define ZMINS Z16(8), Z16(9), Z16(10), Z16(11), Z16(12), Z16(13), Z16(14), Z16(15)
+static const int8_t zmn_q4k[32] __attribute__((aligned(32))) = {ZMINS, ZMINS};
+#undef ZMINS
+#undef ZHALF
+#undef Z16
+
+/* Rows w and w + wrb (nb blocks each) dotted with the rearranged
+ * activations a; pf: the same offsets of a row pair further on, or NULL. */
+INLINE void dec2_q4_k_z(int64_t nb, const uint8_t *w, size_t wrb, const q8k_zx_t *a,
+                        float *out, const uint8_t *pf)
+{
+    const size_t bb = sizeof(lp_block_q4_k_t);
+    const size_t sco = offsetof(lp_block_q4_k_t, scales), qso = offsetof(lp_block_q4_k_t, qs);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    /* 32-bit words of a lane after the shuffles: s0-3 (6 bits of bytes
+     * 0-3), s4-7 (low nibbles of bytes 8-11, top bits of bytes 0-3), m0-3
+     * (6 bits of bytes 4-7), m4-7 (high nibbles of 8-11, top bits of 4-7) */
+    const __m256i shift = _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4);
+    const __m256i low = _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
+                                          0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+    const __m256i top = _mm256_setr_epi32(0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0,
+                                          0x30303030);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, a++) {
+        const uint8_t *b[2] = {w + (size_t)i * bb, w + wrb + (size_t)i * bb};
+        if (pf) prefetch_block_pair(pf + (size_t)i * bb, bb, wrb);
+        __m256i u = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b[0] + sco))),
+            _mm_loadu_si128((const __m128i *)(b[1] + sco)), 1);
+        __m256i v1 = _mm256_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0));
+        __m256i v2 = _mm256_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0));
+        __m256i sm = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(v1, shift), low),
+                                     _mm256_and_si256(_mm256_srli_epi32(v2, 2), top));
+        /* the mins of both rows times the sums per 32: lanes 0-3 row 0, 4-7 row 1 */
+        __m256i mm = _mm256_madd_epi16(
+            _mm256_shuffle_epi8(sm, _mm256_load_si256((const __m256i *)zmn_q4k)),
+            _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)a->bsum32)));
+        /* d, dmin of row 0, then of row 1 (they lead the block), times the
+         * activations' d */
+        uint32_t h0, h1;
+        memcpy(&h0, b[0], 4);
+        memcpy(&h1, b[1], 4);
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)h0), (int)h1, 1)),
+                               _mm_set1_ps(a->d));
+        const __m512i sc[2] = {_mm512_broadcast_i32x4(_mm256_castsi256_si128(sm)),
+                               _mm512_broadcast_i32x4(_mm256_extracti128_si256(sm, 1))};
+        __m512i s[2][2]; /* [row][group]: two chains per row */
+        _Pragma("GCC unroll 2") for (int g = 0; g < 2; g++) {
+            const __m512i xlo = _mm512_load_si512((const void *)(a->x + 128 * g));
+            const __m512i xhi = _mm512_load_si512((const void *)(a->x + 128 * g + 64));
+            const __m512i ctl = _mm512_load_si512((const void *)zsc_q4k[g]);
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+                __m512i q = _mm512_loadu_si512((const void *)(b[r] + qso + 64 * g));
+                s[r][g] = dot2_packed(_mm512_and_si512(q, m4), xlo,
+                                      _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), xhi,
+                                      _mm512_shuffle_epi8(sc[r], ctl));
+            }
+        }
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s[r][0], s[r][1])),
+                                     _mm512_set1_ps(dd[2 * r]), acc[r]);
+        /* dmin of row 0 in lanes 0-3, of row 1 in 4-7 */
+        __m256 dm = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd),
+                                             _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), dm, accm);
+    }
+    out[0] = _mm512_reduce_add_ps(acc[0]) - hsum_ps(_mm256_permute2f128_ps(accm, accm, 0x08));
+    out[1] = _mm512_reduce_add_ps(acc[1]) - hsum_ps(_mm256_permute2f128_ps(accm, accm, 0x81));
+}
+
+/* Q4_K rows in pairs through dec2_q4_k_z; false (nothing done) for rows
+ * too long for the stack copy of the activations. */
+INLINE bool q4_k_wide(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
+                      const void *xq, float *y)
+{
+    const int64_t nb = n / LP_QK_K;
+    if (nb > ZX_MAX) return false;
+    q8k_zx_t zx[nb];
+    q8k_to_zx(xq, nb, zx);
+    int64_t r = 0;
+    for (; r + 2 <= nr; r += 2)
+        dec2_q4_k_z(nb, (const uint8_t *)w + (size_t)r * wrb, wrb, zx, y + r,
+                    prefetch_base(w, wrb, r, nr_pf));
+    if (r < nr) gemm_q4_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, 0, 1,
+                                y + r, 1);
+    return true;
+}
+#else
+INLINE bool q4_k_wide(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
+                      const void *xq, float *y)
+{
+    (void)n, (void)w, (void)wrb, (void)nr, (void)nr_pf, (void)xq, (void)y;
+    return false;
+}
+#endif
+
+/* No wide decode kernel: the pairs of 256-bit rows below. */
+INLINE bool no_wide(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
+                    const void *xq, float *y)
+{
+    (void)n, (void)w, (void)wrb, (void)nr, (void)nr_pf, (void)xq, (void)y;
+    return false;
+}
+
+#define DEFINE_GEMV_AFFINE(name, tiles, block, hbits, wide)                               \
     static void name##_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf, \
                          const void *xq, float *y)                                        \
     {                                                                                     \
+        if (wide(n, w, wrb, nr, nr_pf, xq, y)) return;                                    \
         int64_t r = 0;                                                                    \
         for (; r + 2 <= nr; r += 2)                                                       \
             dec2_qk_affine(n, (const uint8_t *)w + (size_t)r * wrb,                       \
@@ -742,8 +920,8 @@ DEFINE_GEMM(gemm_q5_k_tiles, tile_q5_k)
     }                                                                                     \
     DEFINE_GEMV_GEMM(name, tiles)
 
-DEFINE_GEMV_AFFINE(gemm_q4_k, gemm_q4_k_tiles, lp_block_q4_k_t, 0)
-DEFINE_GEMV_AFFINE(gemm_q5_k, gemm_q5_k_tiles, lp_block_q5_k_t, 1)
+DEFINE_GEMV_AFFINE(gemm_q4_k, gemm_q4_k_tiles, lp_block_q4_k_t, 0, q4_k_wide)
+DEFINE_GEMV_AFFINE(gemm_q5_k, gemm_q5_k_tiles, lp_block_q5_k_t, 1, no_wide)
 
 /* Decode, two Q6_K rows at a time (as dec2_q4_k). */
 INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_t *b1,
@@ -790,6 +968,7 @@ INLINE void dec2_q6_k(int64_t n, const lp_block_q6_k_t *b0, const lp_block_q6_k_
 }
 
 DEFINE_GEMM(gemm_q6_k_tiles, tile_q6_k)
+
 
 static void gemm_q6_k_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
                         const void *xq, float *y)
