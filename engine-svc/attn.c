@@ -89,10 +89,10 @@ static void run_unit(const attn_job_t *j, const attn_unit_t *u, float *scratch)
         n_keys[r] = b->tok_pos[t] + 1;
     }
     const int32_t seq = b->tok_seq[u->t0];
-    const size_t head_off = (size_t)u->kv_head * (size_t)hd;
+    const int64_t head_off = u->kv_head * b->head_stride;
     const lp__attn_kern_t *kern = j->narrow && u->nr <= 8 ? j->narrow : j->kern;
-    kern->tile(u->nr, q, out, n_keys, b->k[seq] + head_off, b->v[seq] + head_off,
-                  (int64_t)b->n_head_kv * hd, hd, b->scale, scratch);
+    kern->tile(u->nr, q, out, n_keys, b->k[seq] + head_off, b->v[seq] + head_off, b->key_stride,
+               hd, b->scale, scratch);
 }
 
 static void attn_worker(void *arg, int ith, int nth)

@@ -20,8 +20,10 @@ typedef struct lp_attn_batch {
     const float *q;         /* (n_tok, n_head, head_dim) */
     const int32_t *tok_seq; /* (n_tok) index into k and v of the cache each token reads */
     const int32_t *tok_pos; /* (n_tok) position: token t sees cache positions 0 .. tok_pos[t] */
-    const float *const *k;  /* per cache: (n_ctx, n_head_kv, head_dim) of one layer, borrowed */
+    const float *const *k;  /* per cache: KV head g, position j of one layer at
+                             * g * head_stride + j * key_stride, head_dim floats; borrowed */
     const float *const *v;  /* likewise */
+    int64_t key_stride, head_stride; /* floats */
     int32_t n_tok, n_head, n_head_kv, head_dim;
     float scale;            /* applied to q . k before the softmax */
 } lp_attn_batch_t;

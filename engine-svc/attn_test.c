@@ -40,12 +40,16 @@ typedef struct entry {
 } entry_t;
 
 /* Run the entries as one batch through lp_attn_run and compare each
- * (token, head) with lp_op_attn_head. */
+ * (token, head) with lp_op_attn_head.  The caches are laid out
+ * (n_head_kv, N_CTX, head_dim) when head_major (the CPU engine's), else
+ * (N_CTX, n_head_kv, head_dim). */
 static void check_batch(lp_threadpool_t *pool, const char *isa, shape_t sh, float amp,
-                        const entry_t *e, int n_entries)
+                        const entry_t *e, int n_entries, int head_major)
 {
     const int32_t hd = sh.head_dim, kv_dim = sh.n_head_kv * hd, q_dim = sh.n_head * hd;
     const int32_t group = sh.n_head / sh.n_head_kv;
+    const int64_t key_stride = head_major ? hd : kv_dim;
+    const int64_t head_stride = head_major ? (int64_t)N_CTX * hd : hd;
     int32_t T = 0;
     for (int i = 0; i < n_entries; i++) T += e[i].n;
     float *kc[MAX_SEQS], *vc[MAX_SEQS];
@@ -73,7 +77,8 @@ static void check_batch(lp_threadpool_t *pool, const char *isa, shape_t sh, floa
     const float scale = 1.0f / sqrtf((float)hd);
     lp_attn_batch_t b = {
         .out = out, .q = q, .tok_seq = tok_seq, .tok_pos = tok_pos,
-        .k = (const float *const *)kc, .v = (const float *const *)vc, .n_tok = T,
+        .k = (const float *const *)kc, .v = (const float *const *)vc,
+        .key_stride = key_stride, .head_stride = head_stride, .n_tok = T,
         .n_head = sh.n_head, .n_head_kv = sh.n_head_kv, .head_dim = hd, .scale = scale,
     };
     CHECK(lp_attn_run(pool, &b) == 0, "lp_attn_run failed");
@@ -81,15 +86,17 @@ static void check_batch(lp_threadpool_t *pool, const char *isa, shape_t sh, floa
     int bad = 0;
     for (int32_t t = 0; t < T; t++) {
         for (int32_t h = 0; h < sh.n_head; h++) {
-            const size_t kv_off = (size_t)(h / group) * (size_t)hd;
+            const int64_t kv_off = (h / group) * head_stride;
             lp_op_attn_head(ref, q + (size_t)t * q_dim + (size_t)h * hd, kc[tok_seq[t]] + kv_off,
-                            vc[tok_seq[t]] + kv_off, kv_dim, tok_pos[t] + 1, hd, scale, NULL, scores);
+                            vc[tok_seq[t]] + kv_off, key_stride, tok_pos[t] + 1, hd, scale, NULL,
+                            scores);
             const float *got = out + (size_t)t * q_dim + (size_t)h * hd;
             for (int32_t i = 0; i < hd; i++) {
                 const double d = fabs((double)got[i] - ref[i]);
                 if (!(d <= TOL) && bad++ < 5)
-                    CHECK(0, "%s heads %d/%d hd %d amp %g: token %d (seq %d pos %d) head %d dim %d: "
-                          "%.8g vs %.8g", isa, sh.n_head, sh.n_head_kv, hd, amp, t, tok_seq[t],
+                    CHECK(0, "%s heads %d/%d hd %d amp %g %s: token %d (seq %d pos %d) head %d "
+                          "dim %d: %.8g vs %.8g", isa, sh.n_head, sh.n_head_kv, hd, amp,
+                          head_major ? "head-major" : "position-major", t, tok_seq[t],
                           tok_pos[t], h, i, got[i], ref[i]);
                 if (d > worst || d != d) worst = d;
             }
@@ -129,10 +136,11 @@ static void check_batches(lp_threadpool_t *pool, const char *isa)
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++)
-            check_batch(pool, isa, shapes[s], 1.0f, batches[i].e, batches[i].n);
+            for (int head_major = 0; head_major < 2; head_major++)
+                check_batch(pool, isa, shapes[s], 1.0f, batches[i].e, batches[i].n, head_major);
     /* peaked: scores spread over tens, most probabilities underflow */
-    check_batch(pool, isa, shapes[1], 3.0f, prefill160, 1);
-    check_batch(pool, isa, shapes[0], 8.0f, mixed, 4);
+    check_batch(pool, isa, shapes[1], 3.0f, prefill160, 1, 1);
+    check_batch(pool, isa, shapes[0], 8.0f, mixed, 4, 0);
 }
 
 /* The kernels alone: rows that see no key, one key, and all keys, in one

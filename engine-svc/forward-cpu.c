@@ -29,7 +29,7 @@
 #include <string.h>
 
 typedef struct kv_seq {
-    float *k, *v;   /* (n_layer, n_ctx, kv_dim); NULL until first used */
+    float *k, *v;   /* (n_layer, n_head_kv, n_ctx, head_dim); NULL until first used */
 } kv_seq_t;
 
 typedef struct cpu_ctx {
@@ -150,6 +150,15 @@ static int kv_reserve(cpu_ctx_t *c, int32_t seq_id)
     return 0;
 }
 
+/* Where position pos of KV head g of layer `layer` starts in a cache: each
+ * head's positions are consecutive, so attention streams them. */
+static size_t kv_offset(const cpu_ctx_t *c, int32_t layer, int32_t g, int32_t pos)
+{
+    const lp_hparams_t *hp = &c->m->hp;
+    return (((size_t)layer * (size_t)hp->n_head_kv + (size_t)g) * (size_t)c->p.n_ctx + (size_t)pos) *
+           (size_t)hp->head_dim;
+}
+
 static lp_matmul_t mm_of(const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
                          int64_t y_stride)
 {
@@ -185,11 +194,9 @@ static void attn_worker(void *arg, int ith, int nth)
     for (int64_t w = ith; w < n_work; w += nth) {
         const int32_t t = (int32_t)(w / hp->n_head), h = (int32_t)(w % hp->n_head);
         const kv_seq_t *s = &c->kv[c->tok_seq[t]];
-        const size_t layer_off = (size_t)j->layer * (size_t)c->p.n_ctx * (size_t)c->kv_dim;
-        const size_t head_off = (size_t)(h / group) * (size_t)hd;
+        const size_t off = kv_offset(c, j->layer, h / group, 0);
         lp_op_attn_head(c->att + (size_t)t * c->q_dim + (size_t)h * hd,
-                        c->q + (size_t)t * c->q_dim + (size_t)h * hd,
-                        s->k + layer_off + head_off, s->v + layer_off + head_off, c->kv_dim,
+                        c->q + (size_t)t * c->q_dim + (size_t)h * hd, s->k + off, s->v + off, hd,
                         c->tok_pos[t] + 1, hd, scale, NULL, scores);
     }
 }
@@ -204,14 +211,15 @@ static int attention(cpu_ctx_t *c, int32_t layer, int32_t T)
         lp_threadpool_run(c->pool, attn_worker, &job);
         return 0;
     }
-    const size_t layer_off = (size_t)layer * (size_t)c->p.n_ctx * (size_t)c->kv_dim;
+    const size_t layer_off = kv_offset(c, layer, 0, 0);
     for (int32_t s = 0; s < c->p.max_seqs; s++) {
         c->k_layer[s] = c->kv[s].k ? c->kv[s].k + layer_off : NULL;
         c->v_layer[s] = c->kv[s].v ? c->kv[s].v + layer_off : NULL;
     }
     lp_attn_batch_t b = {
         .out = c->att, .q = c->q, .tok_seq = c->tok_seq, .tok_pos = c->tok_pos,
-        .k = c->k_layer, .v = c->v_layer, .n_tok = T, .n_head = hp->n_head,
+        .k = c->k_layer, .v = c->v_layer, .key_stride = hp->head_dim,
+        .head_stride = (int64_t)c->p.n_ctx * hp->head_dim, .n_tok = T, .n_head = hp->n_head,
         .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
         .scale = 1.0f / sqrtf((float)hp->head_dim),
     };
@@ -310,9 +318,11 @@ static void tok_worker(void *arg, int ith, int nth)
             (c->p.exact ? lp_op_rope_apply : lp_vec_rope)(k, hp->n_head_kv, hp->head_dim,
                                                           hp->n_rot, cs, sn, hp->rope_neox);
             kv_seq_t *s = &c->kv[c->tok_seq[t]];
-            size_t off = ((size_t)j->layer * (size_t)c->p.n_ctx + (size_t)c->tok_pos[t]) * (size_t)kv_dim;
-            memcpy(s->k + off, k, sizeof(float) * (size_t)kv_dim);
-            memcpy(s->v + off, v, sizeof(float) * (size_t)kv_dim);
+            for (int32_t g = 0; g < hp->n_head_kv; g++) {
+                size_t off = kv_offset(c, j->layer, g, c->tok_pos[t]);
+                memcpy(s->k + off, k + g * hp->head_dim, sizeof(float) * (size_t)hp->head_dim);
+                memcpy(s->v + off, v + g * hp->head_dim, sizeof(float) * (size_t)hp->head_dim);
+            }
             break;
         }
         case STAGE_FFN_NORM:
