@@ -35,10 +35,11 @@ static void ref_worker(void *arg, int ith, int nth)
     const int32_t hd = b->head_dim, group = b->n_head / b->n_head_kv;
     for (int64_t w = ith; w < (int64_t)b->n_tok * b->n_head; w += nth) {
         const int32_t t = (int32_t)(w / b->n_head), h = (int32_t)(w % b->n_head);
-        const size_t off = ((size_t)t * b->n_head + h) * hd, kv_off = (size_t)(h / group) * hd;
+        const size_t off = ((size_t)t * b->n_head + h) * hd;
+        const int64_t kv_off = (h / group) * b->head_stride;
         lp_op_attn_head(b->out + off, b->q + off, b->k[b->tok_seq[t]] + kv_off,
-                        b->v[b->tok_seq[t]] + kv_off, (int64_t)b->n_head_kv * hd, b->tok_pos[t] + 1,
-                        hd, b->scale, NULL, j->scores + (size_t)ith * N_CTX);
+                        b->v[b->tok_seq[t]] + kv_off, b->key_stride, b->tok_pos[t] + 1, hd,
+                        b->scale, NULL, j->scores + (size_t)ith * N_CTX);
     }
 }
 
@@ -110,6 +111,7 @@ int main(int argc, char **argv)
             const float *kp = k, *vp = v;
             lp_attn_batch_t b = {
                 .out = out, .q = q, .tok_seq = tok_seq, .tok_pos = tok_pos, .k = &kp, .v = &vp,
+                .key_stride = hd, .head_stride = (int64_t)N_CTX * hd, /* the engine's layout */
                 .n_tok = cases[c].n_tok, .n_head = shapes[s].n_head,
                 .n_head_kv = shapes[s].n_head_kv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
             };

@@ -106,6 +106,10 @@ static void attn_worker(void *arg, int ith, int nth)
 
 int lp_attn_run(lp_threadpool_t *pool, const lp_attn_batch_t *b)
 {
+    if (b->key_stride < b->head_dim || b->head_stride < b->head_dim)
+        return lp_error_set(LP_ERR(EINVAL), "attention: key stride %lld and head stride %lld must "
+                            "be at least head_dim %d", (long long)b->key_stride,
+                            (long long)b->head_stride, b->head_dim);
     attn_job_t j = {.b = b};
     attn_kern(&j);
     j.n_units = plan(b, j.kern->rows, NULL);

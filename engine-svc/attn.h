@@ -33,8 +33,8 @@ typedef struct lp_attn_batch {
  * cache tok_seq[t].  Head h of the output is computed in float with an
  * exp accurate to about 2^-23 (not bit-equal to lp_op_attn_head).  Runs on
  * the pool (its scratch buffer holds the work list and each thread's tile
- * buffers).  Returns 0, or -ENOMEM with a message when the scratch buffer
- * cannot grow. */
+ * buffers).  Returns 0, -EINVAL when a stride is below head_dim, or
+ * -ENOMEM when the scratch buffer cannot grow, with a message. */
 int lp_attn_run(lp_threadpool_t *pool, const lp_attn_batch_t *b);
 
 #endif

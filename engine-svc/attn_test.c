@@ -14,11 +14,13 @@
  * (about 2^-23 relative): a few times 1e-6 at most.  A wrong mask, a
  * missed rescale or a lost key moves outputs by 1e-3 or more. */
 #include "attn.h"
+#include "error.h"
 #include "matmul.h"
 #include "ops.h"
 #include "simd/attn-kern.h"
 #include "../tests/check.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +204,15 @@ int main(void)
     }
     CHECK(lp_matmul_set_isa(best) == 0, "set %s", best);
     check_batches(pools[1], best);
+    /* a batch without its strides is refused, not read out of place */
+    float kv[64] = {0}, qo[2][64] = {{0}};
+    const float *kvp = kv;
+    int32_t seq0 = 0, pos0 = 0;
+    lp_attn_batch_t no_strides = {.out = qo[1], .q = qo[0], .tok_seq = &seq0, .tok_pos = &pos0,
+                                  .k = &kvp, .v = &kvp, .n_tok = 1, .n_head = 1, .n_head_kv = 1,
+                                  .head_dim = 64, .scale = 1};
+    CHECK(lp_attn_run(pools[1], &no_strides) == -EINVAL && strstr(lp_error_msg(), "stride"),
+          "a batch with zero strides: %s", lp_error_msg());
     check_kernel(&lp__attn_scalar);
 #if defined(LP_HAVE_X86_KERNELS)
     if (lp_matmul_isa_supported("avx2")) check_kernel(&lp__attn_avx2);
