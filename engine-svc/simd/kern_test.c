@@ -171,8 +171,9 @@ int main(void)
         }
         ran++;
         test_quantizers(k);
+        /* one token: row pairs and a tail, and enough rows to prefetch ahead */
         const int64_t shapes[][3] = {{256, 1, 1}, {512, 5, 3}, {768, 3, 9}, {2048, 2, 4}, {512, 5, 1},
-                                     {256, 4, 7}};
+                                     {256, 4, 7}, {2048, 21, 1}};
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
             for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
                 test_gemm(k, types[t], shapes[sh][0], shapes[sh][1], shapes[sh][2], false);
@@ -182,6 +183,9 @@ int main(void)
                 test_gemm(k, types[t], 96, 3, 1, false);
                 test_gemm(k, types[t], 160, 2, 2, false);
             }
+        /* one token over rows longer than the vnni Q4_K kernel's copy of
+         * the activations (64 blocks): the 256-bit kernel */
+        test_gemm(k, LP_TYPE_Q4_K, 65 * 256, 3, 1, false);
         /* float types with a length that is not a multiple of the vector width */
         test_gemm(k, LP_TYPE_F32, 37, 3, 5, false);
         test_gemm(k, LP_TYPE_F16, 19, 2, 2, false);
