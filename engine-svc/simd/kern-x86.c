@@ -871,46 +871,39 @@ INLINE void dec2_q4_k_z(int64_t nb, const uint8_t *w, size_t wrb, const q8k_zx_t
     out[1] = _mm512_reduce_add_ps(acc[1]) - hsum_ps(_mm256_permute2f128_ps(accm, accm, 0x81));
 }
 
-/* Q4_K rows in pairs through dec2_q4_k_z; false (nothing done) for rows
- * too long for the stack copy of the activations. */
-INLINE bool q4_k_wide(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
-                      const void *xq, float *y)
+/* Q4_K row pairs through dec2_q4_k_z: the number of rows done (the odd
+ * last one is left to the caller), 0 for rows too long for the stack copy
+ * of the activations. */
+INLINE int64_t q4_k_wide(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
+                         const void *xq, float *y)
 {
     const int64_t nb = n / LP_QK_K;
-    if (nb > ZX_MAX) return false;
+    if (nb > ZX_MAX) return 0;
     q8k_zx_t zx[nb];
     q8k_to_zx(xq, nb, zx);
     int64_t r = 0;
     for (; r + 2 <= nr; r += 2)
         dec2_q4_k_z(nb, (const uint8_t *)w + (size_t)r * wrb, wrb, zx, y + r,
                     prefetch_base(w, wrb, r, nr_pf));
-    if (r < nr) gemm_q4_k_tiles(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, 0, 1,
-                                y + r, 1);
-    return true;
+    return r;
 }
 #else
-INLINE bool q4_k_wide(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
-                      const void *xq, float *y)
-{
-    (void)n, (void)w, (void)wrb, (void)nr, (void)nr_pf, (void)xq, (void)y;
-    return false;
-}
+#define q4_k_wide no_wide
 #endif
 
-/* No wide decode kernel: the pairs of 256-bit rows below. */
-INLINE bool no_wide(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
-                    const void *xq, float *y)
+/* No wide decode kernel: every row pair through dec2_qk_affine. */
+INLINE int64_t no_wide(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf,
+                       const void *xq, float *y)
 {
     (void)n, (void)w, (void)wrb, (void)nr, (void)nr_pf, (void)xq, (void)y;
-    return false;
+    return 0;
 }
 
 #define DEFINE_GEMV_AFFINE(name, tiles, block, hbits, wide)                               \
     static void name##_v(int64_t n, const void *w, size_t wrb, int64_t nr, int64_t nr_pf, \
                          const void *xq, float *y)                                        \
     {                                                                                     \
-        if (wide(n, w, wrb, nr, nr_pf, xq, y)) return;                                    \
-        int64_t r = 0;                                                                    \
+        int64_t r = wide(n, w, wrb, nr, nr_pf, xq, y); /* row pairs a wide kernel did */  \
         for (; r + 2 <= nr; r += 2)                                                       \
             dec2_qk_affine(n, (const uint8_t *)w + (size_t)r * wrb,                       \
                            (const uint8_t *)w + (size_t)(r + 1) * wrb, sizeof(block),     \
