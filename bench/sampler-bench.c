@@ -106,8 +106,12 @@ int main(void)
     time_chain("llama.cpp default chain (penalties..temperature)", "{\"seed\":1}", row, 500,
                history, 64);
     time_chain("greedy (temperature 0)", "{\"temperature\":0,\"seed\":1}", row, 1000, NULL, 0);
+    time_chain("greedy with logprobs (n_probs 1)", "{\"temperature\":0,\"n_probs\":1,\"seed\":1}",
+               row, 1000, NULL, 0);
     time_chain_mode("greedy, until the token (sampler-svc: pick, then logprobs)",
                     "{\"temperature\":0,\"seed\":1}", row, 1000, NULL, 0, true);
+    time_chain_mode("greedy with logprobs, until the token",
+                    "{\"temperature\":0,\"n_probs\":1,\"seed\":1}", row, 1000, NULL, 0, true);
     time_chain_mode("llama.cpp default chain, until the token", "{\"seed\":1}", row, 500,
                     history, 64, true);
     time_chain("top-k 50000 alone", "{\"top_k\":50000,\"samplers\":[\"top_k\"],\"seed\":1}", row, 100,

@@ -39,6 +39,7 @@ enum rstate { R_TOKENIZING, R_WAIT_SLOT, R_OPENING, R_RUNNING, R_DONE };
 
 typedef struct tokinfo { /* a sampled token waiting for its piece */
     int32_t id;
+    bool has_logprob;
     float logprob;
     uint64_t strategy_version; /* the sampler strategy that chose it */
     size_t n_top;

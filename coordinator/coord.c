@@ -311,6 +311,7 @@ static void text_piece(lp_coord_t *c, req_t *r, const tokinfo_t *ti, const uint8
     ev.id = ti->id;
     ev.piece.data = (uint8_t *)out;
     ev.piece.len = out_len;
+    ev.has_logprob = ti->has_logprob;
     ev.logprob = ti->logprob;
     ev.strategy_version = ti->strategy_version;
     ev.n_top = ti->n_top;
@@ -450,7 +451,8 @@ static void on_token(lp_coord_t *c, req_t *r, const Lmpipe__SampleResult *res, c
         return;
     }
     r->n_gen++;
-    tokinfo_t ti = {.id = t, .logprob = res->logprob, .strategy_version = res->strategy_version};
+    tokinfo_t ti = {.id = t, .has_logprob = res->has_logprob, .logprob = res->logprob,
+                    .strategy_version = res->strategy_version};
     for (size_t k = 0; k < res->n_top && k < 32; k++) {
         lmpipe__token_prob__init(&ti.top[k]);
         ti.top[k].id = res->top[k]->id;

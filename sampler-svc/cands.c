@@ -19,6 +19,8 @@ void lp_cands_init(lp_cands_t *c)
 void lp_cands_free(lp_cands_t *c)
 {
     free(c->row);
+    free(c->bmax);
+    free(c->orig);
     free(c->buf);
     free(c->tmp);
     free(c->fscratch);
@@ -65,7 +67,16 @@ int lp_cands_set_row(lp_cands_t *c, const float *logits, int32_t n)
         c->row = nr;
         c->row_cap = n;
     }
-    c->row_max = lp__row_load(c->row, logits, n); /* NaN never wins */
+    int32_t nb = (n + 63) / 64;
+    if (nb > c->bmax_cap) {
+        float *b = realloc(c->bmax, (size_t)nb * sizeof(*b));
+        if (!b) return lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory for a row of %d", n);
+        c->bmax = b;
+        c->bmax_cap = nb;
+    }
+    c->row_max = lp__row_load(c->row, logits, n, c->bmax); /* NaN never wins */
+    c->row_fresh = true;
+    c->keep_orig = false;
     c->n_row = n;
     c->dense = true;
     c->arr.data = c->buf;
@@ -74,6 +85,51 @@ int lp_cands_set_row(lp_cands_t *c, const float *logits, int32_t n)
     c->arr.sorted = false;
     c->selected_id = -1;
     return 0;
+}
+
+float *lp__cands_row_w(lp_cands_t *c)
+{
+    if (c->row_fresh && c->keep_orig) memcpy(c->orig, c->row, (size_t)c->n_row * sizeof(float));
+    c->row_fresh = false;
+    return c->row;
+}
+
+int lp__cands_keep_orig(lp_cands_t *c)
+{
+    if (!c->row_fresh)
+        return lp_error_set(LP_ERR(EINVAL), "sampler: the row was changed before it was kept");
+    if (c->n_row > c->orig_cap) {
+        float *o = realloc(c->orig, (size_t)c->n_row * sizeof(*o));
+        if (!o) return lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory for a row of %d", c->n_row);
+        c->orig = o;
+        c->orig_cap = c->n_row;
+    }
+    c->keep_orig = true;
+    return 0;
+}
+
+const float *lp__cands_orig(const lp_cands_t *c, const float **bmax)
+{
+    *bmax = c->row_fresh ? c->bmax : NULL;
+    if (!c->keep_orig) return NULL;
+    return c->row_fresh ? c->row : c->orig;
+}
+
+int32_t lp__cands_argmax(const lp_cands_t *c)
+{
+    int32_t at;
+    if (!c->row_fresh) {
+        lp__row_max(c->row, c->n_row, &at);
+        return at;
+    }
+    if (c->row_max == -INFINITY) return -1;
+    for (int32_t i = 0; i < c->n_row; i += 64) {
+        if (c->bmax[i / 64] < c->row_max) continue;
+        int32_t end = i + 64 < c->n_row ? i + 64 : c->n_row;
+        for (int32_t j = i; j < end; j++)
+            if (c->row[j] == c->row_max) return j;
+    }
+    return -1; /* not reached: row_max is in the row */
 }
 
 int lp_cands_set_list(lp_cands_t *c, const lp_token_data_t *data, size_t n)
@@ -247,8 +303,10 @@ void lp_cands_top_k(lp_cands_t *c, int32_t k)
 
 /* ---- dense helpers -------------------------------------------------------------- */
 
-size_t lp__row_top_k(const float *x, int32_t n, int32_t k, lp_token_data_t *h)
+size_t lp__row_top_k(const float *x, int32_t n, int32_t k, const float *bmax,
+                     lp_token_data_t *h)
 {
+    if (k <= 0) return 0;
     size_t filled = 0;
     int32_t i = 0;
     for (; i < n && filled < (size_t)k; i++) {
@@ -258,11 +316,16 @@ size_t lp__row_top_k(const float *x, int32_t n, int32_t k, lp_token_data_t *h)
         filled++;
     }
     heap_build(h, filled);
-    /* skip whole blocks whose maximum cannot enter the heap */
+    /* the rest of the first block one by one, then whole blocks skipped
+     * where their maximum cannot enter the heap (a skipped logit would have
+     * failed the test below, so the result does not depend on the blocks) */
+    for (; i < n && i % 64; i++)
+        if (x[i] > h[0].logit) heap_push_full(h, filled, (lp_token_data_t){i, x[i], 0.0f});
     while (i < n) {
         int32_t end = i + 64 <= n ? i + 64 : n;
         float bm;
-        if (end - i == 64) bm = lp__block_max64(x + i);
+        if (bmax) bm = bmax[i / 64];
+        else if (end - i == 64) bm = lp__block_max64(x + i);
         else {
             bm = x[i];
             for (int32_t j = i + 1; j < end; j++) bm = x[j] > bm ? x[j] : bm;
@@ -293,7 +356,7 @@ int lp__dense_top_k(lp_cands_t *c, int32_t k)
         return 0;
     }
     if ((rc = lp_cands_reserve(c, (size_t)k))) return rc;
-    size_t filled = lp__row_top_k(c->row, n, k, c->buf);
+    size_t filled = lp__row_top_k(c->row, n, k, c->row_fresh ? c->bmax : NULL, c->buf);
     c->dense = false;
     c->arr.data = c->buf;
     c->arr.size = filled;

@@ -26,7 +26,14 @@ typedef struct lp_cands {
     float *row;           /* dense: n_row logits, owned; -INFINITY = excluded */
     int32_t n_row;
     int32_t row_cap;
-    float row_max;        /* maximum of row when loaded (before any sampler) */
+    float row_max;        /* maximum of row as loaded and guarded (before any sampler) */
+    float *bmax;          /* while row_fresh: an upper bound of each 64-logit block of row */
+    int32_t bmax_cap;
+    bool row_fresh;       /* no sampler has changed row since it was loaded (only the
+                           * guard, which only lowers logits): row_max and bmax hold */
+    float *orig;          /* with keep_orig: row as loaded, once a sampler changed it */
+    int32_t orig_cap;
+    bool keep_orig;       /* the first change to row copies it to orig first */
     lp_token_array_t arr; /* list form: arr.data points into buf */
     lp_token_data_t *buf; /* owned */
     size_t buf_cap;

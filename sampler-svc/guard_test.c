@@ -3,7 +3,8 @@
  * token gets the largest logits of the row, and no sampling setting may
  * return one of them.  Each setting also runs as sampler-svc runs it
  * (lp_sampler_seq_pick, then lp_sampler_seq_logprobs), which must give the
- * same tokens, logprobs and top tokens as lp_sampler_seq_sample.
+ * same tokens, logprobs and top tokens as lp_sampler_seq_sample, with and
+ * without n_probs (logprobs come only with it).
  *
  * args: synth-qwen2-Q8_0.gguf */
 #include "engine.h"
@@ -13,6 +14,7 @@
 #include "error.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +60,20 @@ int main(int argc, char **argv)
         "{\"seed\":8,\"top_n_sigma\":1,\"top_k\":0}",
         "{\"seed\":9,\"n_probs\":8}",
     };
-    for (size_t s = 0; s < sizeof(settings) / sizeof(settings[0]); s++) {
+    size_t n_settings = sizeof(settings) / sizeof(settings[0]);
+    for (size_t s = 0; s < 2 * n_settings; s++) {
+        /* each setting as it is, then with logprobs (n_probs 4) asked for */
+        char with[256];
+        const char *set = settings[s % n_settings];
+        if (s >= n_settings) {
+            if (strstr(set, "n_probs")) continue; /* asked for already */
+            snprintf(with, sizeof(with), "{\"n_probs\":4,%s", set + 1);
+            set = with;
+        }
+        bool want = strstr(set, "n_probs") != NULL;
         lp_sampler_seq_t *seq, *split;
-        CHECK_RC(lp_sampler_seq_new(st, settings[s], strlen(settings[s]), &seq), 0);
-        CHECK_RC(lp_sampler_seq_new(st, settings[s], strlen(settings[s]), &split), 0);
+        CHECK_RC(lp_sampler_seq_new(st, set, strlen(set), &seq), 0);
+        CHECK_RC(lp_sampler_seq_new(st, set, strlen(set), &split), 0);
         if (!seq || !split) continue;
         lp_sampler_result_t r, r2;
         CHECK_RC(lp_sampler_seq_logprobs(split, &r2), LP_ERR(EINVAL)); /* nothing picked */
@@ -69,7 +81,7 @@ int main(int argc, char **argv)
         for (int d = 0; d < 60; d++) {
             if (lp_sampler_seq_sample(seq, row, n, &r) || lp_sampler_seq_pick(split, row, n, &r2) ||
                 lp_sampler_seq_accept(split, r2.id) || lp_sampler_seq_logprobs(split, &r2)) {
-                fprintf(stderr, "%s: %s\n", settings[s], lp_error_msg());
+                fprintf(stderr, "%s: %s\n", set, lp_error_msg());
                 bad++;
                 break;
             }
@@ -78,13 +90,14 @@ int main(int argc, char **argv)
                 if (mask[r.top[k].id] || r.top[k].id >= hp->n_tokens_real) bad++;
             lp_sampler_seq_accept(seq, r.id);
             differ += r.id != r2.id || memcmp(&r.logprob, &r2.logprob, sizeof(float)) ||
-                      r.version != r2.version || r.n_top != r2.n_top;
+                      r.version != r2.version || r.n_top != r2.n_top ||
+                      r.has_logprob != want || r2.has_logprob != want;
             for (int32_t k = 0; k < r.n_top && k < r2.n_top; k++)
                 differ += r.top[k].id != r2.top[k].id || r.top[k].logprob != r2.top[k].logprob;
         }
-        if (bad) fprintf(stderr, "%s: %d excluded tokens returned\n", settings[s], bad);
+        if (bad) fprintf(stderr, "%s: %d excluded tokens returned\n", set, bad);
         CHECK(bad == 0);
-        CHECK(differ == 0, "%s: pick + logprobs differs from sample at %d draws", settings[s], differ);
+        CHECK(differ == 0, "%s: pick + logprobs differs from sample at %d draws", set, differ);
         lp_sampler_seq_destroy(&seq);
         lp_sampler_seq_destroy(&split);
     }

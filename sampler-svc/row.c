@@ -61,29 +61,35 @@ static inline void v8_exp(v8f *xp)
     *xp = (v8f)((v8i)y & keep);
 }
 
-LP_CLONES float lp__row_load(float *dst, const float *src, int32_t n)
+LP_CLONES float lp__row_load(float *dst, const float *src, int32_t n, float *bmax)
 {
     const v8f ninf = SPLAT(-INFINITY), pinf = SPLAT(INFINITY), fmax = SPLAT(FLT_MAX);
     v8f m = ninf;
     int32_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v8f x;
-        V8_LOAD(x, src + i);
-        v8i ok = x == x; /* false for NaN */
-        x = (v8f)(((v8i)x & ok) | ((v8i)ninf & ~ok));
-        v8i big = x == pinf; /* +inf would make every softmax NaN */
-        x = (v8f)(((v8i)x & ~big) | ((v8i)fmax & big));
-        memcpy(dst + i, &x, sizeof(x));
-        m = V8_MAX(x, m);
+    for (; i + 64 <= n; i += 64) {
+        v8f bm = ninf;
+        for (int32_t j = i; j < i + 64; j += 8) {
+            v8f x;
+            V8_LOAD(x, src + j);
+            v8i ok = x == x; /* false for NaN */
+            x = (v8f)(((v8i)x & ok) | ((v8i)ninf & ~ok));
+            v8i big = x == pinf; /* +inf would make every softmax NaN */
+            x = (v8f)(((v8i)x & ~big) | ((v8i)fmax & big));
+            memcpy(dst + j, &x, sizeof(x));
+            bm = V8_MAX(x, bm);
+        }
+        if (bmax) bmax[i / 64] = hmax8(&bm);
+        m = V8_MAX(bm, m);
     }
-    float mx = hmax8(&m);
-    for (; i < n; i++) {
-        float x = src[i] == src[i] ? src[i] : -INFINITY;
+    float mx = hmax8(&m), bm = -INFINITY;
+    for (int32_t t = i; t < n; t++) {
+        float x = src[t] == src[t] ? src[t] : -INFINITY;
         if (x == INFINITY) x = FLT_MAX;
-        dst[i] = x;
-        mx = x > mx ? x : mx;
+        dst[t] = x;
+        bm = x > bm ? x : bm;
     }
-    return mx;
+    if (i < n && bmax) bmax[i / 64] = bm;
+    return mx > bm ? mx : bm;
 }
 
 LP_CLONES float lp__row_max(const float *x, int32_t n, int32_t *arg)

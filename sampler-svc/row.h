@@ -5,8 +5,9 @@
 #include <stdint.h>
 
 /* dst[i] = src[i] with NaN replaced by -INFINITY and +INFINITY by FLT_MAX;
- * returns the maximum (-INFINITY when nothing is left). */
-float lp__row_load(float *dst, const float *src, int32_t n);
+ * returns the maximum (-INFINITY when nothing is left).  With bmax, also
+ * the maximum of each block of 64 (bmax[i / 64], (n + 63) / 64 of them). */
+float lp__row_load(float *dst, const float *src, int32_t n, float *bmax);
 /* Largest value and, when arg is not NULL, its first index (-1 when every
  * value is -INFINITY). */
 float lp__row_max(const float *x, int32_t n, int32_t *arg);

@@ -86,8 +86,13 @@ typedef struct lp_sampler_alt {
     float logprob;
 } lp_sampler_alt_t;
 
+/* The token's logprob and the top alternatives cost a pass of exp() over
+ * the whole row, so they come only when asked for, as in llama.cpp's server
+ * and vLLM: for a sequence whose n_probs is above 0 (has_logprob).
+ * Otherwise logprob is NaN and n_top 0. */
 typedef struct lp_sampler_result {
     int32_t id;          /* chosen token, < n_real and not masked */
+    bool has_logprob;    /* logprob and top are filled (n_probs > 0) */
     float logprob;       /* log-softmax of id over the guarded row, before the chain */
     uint64_t version;    /* strategy version that produced it */
     int32_t n_top;       /* entries in top (the request's n_probs) */
@@ -113,9 +118,10 @@ int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_
                           lp_sampler_result_t *out);
 /* lp_sampler_seq_sample in two parts, for a caller that hands the token on
  * before it reports it: _pick chooses (out->id, out->version; the row is
- * read only here) and keeps a copy of the guarded row, _logprobs then fills
- * out->logprob and out->top from the copy.  Together they give what
- * _sample gives; _logprobs is LP_ERR(EINVAL) without a _pick before it. */
+ * read only here) and, when n_probs > 0, keeps the guarded row; _logprobs
+ * then fills out->has_logprob, out->logprob and out->top from it (nothing
+ * when n_probs is 0).  Together they give what _sample gives; _logprobs is
+ * LP_ERR(EINVAL) without a _pick before it. */
 int lp_sampler_seq_pick(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
                         lp_sampler_result_t *out);
 int lp_sampler_seq_logprobs(lp_sampler_seq_t *seq, lp_sampler_result_t *out);

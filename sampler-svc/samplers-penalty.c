@@ -119,9 +119,10 @@ static int penalties_apply(lp_sampler_t *s, lp_cands_t *c)
         i = j;
     }
     if (c->dense) {
+        float *row = lp__cands_row_w(c);
         for (int32_t i = 0; i < m; i++) {
             int32_t id = pairs[i].id;
-            if (id >= 0 && id < c->n_row) c->row[id] = penalize(ctx, c->row[id], pairs[i].count);
+            if (id >= 0 && id < c->n_row) row[id] = penalize(ctx, row[id], pairs[i].count);
         }
         return 0;
     }
@@ -322,7 +323,7 @@ static int dry_apply(lp_sampler_t *s, lp_cands_t *c)
         if (max_exponent > 0 && e > max_exponent) e = max_exponent;
         float penalty = d->multiplier * powf(d->base, (float)e);
         if (c->dense) {
-            if (tok >= 0 && tok < c->n_row) c->row[tok] -= penalty;
+            if (tok >= 0 && tok < c->n_row) lp__cands_row_w(c)[tok] -= penalty;
         } else {
             for (size_t i = 0; i < c->arr.size; i++)
                 if (c->arr.data[i].id == tok) c->arr.data[i].logit -= penalty;
@@ -420,8 +421,9 @@ static int bias_apply(lp_sampler_t *s, lp_cands_t *c)
 {
     const bias_t *b = s->ctx;
     if (c->dense) {
+        float *row = lp__cands_row_w(c);
         for (int32_t i = 0; i < b->n; i++)
-            if (b->v[i].id < c->n_row) c->row[b->v[i].id] += b->v[i].bias;
+            if (b->v[i].id < c->n_row) row[b->v[i].id] += b->v[i].bias;
         return 0;
     }
     lp_token_array_t *a = &c->arr;

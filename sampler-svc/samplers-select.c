@@ -57,8 +57,7 @@ static int greedy_apply(lp_sampler_t *s, lp_cands_t *c)
 {
     (void)s;
     if (c->dense) {
-        int32_t at;
-        lp__row_max(c->row, c->n_row, &at);
+        int32_t at = lp__cands_argmax(c);
         if (at < 0) return no_candidates();
         c->selected_id = at;
         return 0;
@@ -174,8 +173,7 @@ static int temp_impl(lp_cands_t *c, float temp)
 {
     if (temp <= 0.0f) {
         if (c->dense) {
-            int32_t at;
-            lp__row_max(c->row, c->n_row, &at);
+            int32_t at = lp__cands_argmax(c);
             if (at < 0) return no_candidates();
             lp_token_data_t one = {at, c->row[at], 1.0f};
             return lp_cands_set_list(c, &one, 1);
@@ -194,7 +192,8 @@ static int temp_impl(lp_cands_t *c, float temp)
     /* a small temperature must not turn a large logit into +inf (every
      * softmax after it would be NaN) */
     if (c->dense) {
-        for (int32_t i = 0; i < c->n_row; i++) c->row[i] = fminf(c->row[i] / temp, FLT_MAX);
+        float *row = lp__cands_row_w(c);
+        for (int32_t i = 0; i < c->n_row; i++) row[i] = fminf(row[i] / temp, FLT_MAX);
         return 0;
     }
     for (size_t i = 0; i < c->arr.size; i++)

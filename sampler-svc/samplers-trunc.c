@@ -137,15 +137,16 @@ static int top_p_dense(const trunc_ctx_t *ctx, lp_cands_t *c)
     bool stay_dense = taken + nb > (size_t)n / 4;
     if (stay_dense) {
         size_t kb = 0;
+        float *row = lp__cands_row_w(c);
         for (int32_t i = 0; i < n; i++) {
-            float x = c->row[i];
+            float x = row[i];
             if (x == -INFINITY) continue;
             int b = bucket_of(&h, x);
-            if (b > B) c->row[i] = -INFINITY;
+            if (b > B) row[i] = -INFINITY;
             else if (b == B) c->tmp[kb++] = (lp_token_data_t){i, x, e[i]};
         }
         size_t t = lp__select_mass(c->tmp, kb, need - cum, keep_min);
-        for (size_t j = t; j < kb; j++) c->row[c->tmp[j].id] = -INFINITY;
+        for (size_t j = t; j < kb; j++) row[c->tmp[j].id] = -INFINITY;
         return 0;
     }
     if ((rc = lp_cands_reserve(c, taken + nb + 1))) return rc;
@@ -339,8 +340,9 @@ static int top_n_sigma_apply(lp_sampler_t *s, lp_cands_t *c)
     double sd = valid ? sqrt(acc / (double)valid) : 0.0;
     float cut = (float)(max - ctx->p * sd);
     if (c->dense) {
+        float *row = lp__cands_row_w(c);
         for (int32_t i = 0; i < c->n_row; i++)
-            if (c->row[i] < cut) c->row[i] = -INFINITY;
+            if (row[i] < cut) row[i] = -INFINITY;
         return 0;
     }
     /* llama.cpp sets them to -inf; they can never be chosen, so drop them */

@@ -306,6 +306,54 @@ static void test_long_rows(void)
     CHECK(kept == 40);
 }
 
+/* The block bounds the row load keeps: each is its block's maximum, top-k
+ * with them equals top-k without, and greedy after a penalty that lowered
+ * the maximum (the bounds no longer hold) still finds the new one. */
+static void test_block_bounds(void)
+{
+    enum { N = 1000 }; /* 15 blocks of 64 and a tail of 40 */
+    static float l[N];
+    lp_rng_t r;
+    lp_rng_seed(&r, 7);
+    for (int i = 0; i < N; i++) l[i] = (float)lp_rng_uniform(&r) * 10.0f;
+    l[517] = 20.0f; /* the maximum, in block 8 */
+    l[990] = 19.0f; /* the runner-up, in the tail */
+    l[3] = NAN;
+    lp_cands_t c;
+    lp_cands_init(&c);
+    CHECK_RC(lp_cands_set_row(&c, l, N), 0);
+    CHECK(c.row_fresh && c.row_max == 20.0f);
+    int bad = 0;
+    for (int b = 0; b < (N + 63) / 64; b++) {
+        float m = -INFINITY;
+        for (int i = b * 64; i < N && i < b * 64 + 64; i++) m = c.row[i] > m ? c.row[i] : m;
+        bad += c.bmax[b] != m;
+    }
+    CHECK(bad == 0);
+    CHECK(lp__cands_argmax(&c) == 517);
+    static lp_token_data_t with[100], without[100];
+    int ks[3] = {1, 40, 100};
+    for (int j = 0; j < 3; j++) {
+        size_t a = lp__row_top_k(c.row, N, ks[j], c.bmax, with);
+        size_t b = lp__row_top_k(c.row, N, ks[j], NULL, without);
+        CHECK(a == (size_t)ks[j] && b == a && !memcmp(with, without, a * sizeof(with[0])));
+    }
+    CHECK(with[0].id == 517 && with[1].id == 990);
+    /* a penalty on 517 (repeat penalty 100: 20 -> 0.2) */
+    lp_sampler_t *ch = lp_sampler_chain_new();
+    CHECK_RC(lp_sampler_chain_add(ch, lp_sampler_penalties_new(8, 100.0f, 0.0f, 0.0f)), 0);
+    CHECK_RC(lp_sampler_chain_add(ch, lp_sampler_greedy_new()), 0);
+    lp_sampler_accept(ch, 517);
+    CHECK_RC(lp__cands_keep_orig(&c), 0);
+    CHECK_RC(lp_sampler_apply(ch, &c), 0);
+    CHECK(!c.row_fresh && c.selected_id == 990);
+    /* the row as loaded came through the change */
+    const float *bm, *orig = lp__cands_orig(&c, &bm);
+    CHECK(orig != NULL && bm == NULL && orig[517] == 20.0f && c.row[517] < 1.0f);
+    lp_sampler_destroy(&ch);
+    lp_cands_free(&c);
+}
+
 static void test_greedy_and_chain(void)
 {
     lp_cands_t c;
@@ -408,6 +456,7 @@ int main(void)
     test_bias();
     test_long_rows();
     test_greedy_and_chain();
+    test_block_bounds();
     test_mirostat_and_dynatemp();
     return CHECK_DONE();
 }

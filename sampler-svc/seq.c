@@ -25,9 +25,9 @@ struct lp_sampler_seq {
     lp_cands_t cands;
     lp_token_data_t top[LP_SAMPLER_MAX_N_PROBS];
     bool warned;
-    /* lp_sampler_seq_pick's copy of the guarded row, for _logprobs */
-    float *keep;
-    int32_t keep_cap, keep_n;
+    bool picked; /* _pick chose a token that _logprobs has not reported yet */
+    bool kept;   /* and kept the guarded row (n_probs > 0) in cands */
+    int32_t keep_n; /* its length (cands.n_row is 0 once the chain made a list) */
     float keep_max;
 };
 
@@ -107,7 +107,6 @@ void lp_sampler_seq_destroy(lp_sampler_seq_t **self_p)
     lp_sampler_destroy(&seq->chain);
     lp__config_unref(&seq->cfg);
     lp_cands_free(&seq->cands);
-    free(seq->keep);
     free(seq);
     *self_p = NULL;
 }
@@ -165,13 +164,15 @@ static int seq_guard(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab
     if (rc) return rc;
     float max = cd->row_max;
     bool max_masked = false;
+    /* (written in place: the guard only lowers logits, so the block bounds
+     * still hold and the row still counts as loaded) */
     for (int32_t i = 0; i < st->n_masked; i++) {
         int32_t m = st->masked[i];
         if (m >= n) continue;
         max_masked |= cd->row[m] == max;
         cd->row[m] = -INFINITY;
     }
-    if (max_masked) max = lp__row_max(cd->row, n, NULL);
+    if (max_masked) cd->row_max = max = lp__row_max(cd->row, n, NULL);
     if (max == -INFINITY)
         return lp_error_set(LP_ERR(ENOENT), "sample: every token of the row is masked or NaN");
     *n_out = n;
@@ -197,12 +198,12 @@ static int seq_choose(lp_sampler_seq_t *seq, int32_t n, lp_sampler_result_t *out
 /* logprobs are over the guarded row before the chain (llama.cpp's server
  * without post_sampling_probs): the log of its softmax sum, and the top
  * n_probs tokens.  Returns the log-sum-exp. */
-static double seq_lse_top(lp_sampler_seq_t *seq, const float *row, int32_t n, float max,
-                          lp_sampler_result_t *out)
+static double seq_lse_top(lp_sampler_seq_t *seq, const float *row, const float *bmax, int32_t n,
+                          float max, lp_sampler_result_t *out)
 {
     double lse = (double)max + log(lp__row_expsum(row, NULL, n, max));
-    int32_t n_top = seq->eff.n_probs;
-    if (n_top > 0) n_top = (int32_t)lp__row_top_k(row, n, n_top, seq->top);
+    int32_t n_top = (int32_t)lp__row_top_k(row, n, seq->eff.n_probs, bmax, seq->top);
+    out->has_logprob = true;
     out->n_top = n_top;
     for (int32_t i = 0; i < n_top; i++) {
         out->top[i].id = seq->top[i].id;
@@ -218,10 +219,14 @@ int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_
     float max;
     int rc = seq_guard(seq, logits, n_vocab, &n, &max);
     if (rc) return rc;
-    double lse = seq_lse_top(seq, seq->cands.row, n, max, out);
+    /* (the chain may change the candidates: the logprobs come first) */
+    bool want = seq->eff.n_probs > 0;
+    double lse = want ? seq_lse_top(seq, seq->cands.row, seq->cands.bmax, n, max, out) : 0.0;
     if ((rc = seq_choose(seq, n, out))) return rc;
     float x = fminf(logits[out->id], FLT_MAX); /* the row as loaded: +inf is FLT_MAX */
-    out->logprob = (float)((double)x - lse);
+    out->has_logprob = want;
+    out->logprob = want ? (float)((double)x - lse) : NAN;
+    if (!want) out->n_top = 0;
     return 0;
 }
 
@@ -230,19 +235,18 @@ int lp_sampler_seq_pick(lp_sampler_seq_t *seq, const float *logits, int32_t n_vo
 {
     int32_t n;
     float max;
-    seq->keep_n = 0;
+    seq->picked = seq->kept = false;
     int rc = seq_guard(seq, logits, n_vocab, &n, &max);
     if (rc) return rc;
-    if (n > seq->keep_cap) {
-        float *k = realloc(seq->keep, sizeof(float) * (size_t)n);
-        if (!k) return lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory for a row of %d", n);
-        seq->keep = k;
-        seq->keep_cap = n;
-    }
-    memcpy(seq->keep, seq->cands.row, sizeof(float) * (size_t)n);
+    /* the row is copied only if a sampler of the chain changes it */
+    bool want = seq->eff.n_probs > 0;
+    if (want && (rc = lp__cands_keep_orig(&seq->cands))) return rc;
     if ((rc = seq_choose(seq, n, out))) return rc;
+    seq->picked = true;
+    seq->kept = want;
     seq->keep_n = n;
     seq->keep_max = max;
+    out->has_logprob = false;
     out->logprob = NAN;
     out->n_top = 0;
     return 0;
@@ -250,12 +254,15 @@ int lp_sampler_seq_pick(lp_sampler_seq_t *seq, const float *logits, int32_t n_vo
 
 int lp_sampler_seq_logprobs(lp_sampler_seq_t *seq, lp_sampler_result_t *out)
 {
-    if (seq->keep_n == 0 || out->id < 0 || out->id >= seq->keep_n)
+    int32_t n = seq->keep_n;
+    if (!seq->picked || out->id < 0 || out->id >= n)
         return lp_error_set(LP_ERR(EINVAL), "logprobs: no token picked from a row");
-    double lse = seq_lse_top(seq, seq->keep, seq->keep_n, seq->keep_max, out);
+    seq->picked = false;
+    if (!seq->kept) return 0; /* n_probs 0: none asked for */
+    const float *bmax, *row = lp__cands_orig(&seq->cands, &bmax);
+    double lse = seq_lse_top(seq, row, bmax, n, seq->keep_max, out);
     /* the guarded row holds the row as loaded at a chosen token */
-    out->logprob = (float)((double)seq->keep[out->id] - lse);
-    seq->keep_n = 0;
+    out->logprob = (float)((double)row[out->id] - lse);
     return 0;
 }
 

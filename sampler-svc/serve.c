@@ -282,8 +282,9 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         goto out;
     }
     /* The chosen token goes back with the slot at once: a chained step
-     * waits for it there (StepSeq.chain).  Its logprobs (a pass over the
-     * kept copy of the row) and its text come while the engine runs. */
+     * waits for it there (StepSeq.chain).  Its logprobs (with n_probs, a
+     * pass over the kept copy of the row) and its text come while the
+     * engine runs. */
     if (from_ring) {
         lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, r->id);
         from_ring = false;
@@ -311,7 +312,8 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         res->piece.len = n;
     }
     res->token = r->id;
-    res->logprob = r->logprob;
+    res->has_logprob = r->has_logprob;
+    res->logprob = r->has_logprob ? r->logprob : 0.0f;
     res->strategy_version = r->version;
     res->n_top = (size_t)r->n_top;
     res->top = tpp;

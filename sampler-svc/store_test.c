@@ -189,11 +189,20 @@ static void test_guard_and_registry(void)
     CHECK(counts[3] == 10);
     /* logprob is over the guarded row: token 3 of {0, 0.5, 1} */
     lp_sampler_seq_t *seq;
-    CHECK_RC(lp_sampler_seq_new(st, "{\"temperature\":0}", 17, &seq), 0);
+    const char *lp = "{\"temperature\":0,\"n_probs\":1}";
+    CHECK_RC(lp_sampler_seq_new(st, lp, strlen(lp), &seq), 0);
     lp_sampler_result_t r;
     CHECK_RC(lp_sampler_seq_sample(seq, row, 6, &r), 0);
     double lse = log(exp(0.0) + exp(0.5) + exp(1.0));
-    CHECK(r.id == 3 && fabs(r.logprob - (1.0 - lse)) < 1e-5);
+    CHECK(r.id == 3 && r.has_logprob && fabs(r.logprob - (1.0 - lse)) < 1e-5);
+    CHECK(r.n_top == 1 && r.top[0].id == 3);
+    /* without n_probs the same token comes without them */
+    lp_sampler_seq_t *plain;
+    CHECK_RC(lp_sampler_seq_new(st, "{\"temperature\":0}", 17, &plain), 0);
+    lp_sampler_result_t rp;
+    CHECK_RC(lp_sampler_seq_sample(plain, row, 6, &rp), 0);
+    CHECK(rp.id == 3 && !rp.has_logprob && isnan(rp.logprob) && rp.n_top == 0);
+    lp_sampler_seq_destroy(&plain);
     /* a row where everything is excluded is an error, not a token */
     float dead[6] = {NAN, 1, NAN, NAN, 5, 5};
     CHECK_RC(lp_sampler_seq_sample(seq, dead, 6, &r), LP_ERR(ENOENT));

@@ -626,7 +626,7 @@ static void test_robust(const char *model, const char *golden_path)
         if (!done && f.msg->id == 13 && steps && (size_t)seen < steps->n) {
             const Lmpipe__TokenEvent *t = f.msg->token;
             const lp_json_t *st = &steps->u.items[seen];
-            CHECK(t->n_top == 3);
+            CHECK(t->n_top == 3 && t->has_logprob);
             for (size_t k = 0; k < t->n_top && k < 3; k++) {
                 CHECK(t->top[k]->id == (int32_t)st->u.items[k].u.items[0].u.num);
                 double d = t->top[k]->logprob - st->u.items[k].u.items[1].u.num;
@@ -640,6 +640,23 @@ static void test_robust(const char *model, const char *golden_path)
         if (done) break;
     }
     CHECK(seen == 5);
+    /* Without n_probs the tokens come without logprobs (nobody paid for
+     * the pass over the row). */
+    pg.params_json = "{\"temperature\": 0}";
+    pg.n_predict = 3;
+    CHECK(lp_client_send_generate(c2, 14, &pg) == 0);
+    seen = 0;
+    while (lp_client_recv(c2, 10000, &f) == 0) {
+        int done = f.msg->body_case != LMPIPE__MSG__BODY_TOKEN;
+        if (!done && f.msg->id == 14) {
+            const Lmpipe__TokenEvent *t = f.msg->token;
+            CHECK(!t->has_logprob && t->n_top == 0 && t->id == want[seen]);
+            seen++;
+        }
+        lp_frame_clear(&f);
+        if (done) break;
+    }
+    CHECK(seen == 3);
     lp_client_destroy(&c2);
 
     /* Malformed and hostile frames to every socket. */
