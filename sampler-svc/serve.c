@@ -283,8 +283,8 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
     }
     /* The chosen token goes back with the slot at once: a chained step
      * waits for it there (StepSeq.chain).  Its logprobs (with n_probs, a
-     * pass over the kept copy of the row) and its text come while the
-     * engine runs. */
+     * pass over the row as loaded, which the chain kept) and its text come
+     * while the engine runs. */
     if (from_ring) {
         lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, r->id);
         from_ring = false;
