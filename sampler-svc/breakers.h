@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "params.h"
+#include "sampling-params.h"
 
 #define LP_DRY_MAX_TAIL 20 /* llama.cpp's MAX_SEQ_LEN */
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "params.h"
+#include "sampling-params.h"
 #include "rng.h"
 #include "sampler-plugin.h"
 

@@ -2,7 +2,7 @@
 #include "plugin.h"
 
 #include "error.h"
-#include "params.h"
+#include "sampling-params.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "breakers.h"
-#include "params.h"
+#include "sampling-params.h"
 #include "sampler-plugin.h"
 
 /* ---- store: the service default, versioned ---------------------------------- */

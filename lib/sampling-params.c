@@ -1,5 +1,5 @@
-/* params.c - sampling parameters: defaults, JSON parsing, validation. */
-#include "params.h"
+/* sampling-params.c - sampling parameters: defaults, JSON parsing, validation. */
+#include "sampling-params.h"
 
 #include "error.h"
 

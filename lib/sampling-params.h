@@ -1,4 +1,4 @@
-/* params.h - sampling parameters: llama.cpp server `/completion` names and
+/* sampling-params.h - sampling parameters: llama.cpp server `/completion` names and
  * defaults (common_params_sampling), JSON parsing and validation.
  *
  * A parameter set records which fields were given explicitly (`set`), so that

@@ -1,7 +1,7 @@
 /* params_test.c - sampling parameters: llama.cpp's defaults, parsing of
  * /completion fields, overlay, and refusal of bad values with a message that
  * names the field. */
-#include "params.h"
+#include "sampling-params.h"
 
 #include "check.h"
 #include "error.h"
