@@ -6,6 +6,7 @@
 #include "ggml-type.h"
 #include "log.h"
 #include "quant.h"
+#include "vocab-facts.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -172,10 +173,12 @@ static int load_weights(lp_model_t *m)
     int64_t kvdim = (int64_t)hp->n_head_kv * hp->head_dim;
     int rc = get_matrix(m, "token_embd.weight", n_embd, -1, false, &m->tok_embd);
     if (rc) return rc;
-    m->hp.n_vocab = (int32_t)m->tok_embd.n_out;
-    if (m->tok_embd.n_out > INT32_MAX)
-        return lp_error_set(LP_ERR(EINVAL), "tensor 'token_embd.weight': %lld rows is too many",
-                            (long long)m->tok_embd.n_out);
+    /* the row length, real tokens and mask, as every service computes them */
+    lp_vocab_facts_t vf;
+    if ((rc = lp_vocab_facts_load(m->gguf, &vf))) return rc;
+    m->hp.n_vocab = vf.n_vocab;
+    m->hp.n_tokens_real = vf.n_tokens_real;
+    m->token_mask = vf.token_mask; /* the model takes the mask */
     if ((rc = get_vector(m, "output_norm.weight", n_embd, false, &m->output_norm))) return rc;
     rc = get_matrix(m, "output.weight", n_embd, m->hp.n_vocab, true, &m->output);
     if (rc == LP_ERR(ENOENT)) {
@@ -209,40 +212,13 @@ static int load_weights(lp_model_t *m)
     return 0;
 }
 
-/* Tokens that must never be sampled: type 5 (unused: llama.cpp's padding
- * entries such as [PAD151935]) and rows past the tokenizer's list. */
-static int load_token_mask(lp_model_t *m)
-{
-    int32_t n = m->hp.n_vocab;
-    m->token_mask = calloc((size_t)n, 1);
-    if (!m->token_mask) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
-    const void *types = NULL;
-    uint64_t n_types = 0, n_tok = 0;
-    const lp_gguf_str_t *toks;
-    if (lp_gguf_get_str_arr(m->gguf, "tokenizer.ggml.tokens", &toks, &n_tok)) n_tok = (uint64_t)n;
-    if (lp_gguf_get_arr(m->gguf, "tokenizer.ggml.token_type", LP_GGUF_INT32, &types, &n_types))
-        n_types = 0;
-    int32_t last_real = -1;
-    for (int32_t i = 0; i < n; i++) {
-        bool unused = (uint64_t)i >= n_tok;
-        if ((uint64_t)i < n_types && lp_gguf_num_at(LP_GGUF_INT32, types, (uint64_t)i) == 5)
-            unused = true;
-        m->token_mask[i] = unused;
-        if (!unused) last_real = i;
-    }
-    m->hp.n_tokens_real = last_real + 1;
-    for (int32_t i = m->hp.n_tokens_real; i < n; i++) m->token_mask[i] = 1;
-    return 0;
-}
-
 int lp_model_load(const char *path, lp_model_t **out)
 {
     *out = NULL;
     lp_model_t *m = calloc(1, sizeof(*m));
     if (!m) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
     int rc = lp_gguf_open(path, &m->gguf);
-    if (!rc && (rc = load_hparams(m)) == 0 && (rc = load_weights(m)) == 0)
-        rc = load_token_mask(m);
+    if (!rc && (rc = load_hparams(m)) == 0) rc = load_weights(m);
     if (rc) {
         if (m->gguf) lp_error_prefix("%s: ", path);
         lp_model_destroy(&m);

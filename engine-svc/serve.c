@@ -12,6 +12,7 @@
 #include "log.h"
 #include "shm-ring.h"
 #include "sysinfo.h"
+#include "vocab-facts.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,7 @@
  * checks, including the vocabulary facts of a real model. */
 #include "frame.h"
 #include "hello.h"
+#include "vocab-facts.h"
 
 #include "../tests/check.h"
 #include "error.h"

@@ -91,22 +91,3 @@ int lp_hello_check_vocab(const Lmpipe__Hello *a, const Lmpipe__Hello *b)
                             a->model_name, b->model_name);
     return 0;
 }
-
-void lp_vocab_facts(const lp_gguf_t *g, uint32_t *n_tokens, uint64_t *hash)
-{
-    const lp_gguf_str_t *strs;
-    uint64_t n;
-    *n_tokens = 0;
-    *hash = 0;
-    if (lp_gguf_get_str_arr(g, "tokenizer.ggml.tokens", &strs, &n) != 0) return;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (uint64_t i = 0; i < n; i++) {
-        for (uint64_t k = 0; k < strs[i].len; k++) {
-            h ^= (uint8_t)strs[i].ptr[k];
-            h *= 0x100000001b3ULL;
-        }
-        h *= 0x100000001b3ULL; /* the 0 separator: xor of 0 is a no-op */
-    }
-    *n_tokens = (uint32_t)n;
-    *hash = h;
-}

@@ -4,13 +4,12 @@
  * version and role and answers with its own Hello or an Error.  The vocabulary
  * facts (row length, tokenizer size, vocab hash) must agree between every
  * pair of services: a mismatch is refused with a message that names both
- * values. */
+ * values (lib/vocab/vocab-facts.h computes them). */
 #ifndef LP_HELLO_H
 #define LP_HELLO_H
 
 #include <stdint.h>
 
-#include "gguf.h"
 #include "lmpipe.pb-c.h"
 
 #define LP_PROTOCOL_NAME "lmpipe"
@@ -31,10 +30,5 @@ int lp_hello_check(const Lmpipe__Hello *h, Lmpipe__Role expect);
 /* Check that two hellos describe the same vocabulary, where both say.
  * LP_ERR(EPROTO) with a message naming both values. */
 int lp_hello_check_vocab(const Lmpipe__Hello *a, const Lmpipe__Hello *b);
-
-/* The vocabulary facts of a GGUF: tokenizer size and FNV-1a 64 over the
- * token strings (each followed by a 0 byte).  0 and 0 when it has no
- * tokenizer.ggml.tokens. */
-void lp_vocab_facts(const lp_gguf_t *g, uint32_t *n_tokens, uint64_t *hash);
 
 #endif

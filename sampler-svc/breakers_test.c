@@ -1,5 +1,5 @@
 /* breakers_test.c - DRY sequence breakers given as text, resolved against
- * a real vocabulary (llama SPM) through the tokenizer library, and their
+ * a real vocabulary (llama SPM) through lib/vocab, and their
  * effect on the DRY penalty.
  *
  * args: ggml-vocab-llama-spm.gguf */

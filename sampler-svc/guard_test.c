@@ -1,5 +1,6 @@
 /* guard_test.c - the vocabulary guard on the padded qwen2 vocabulary: the
- * engine's n_tokens_real and token mask go into the store, every excluded
+ * vocabulary's n_tokens_real and token mask (lib/vocab, as sampler-svc
+ * reads them) go into the store, every excluded
  * token gets the largest logits of the row, and no sampling setting may
  * return one of them.  Each setting also runs as sampler-svc runs it
  * (lp_sampler_seq_pick, then lp_sampler_seq_logprobs), which must give the
@@ -7,8 +8,8 @@
  * without n_probs (logprobs come only with it).
  *
  * args: synth-qwen2-Q8_0.gguf */
-#include "engine.h"
 #include "sampler.h"
+#include "vocab-facts.h"
 
 #include "check.h"
 #include "error.h"
@@ -24,13 +25,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: guard_test MODEL.gguf\n");
         return 2;
     }
-    lp_model_t *m;
-    if (lp_model_load(argv[1], &m)) {
+    lp_gguf_t *g = NULL;
+    lp_vocab_facts_t facts;
+    if (lp_gguf_open(argv[1], &g) || lp_vocab_facts_load(g, &facts)) {
         fprintf(stderr, "%s\n", lp_error_msg());
+        lp_gguf_destroy(&g);
         return 1;
     }
-    const lp_hparams_t *hp = lp_model_hparams(m);
-    const uint8_t *mask = lp_model_token_mask(m);
+    const lp_vocab_facts_t *hp = &facts;
+    const uint8_t *mask = hp->token_mask;
     int32_t n = hp->n_vocab;
     int32_t excluded = 0;
     for (int32_t i = 0; i < n; i++) excluded += mask[i] != 0;
@@ -103,6 +106,7 @@ int main(int argc, char **argv)
     }
     free(row);
     lp_sampler_store_destroy(&st);
-    lp_model_destroy(&m);
+    lp_vocab_facts_clear(&facts);
+    lp_gguf_destroy(&g);
     return CHECK_DONE();
 }

@@ -35,8 +35,8 @@ void lp_sampler_store_destroy(lp_sampler_store_t **self_p);
 
 /* The vocabulary guard: tokens at or beyond n_real, and tokens whose mask
  * byte is non-zero (mask has n_mask bytes, may be NULL), are never sampled.
- * Call before the first sequence (the engine gives both:
- * lp_hparams_t.n_tokens_real and lp_model_token_mask()).  Copies the mask. */
+ * Call before the first sequence (lib/vocab's lp_vocab_facts_t gives both:
+ * n_tokens_real and token_mask).  Copies the mask. */
 int lp_sampler_store_set_vocab(lp_sampler_store_t *st, int32_t n_real, const uint8_t *mask,
                                int32_t n_mask);
 

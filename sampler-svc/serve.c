@@ -5,13 +5,14 @@
  * engine's ring never fills up with rows nobody will read. */
 #include "serve.h"
 
-#include "engine.h"
 #include "error.h"
+#include "gguf.h"
 #include "hello.h"
 #include "log.h"
 #include "sampler.h"
 #include "shm-ring.h"
 #include "tokenizer.h"
+#include "vocab-facts.h"
 #include "vocab-text.h"
 
 #include <stdlib.h>
@@ -19,7 +20,6 @@
 
 struct lp_sampler_svc {
     lp_sampler_svc_params_t p;
-    lp_model_t *model;
     int32_t n_vocab;
     uint32_t n_tokens;
     uint64_t vocab_hash;
@@ -51,7 +51,6 @@ void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
         free(s->detoks[i].end_ids);
     }
     free(s->detoks);
-    lp_model_destroy(&s->model);
     free(s->aligned);
     free(s);
     *self_p = NULL;
@@ -63,16 +62,20 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
     lp_sampler_svc_t *s = calloc(1, sizeof(*s));
     if (!s) return LP_ERR(ENOMEM);
     s->p = *p;
-    int rc = lp_model_load(p->model_path, &s->model);
+    /* Only the metadata and the tensor table: the weights are the engine's,
+     * and the tokenizer copies what it needs, so the file closes below. */
+    lp_gguf_t *g = NULL;
+    lp_vocab_facts_t vf = {0};
+    int rc = lp_gguf_open(p->model_path, &g);
+    if (!rc && (rc = lp_vocab_facts_load(g, &vf)) != 0) lp_error_prefix("%s: ", p->model_path);
     if (rc) goto fail;
-    const lp_hparams_t *hp = lp_model_hparams(s->model);
-    s->n_vocab = hp->n_vocab;
-    lp_vocab_facts(lp_model_gguf(s->model), &s->n_tokens, &s->vocab_hash);
+    s->n_vocab = vf.n_vocab;
+    s->n_tokens = vf.n_tokens;
+    s->vocab_hash = vf.hash;
     if ((rc = lp_sampler_store_new(p->default_json, &s->store)) != 0) goto fail;
-    rc = lp_sampler_store_set_vocab(s->store, hp->n_tokens_real, lp_model_token_mask(s->model),
-                                    hp->n_vocab);
+    rc = lp_sampler_store_set_vocab(s->store, vf.n_tokens_real, vf.token_mask, vf.n_vocab);
     if (rc) goto fail;
-    if ((rc = lp_tokenizer_new_from_gguf(lp_model_gguf(s->model), &s->tok)) == 0) {
+    if ((rc = lp_tokenizer_new_from_gguf(g, &s->tok)) == 0) {
         lp_sampler_vocab_text_t vt = lp_sampler_vocab_text_of(s->tok);
         if ((rc = lp_sampler_store_set_vocab_text(s->store, &vt)) != 0) goto fail;
     } else {
@@ -84,9 +87,13 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
         rc = LP_ERR(ENOMEM);
         goto fail;
     }
+    lp_vocab_facts_clear(&vf);
+    lp_gguf_destroy(&g);
     *out = s;
     return 0;
 fail:
+    lp_vocab_facts_clear(&vf);
+    lp_gguf_destroy(&g);
     lp_sampler_svc_destroy(&s);
     return rc;
 }

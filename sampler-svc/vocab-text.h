@@ -1,6 +1,7 @@
-/* vocab-text.h - the tokenizer library as the sampler store's vocabulary
- * text (DRY's text sequence breakers).  Header-only, so that the sampler
- * library itself does not link the tokenizer; the includer links both. */
+/* vocab-text.h - the vocabulary (lib/vocab) as the sampler store's
+ * vocabulary text (DRY's text sequence breakers).  Header-only, so that the
+ * sampler library's users that never resolve text breakers (lmpipe sample,
+ * the fuzzers) do not link the vocabulary; the includer links both. */
 #ifndef LP_SAMPLER_VOCAB_TEXT_H
 #define LP_SAMPLER_VOCAB_TEXT_H
 

@@ -1,7 +1,7 @@
 /* chat.c - recognise tokenizer.chat_template and format messages with it,
  * following llama.cpp's llm_chat_detect_template / llm_chat_apply_template
  * (heuristic markers, not a Jinja interpreter). */
-#include "tokenizer.h"
+#include "chat.h"
 #include "tok-internal.h"
 
 #include "error.h"

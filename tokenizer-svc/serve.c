@@ -3,7 +3,8 @@
 
 #include "error.h"
 #include "hello.h"
-#include "tokenizer.h"
+#include "chat.h"
+#include "vocab-facts.h"
 
 #include <stdlib.h>
 #include <string.h>

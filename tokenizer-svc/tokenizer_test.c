@@ -2,6 +2,7 @@
  * special tokens, BOS/EOS and error reporting, on the shared vocabularies.
  * usage: tokenizer-test SHARED_DIR */
 #include "tokenizer.h"
+#include "chat.h"
 #include "fileio.h"
 #include "tok-internal.h"
 #include "unicode.h"

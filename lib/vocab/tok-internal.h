@@ -1,6 +1,7 @@
 /* tok-internal.h - the tokenizer's private state, shared by its files:
  * vocab.c (load), strtab.c (hash tables), special.c (special-token split),
- * pretok.c (BPE pre-tokenizers), spm.c, bpe.c, tokenize.c, detok.c. */
+ * pretok.c (BPE pre-tokenizers), spm.c, bpe.c, tokenize.c, detok.c, and
+ * tokenizer-svc's chat.c (its growable buffer). */
 #ifndef LP_TOK_INTERNAL_H
 #define LP_TOK_INTERNAL_H
 
