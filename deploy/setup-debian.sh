@@ -3,7 +3,7 @@
 # The CUDA toolkit is not a Debian package: when nvcc is present the CUDA
 # backend is built too (-Dcuda=auto).  libpcre2-dev is only for the
 # tokenizer benchmark's PCRE2-JIT comparison; unicode-data only to regenerate
-# tokenizer-svc/unicode-data.c (see docs/TOKENIZER.md).
+# lib/vocab/unicode-data.c (see docs/TOKENIZER.md).
 set -eu
 pkgs="build-essential meson ninja-build pkg-config
       libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev
