@@ -5,6 +5,7 @@
 #include "error.h"
 #include "hello.h"
 #include "json.h"
+#include "sampling-params.h"
 #include "sysinfo.h"
 
 #include <stdlib.h>
@@ -17,11 +18,11 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
     lp_coord_t *c = ctx;
     if (c->failed) return lp_error_set(LP_ERR(EPROTO), "pipeline failed: %s", c->fail_msg);
     if (!c->ready) {
-        const char *waiting = !c->b[B_TOK].hello ? "tokenizer-svc" : !c->b[B_ENG].hello ? "engine-svc"
-                                                                                        : "sampler-svc";
+        const char *waiting = !c->tok.hello ? "tokenizer-svc" : !c->groups[0].eng.hello ? "engine-svc"
+                                                                                     : "sampler-svc";
         return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready: waiting for %s", waiting);
     }
-    const Lmpipe__Hello *e = c->b[B_ENG].hello->hello;
+    const Lmpipe__Hello *e = c->groups[0].eng.hello->hello;
     mine->n_vocab = e->n_vocab;
     mine->n_tokens = e->n_tokens;
     mine->vocab_hash = e->vocab_hash;
@@ -31,16 +32,54 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
     mine->max_seqs = (uint32_t)c->max_seqs;
     mine->max_batch_tokens = (uint32_t)c->max_batch_tokens;
     mine->n_ctx = (uint32_t)c->n_ctx;
-    mine->no_shm = !c->use_shm;
+    mine->no_shm = !c->groups[0].s.ring;
     return lp_hello_check_vocab(mine, peer);
 }
 
-/* Fill prompt, n_predict, stop and ignore_eos from params_json where the
- * request's own fields leave them unset (llama.cpp /completion bodies). */
-static int parse_json_fields(req_t *r, const Lmpipe__GenerateRequest *g, char **prompt_text)
+/* The stop strings, from the request's field or else from params_json's
+ * "stop": the one place they are read. */
+static int set_stops(lp__req_t *r, const Lmpipe__GenerateRequest *g, const lp_json_t *json_stop)
+{
+    size_t n = g->n_stop ? g->n_stop : json_stop ? json_stop->n : 0;
+    if (json_stop && !g->n_stop && json_stop->type != LP_JSON_ARRAY)
+        return lp_error_set(LP_ERR(EINVAL), "stop: must be an array of strings");
+    if (n == 0) return 0;
+    r->stops = calloc(n, sizeof(char *));
+    r->stop_lens = calloc(n, sizeof(size_t));
+    if (!r->stops || !r->stop_lens) return LP_ERR(ENOMEM);
+    for (size_t i = 0; i < n; i++) {
+        const void *data;
+        size_t len;
+        if (g->n_stop) {
+            data = g->stop[i].data;
+            len = g->stop[i].len;
+        } else {
+            const lp_json_t *s = &json_stop->u.items[i];
+            if (s->type != LP_JSON_STRING)
+                return lp_error_set(LP_ERR(EINVAL), "stop[%zu]: must be a string", i);
+            data = s->u.str;
+            len = s->n;
+        }
+        if (!(r->stops[i] = malloc(len ? len : 1))) return LP_ERR(ENOMEM);
+        if (len) memcpy(r->stops[i], data, len);
+        r->stop_lens[i] = len;
+        r->n_stops++;
+    }
+    return 0;
+}
+
+/* Validate the whole request at the edge, before any work is done for it:
+ * params_json is parsed once, its sampling parameters checked with the
+ * sampler's own parser (a bad value is refused here, naming the field, so
+ * that the sampler never sees one), and prompt, n_predict, stop and
+ * ignore_eos taken where the request's own fields leave them unset
+ * (llama.cpp /completion bodies). */
+static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, char **prompt_text)
 {
     *prompt_text = NULL;
-    if (!g->params_json || !g->params_json[0]) return 0;
+    if (g->n_predict < -1)
+        return lp_error_set(LP_ERR(EINVAL), "n_predict: must be >= -1, got %d", g->n_predict);
+    if (!g->params_json || !g->params_json[0]) return set_stops(r, g, NULL);
     lp_json_doc_t *doc;
     int rc = lp_json_parse(g->params_json, strlen(g->params_json), &doc);
     if (rc) {
@@ -48,55 +87,98 @@ static int parse_json_fields(req_t *r, const Lmpipe__GenerateRequest *g, char **
         return rc;
     }
     const lp_json_t *root = lp_json_root(doc), *v;
+    lp_sampler_params_t *sp = NULL;
     if (root->type != LP_JSON_OBJECT) {
-        lp_json_doc_destroy(&doc);
-        return lp_error_set(LP_ERR(EINVAL), "params_json: not a JSON object");
+        rc = lp_error_set(LP_ERR(EINVAL), "params_json: not a JSON object");
+        goto out;
     }
+    if (!(sp = malloc(sizeof(*sp)))) {
+        rc = LP_ERR(ENOMEM);
+        goto out;
+    }
+    lp_sampler_params_default(sp);
+    if ((rc = lp_sampler_params_from_json(root, 0, sp)) != 0) goto out;
     if (g->n_predict == 0 && (v = lp_json_get(root, "n_predict"))) {
         int64_t x;
-        if ((rc = lp_json_int(v, -1, 1 << 30, &x)) != 0) {
-            lp_json_doc_destroy(&doc);
-            return lp_error_set(LP_ERR(EINVAL), "n_predict: must be an integer >= -1");
+        if (lp_json_int(v, -1, 1 << 30, &x) != 0) {
+            rc = lp_error_set(LP_ERR(EINVAL), "n_predict: must be an integer >= -1");
+            goto out;
         }
-        r->n_predict = (int32_t)x;
+        r->s.n_predict = (int32_t)x;
     }
     if ((v = lp_json_get(root, "ignore_eos"))) {
         if (v->type != LP_JSON_BOOL) {
-            lp_json_doc_destroy(&doc);
-            return lp_error_set(LP_ERR(EINVAL), "ignore_eos: must be true or false");
+            rc = lp_error_set(LP_ERR(EINVAL), "ignore_eos: must be true or false");
+            goto out;
         }
         r->ignore_eos = r->ignore_eos || v->u.b;
     }
-    if (g->n_stop == 0 && (v = lp_json_get(root, "stop"))) {
-        if (v->type != LP_JSON_ARRAY) {
-            lp_json_doc_destroy(&doc);
-            return lp_error_set(LP_ERR(EINVAL), "stop: must be an array of strings");
-        }
-        r->stops = calloc(v->n ? v->n : 1, sizeof(char *));
-        r->stop_lens = calloc(v->n ? v->n : 1, sizeof(size_t));
-        for (size_t i = 0; r->stops && r->stop_lens && i < v->n; i++) {
-            const lp_json_t *s = &v->u.items[i];
-            if (s->type != LP_JSON_STRING) {
-                lp_json_doc_destroy(&doc);
-                return lp_error_set(LP_ERR(EINVAL), "stop[%zu]: must be a string", i);
-            }
-            r->stops[i] = malloc(s->n ? s->n : 1);
-            if (!r->stops[i]) break;
-            memcpy(r->stops[i], s->u.str, s->n);
-            r->stop_lens[i] = s->n;
-            r->n_stops++;
-        }
-    }
+    if ((rc = set_stops(r, g, lp_json_get(root, "stop"))) != 0) goto out;
     if (!g->prompt.len && !g->n_prompt_ids && (v = lp_json_get(root, "prompt"))) {
         if (v->type != LP_JSON_STRING) {
-            lp_json_doc_destroy(&doc);
-            return lp_error_set(LP_ERR(EINVAL), "prompt: only a string prompt is supported in "
-                                "params_json (send token ids in prompt_ids)");
+            rc = lp_error_set(LP_ERR(EINVAL), "prompt: only a string prompt is supported in "
+                              "params_json (send token ids in prompt_ids)");
+            goto out;
         }
-        *prompt_text = strndup(v->u.str, v->n);
+        if (!(*prompt_text = strndup(v->u.str, v->n))) rc = LP_ERR(ENOMEM);
     }
+    /* The sampler reads its fields from the same text with the same parser. */
+    if (!rc && !(r->params_json = strdup(g->params_json))) rc = LP_ERR(ENOMEM);
+out:
+    free(sp);
     lp_json_doc_destroy(&doc);
+    return rc;
+}
+
+/* The prompt's ids: in range, and shorter than the context (refused at
+ * once; a text prompt found too long after tokenization ends with a
+ * FinalEvent instead, see lp__coord_on_tokenized). */
+static int take_prompt_ids(lp_coord_t *c, lp__req_t *r, const Lmpipe__GenerateRequest *g)
+{
+    for (size_t i = 0; i < g->n_prompt_ids; i++)
+        if (g->prompt_ids[i] < 0 || g->prompt_ids[i] >= c->n_vocab)
+            return lp_error_set(LP_ERR(EINVAL), "prompt_ids[%zu] = %d is not in 0..%d", i,
+                                g->prompt_ids[i], c->n_vocab - 1);
+    if ((int64_t)g->n_prompt_ids >= c->n_ctx)
+        return lp_error_set(LP_ERR(EINVAL), "prompt_ids: %zu tokens; the context holds %d",
+                            g->n_prompt_ids, c->n_ctx);
+    if (!(r->prompt = malloc(g->n_prompt_ids * sizeof(int32_t)))) return LP_ERR(ENOMEM);
+    memcpy(r->prompt, g->prompt_ids, g->n_prompt_ids * sizeof(int32_t));
+    r->s.prompt = r->prompt;
+    r->s.n_prompt = (int32_t)g->n_prompt_ids;
+    r->state = R_WAIT_SLOT;
     return 0;
+}
+
+void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
+{
+    if (r->state != R_TOKENIZING) return;
+    if (m->body_case != LMPIPE__MSG__BODY_TOKENIZE_REPLY) {
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
+                         m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "tokenizer: bad reply");
+        return;
+    }
+    const Lmpipe__TokenizeReply *t = m->tokenize_reply;
+    if (t->n_ids == 0) {
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
+                         "the prompt has no tokens (and the model adds no BOS)");
+        return;
+    }
+    if ((int64_t)t->n_ids >= c->n_ctx) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "the prompt has %zu tokens; the context holds %d", t->n_ids, c->n_ctx);
+        r->s.n_prompt = (int32_t)(t->n_ids < INT32_MAX ? t->n_ids : INT32_MAX);
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, msg);
+        return;
+    }
+    if (!(r->prompt = malloc(t->n_ids * sizeof(int32_t)))) {
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+        return;
+    }
+    memcpy(r->prompt, t->ids, t->n_ids * sizeof(int32_t));
+    r->s.prompt = r->prompt;
+    r->s.n_prompt = (int32_t)t->n_ids;
+    r->state = R_WAIT_SLOT;
 }
 
 static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
@@ -108,72 +190,29 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     size_t max_req = c->p.max_requests > 0 ? (size_t)c->p.max_requests : 1024;
     if (c->n_reqs >= max_req)
         return lp_error_set(LP_ERR(EBUSY), "generate: %zu requests are queued or running", c->n_reqs);
-    req_t *r = calloc(1, sizeof(*r));
+    lp__req_t *r = calloc(1, sizeof(*r));
     if (!r) return LP_ERR(ENOMEM);
-    r->key = ++c->next_key;
+    r->s.key = ++c->next_key;
+    r->s.slot = -1;
+    r->s.n_predict = g->n_predict != 0 ? g->n_predict : -1;
+    r->group = &c->groups[0];
     memcpy(r->peer, f->peer, f->peer_len);
     r->peer_len = f->peer_len;
     r->client_id = f->msg->id;
-    r->seq = -1;
     r->stop_idx = -1;
-    r->n_predict = g->n_predict != 0 ? g->n_predict : -1;
     r->ignore_eos = g->ignore_eos;
     r->t_start = lp_now_ns();
     char *prompt_text = NULL;
-    int rc = parse_json_fields(r, g, &prompt_text);
-    if (!rc && g->n_stop) {
-        r->stops = calloc(g->n_stop, sizeof(char *));
-        r->stop_lens = calloc(g->n_stop, sizeof(size_t));
-        if (!r->stops || !r->stop_lens) rc = LP_ERR(ENOMEM);
-        for (size_t i = 0; !rc && i < g->n_stop; i++) {
-            r->stops[i] = malloc(g->stop[i].len ? g->stop[i].len : 1);
-            if (!r->stops[i]) {
-                rc = LP_ERR(ENOMEM);
-                break;
-            }
-            if (g->stop[i].len) memcpy(r->stops[i], g->stop[i].data, g->stop[i].len);
-            r->stop_lens[i] = g->stop[i].len;
-            r->n_stops++;
-        }
-    }
-    if (!rc && g->n_predict < -1) rc = lp_error_set(LP_ERR(EINVAL), "n_predict: must be >= -1, got %d", g->n_predict);
-    if (!rc && g->params_json && g->params_json[0]) r->params_json = strdup(g->params_json);
-    if (!rc) {
-        r->ts = lp_textstream_new((const char *const *)r->stops, r->stop_lens, r->n_stops);
-        if (!r->ts) rc = LP_ERR(ENOMEM);
-    }
-    if (!rc && g->n_prompt_ids) {
-        for (size_t i = 0; i < g->n_prompt_ids && !rc; i++)
-            if (g->prompt_ids[i] < 0 || g->prompt_ids[i] >= c->n_vocab)
-                rc = lp_error_set(LP_ERR(EINVAL), "prompt_ids[%zu] = %d is not in 0..%d", i,
-                                  g->prompt_ids[i], c->n_vocab - 1);
-        if (!rc && (int64_t)g->n_prompt_ids >= c->n_ctx)
-            rc = lp_error_set(LP_ERR(EINVAL), "prompt_ids: %zu tokens; the context holds %d",
-                              g->n_prompt_ids, c->n_ctx);
-        if (!rc && !(r->prompt = malloc(g->n_prompt_ids * sizeof(int32_t)))) rc = LP_ERR(ENOMEM);
-        if (!rc) {
-            memcpy(r->prompt, g->prompt_ids, g->n_prompt_ids * sizeof(int32_t));
-            r->n_prompt = g->n_prompt_ids;
-            r->state = R_WAIT_SLOT;
-        }
-    }
+    int rc = parse_request(r, g, &prompt_text);
+    if (!rc && !(r->ts = lp_textstream_new((const char *const *)r->stops, r->stop_lens, r->n_stops)))
+        rc = LP_ERR(ENOMEM);
+    if (!rc && g->n_prompt_ids) rc = take_prompt_ids(c, r, g);
+    if (!rc) rc = lp__req_add(c, r);
     if (rc) {
         free(prompt_text);
         lp__req_free(r);
         return rc;
     }
-    if (c->n_reqs == c->cap_reqs) {
-        size_t cap = c->cap_reqs ? 2 * c->cap_reqs : 64;
-        req_t **n = realloc(c->reqs, cap * sizeof(req_t *));
-        if (!n) {
-            free(prompt_text);
-            lp__req_free(r);
-            return LP_ERR(ENOMEM);
-        }
-        c->reqs = n;
-        c->cap_reqs = cap;
-    }
-    c->reqs[c->n_reqs++] = r;
     if (!g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
@@ -188,7 +227,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         m.body_case = LMPIPE__MSG__BODY_TOKENIZE;
         m.tokenize = &t;
         r->state = R_TOKENIZING;
-        if (lp__coord_send(c, B_TOK, OP_TOKENIZE, r->key, &m, NULL, 0))
+        if (lp__link_send(&c->tok, OP_TOKENIZE, r->s.key, &m, NULL, 0))
             lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach tokenizer-svc");
     }
     free(prompt_text);
@@ -199,7 +238,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
 
 static int on_cancel(lp_coord_t *c, const lp_frame_t *f)
 {
-    req_t *r = lp__req_find_client(c, f->peer, f->peer_len, f->msg->id);
+    lp__req_t *r = lp__req_find_client(c, f->peer, f->peer_len, f->msg->id);
     if (!r) return lp_error_set(LP_ERR(ENOENT), "cancel: no running request %llu",
                                 (unsigned long long)f->msg->id);
     lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CANCELLED, NULL);

@@ -2,7 +2,8 @@
  * each prompt through tokenizer-svc, schedules engine steps (prefill chunks
  * bounded by max_batch_tokens plus one decode token per active request:
  * continuous batching), has sampler-svc pick each next token, checks the
- * stop conditions, and streams detokenized text to the client.
+ * stop conditions, and streams the text the sampler's decoder gives to the
+ * client.
  *
  * It serves the client API on a ROUTER (through the service skeleton) and
  * holds one DEALER to each of the three services. */
@@ -18,7 +19,6 @@ typedef struct lp_coord_params {
     const char *engine_endpoint;
     const char *sampler_endpoint;
     bool no_shm;          /* rows inline even where the ring would work */
-    bool detok_by_tokenizer; /* token text from tokenizer-svc even where the sampler gives it */
     int max_seqs;         /* 0: the engine's */
     int max_batch_tokens; /* 0: the engine's */
     int max_requests;     /* queued + active; 0: 1024 */

@@ -12,8 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP --engine EP --sampler EP\n"
-               "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n"
-               "                   [--detok-by-tokenizer]\n");
+               "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n");
 }
 
 static int int_arg(const char *flag, const char *v, int *out)
@@ -37,7 +36,6 @@ int main(int argc, char **argv)
         {"no-shm", no_argument, 0, 'n'},         {"max-seqs", required_argument, 0, 'S'},
         {"max-batch-tokens", required_argument, 0, 'b'},
         {"max-requests", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
-        {"detok-by-tokenizer", no_argument, 0, 'D'},
         {0, 0, 0, 0}};
     lp_coord_params_t p = {0};
     const char *endpoint = NULL;
@@ -49,7 +47,6 @@ int main(int argc, char **argv)
         case 'g': p.engine_endpoint = optarg; break;
         case 's': p.sampler_endpoint = optarg; break;
         case 'n': p.no_shm = true; break;
-        case 'D': p.detok_by_tokenizer = true; break;
         case 'S': if (int_arg("--max-seqs", optarg, &p.max_seqs)) return 2; break;
         case 'b': if (int_arg("--max-batch-tokens", optarg, &p.max_batch_tokens)) return 2; break;
         case 'r': if (int_arg("--max-requests", optarg, &p.max_requests)) return 2; break;

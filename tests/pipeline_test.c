@@ -23,7 +23,12 @@
  *   pipeline_test fuzz MODEL GOLDEN_FROM_BOS N
  *       N mutated copies (bit flips, truncations, spliced bytes) of valid
  *       messages of every kind, sent after a hello to every service; then
- *       every service is alive and the greedy request gives the golden */
+ *       every service is alive and the greedy request gives the golden
+ *   pipeline_test edge MODEL
+ *       a bad sampling parameter gets an Error naming it before any
+ *       tokenization (tokenizer-svc's message count does not move); a
+ *       prompt longer than the context: prompt_ids get an Error at once, a
+ *       text prompt a FinalEvent FINISH_ERROR naming both counts */
 #include "client.h"
 #include "error.h"
 #include "fileio.h"
@@ -430,10 +435,6 @@ static void hostile_frames(const char *run_dir_ep[4])
     CHECK(strstr(err, "ids[0]") != NULL);
     int32_t good = 300;
     d.ids = &good;
-    d.stream = 1; /* the coordinator's first request's stream */
-    CHECK(hello_then(run_dir_ep[0], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_ERROR);
-    CHECK(strstr(err, "coordinator") != NULL);
-    d.stream = 0;
     CHECK(hello_then(run_dir_ep[0], &m, NULL, 0, err, sizeof(err)) == LMPIPE__MSG__BODY_DETOKENIZE_REPLY);
     m.body_case = LMPIPE__MSG__BODY_STEP;
     m.step = &st;
@@ -450,9 +451,10 @@ static void hostile_frames(const char *run_dir_ep[4])
     CHECK(strstr(err, "prompt_ids[1]") != NULL);
 }
 
-static uint64_t stats_active;
+static uint64_t stats_active, stats_msgs;
 
-/* n_malformed of a service's StatsReply (n_active into stats_active). */
+/* n_malformed of a service's StatsReply (n_active into stats_active,
+ * n_msgs into stats_msgs). */
 static uint64_t stats_malformed(const char *ep)
 {
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
@@ -479,6 +481,7 @@ static uint64_t stats_malformed(const char *ep)
         if (lp_frame_recv(s, false, &f) == 0 && f.msg->body_case == LMPIPE__MSG__BODY_STATS_REPLY) {
             n = f.msg->stats_reply->n_malformed;
             stats_active = f.msg->stats_reply->n_active;
+            stats_msgs = f.msg->stats_reply->n_msgs;
             lp_frame_clear(&f);
             break;
         }
@@ -676,8 +679,8 @@ static void test_robust(const char *model, const char *golden_path)
     }
     CHECK(out.n_ids == n_want && !memcmp(out.ids, want, n_want * sizeof(int32_t)));
     /* Nothing is left open: the disconnected client's request, the
-     * cancelled one, the failed ones have all ended, in the coordinator,
-     * the sampler (sessions) and the tokenizer (decoder streams). */
+     * cancelled one, the failed ones have all ended, in the coordinator
+     * and the sampler (sessions); the tokenizer keeps none. */
     for (int i = 0; i < 4; i++) {
         if (i == 1) continue; /* the engine keeps no per-request state */
         uint64_t active = 1;
@@ -741,6 +744,103 @@ static void test_context(const char *model, const char *golden_path, bool no_shm
     free(text);
 }
 
+/* The first reply to Generate `id`: its body case, and an Error's message. */
+static int first_reply(lp_client_t *c, uint64_t id, const Lmpipe__GenerateRequest *g, char *err,
+                       size_t cap)
+{
+    err[0] = '\0';
+    if (lp_client_send_generate(c, id, g) != 0) return -1;
+    lp_frame_t f;
+    int body = -1;
+    while (lp_client_recv(c, 10000, &f) == 0) {
+        bool mine = f.msg->id == id;
+        if (mine) {
+            body = f.msg->body_case;
+            if (body == LMPIPE__MSG__BODY_ERROR) snprintf(err, cap, "%s", f.msg->error->message);
+            if (body == LMPIPE__MSG__BODY_FINAL && f.msg->final->error)
+                snprintf(err, cap, "%s", f.msg->final->error);
+        }
+        lp_frame_clear(&f);
+        if (mine) break;
+    }
+    return body;
+}
+
+static void test_edge(const char *model)
+{
+    n_ctx = 24;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *c = NULL;
+    lp_pipeline_t *p = start(&loop, model, false, &c);
+    if (!p) return;
+    char tok_ep[1100];
+    const char *ep = lp_pipeline_endpoint(p) + 6; /* ipc://DIR/coordinator.sock */
+    snprintf(tok_ep, sizeof(tok_ep), "ipc://%.*s/tokenizer.sock", (int)(strrchr(ep, '/') - ep), ep);
+
+    /* A bad sampling parameter is refused on arrival with an Error (not a
+     * FinalEvent) naming the field, and tokenizer-svc never hears of the
+     * request: between two StatsRequests it gets only the second probe's
+     * hello and StatsRequest. */
+    static const struct { const char *json, *field; } bad[] = {
+        {"{\"temperature\": \"hot\"}", "temperature"},
+        {"{\"top_k\": -1}", "top_k"},
+        {"{\"prompt\": \"Once upon a time\", \"n_predict\": 4, \"min_p\": 2}", "min_p"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        stats_malformed(tok_ep);
+        uint64_t before = stats_msgs;
+        Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+        const char *text = "Once upon a time";
+        g.prompt.data = (uint8_t *)text;
+        g.prompt.len = strlen(text);
+        g.params_json = (char *)bad[i].json;
+        char err[512];
+        int body = first_reply(c, 10 + i, &g, err, sizeof(err));
+        CHECK(body == LMPIPE__MSG__BODY_ERROR, "%s: reply %d", bad[i].json, body);
+        CHECK(strstr(err, bad[i].field) != NULL, "%s: '%s'", bad[i].json, err);
+        stats_malformed(tok_ep);
+        CHECK(stats_msgs == before + 2, "%s: tokenizer-svc got %llu messages", bad[i].json,
+              (unsigned long long)(stats_msgs - before - 2));
+        printf("edge: %s -> Error '%s'\n", bad[i].json, err);
+    }
+
+    /* A prompt longer than the context: as ids, an Error at once; as text,
+     * known only after tokenization, a FinalEvent FINISH_ERROR naming both
+     * counts. */
+    int32_t ids[24];
+    for (int i = 0; i < 24; i++) ids[i] = 1 + i;
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.prompt_ids = ids;
+    g.n_prompt_ids = 24;
+    char err[512];
+    int body = first_reply(c, 20, &g, err, sizeof(err));
+    CHECK(body == LMPIPE__MSG__BODY_ERROR && strstr(err, "24 tokens") && strstr(err, "holds 24"),
+          "prompt_ids: reply %d '%s'", body, err);
+    g = (Lmpipe__GenerateRequest)LMPIPE__GENERATE_REQUEST__INIT;
+    const char *text = "Once upon a time, there was a little girl named Lily. She loved to play "
+                       "outside in the sun with her big red ball and her friends.";
+    g.prompt.data = (uint8_t *)text;
+    g.prompt.len = strlen(text);
+    lp_generation_t gen;
+    CHECK_RC(lp_client_generate(c, 21, &g, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && gen.n_ids == 0);
+    CHECK(strstr(gen.error, "the prompt has ") && strstr(gen.error, "tokens; the context holds 24"),
+          "'%s'", gen.error);
+    printf("edge: a long text prompt -> FinalEvent '%s'\n", gen.error);
+    lp_generation_clear(&gen);
+
+    /* A good request afterwards runs. */
+    g.params_json = "{\"temperature\": 0}";
+    g.prompt.data = (uint8_t *)"Once";
+    g.prompt.len = 4;
+    g.n_predict = 3;
+    CHECK_RC(lp_client_generate(c, 22, &g, 10000, NULL, NULL, &gen), 0);
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_LENGTH && gen.n_ids == 3);
+    lp_generation_clear(&gen);
+    finish(&loop, &c, &p);
+}
+
 /* ---- fuzz -------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -781,7 +881,6 @@ static size_t seed_messages(uint8_t bufs[][512], size_t *lens)
     Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
     d.n_ids = 3;
     d.ids = toks;
-    d.stream = 5;
     Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
     t.text.data = (uint8_t *)"Once upon";
     t.text.len = 9;
@@ -911,6 +1010,7 @@ int main(int argc, char **argv)
     else if (argc == 3 && !strcmp(argv[1], "concurrent")) test_concurrent(argv[2], no_shm);
     else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
     else if (argc == 4 && !strcmp(argv[1], "context")) test_context(argv[2], argv[3], no_shm);
+    else if (argc == 3 && !strcmp(argv[1], "edge")) test_edge(argv[2]);
     else if (argc == 5 && !strcmp(argv[1], "fuzz")) test_fuzz(argv[2], argv[3], atoi(argv[4]));
     else {
         fprintf(stderr, "usage: pipeline_test goldens MODELS GOLDENS | concurrent MODEL | robust MODEL GOLDEN [--no-shm]\n");

@@ -9,13 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STREAMS 65536
 #define MAX_TEXT (64u << 20)
-
-typedef struct stream {
-    uint64_t id;
-    lp_detok_t *d;
-} stream_t;
 
 struct lp_tokenizer_svc {
     lp_tokenizer_t *tok;
@@ -24,16 +18,12 @@ struct lp_tokenizer_svc {
     char model_name[256];
     int32_t *eog;
     size_t n_eog;
-    stream_t *streams;
-    size_t n_streams, cap_streams;
 };
 
 void lp_tokenizer_svc_destroy(lp_tokenizer_svc_t **self_p)
 {
     if (!self_p || !*self_p) return;
     lp_tokenizer_svc_t *s = *self_p;
-    for (size_t i = 0; i < s->n_streams; i++) lp_detok_destroy(&s->streams[i].d);
-    free(s->streams);
     free(s->eog);
     lp_tokenizer_destroy(&s->tok);
     free(s);
@@ -103,38 +93,6 @@ static int do_tokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_frame_
     return rc;
 }
 
-static stream_t *stream_get(lp_tokenizer_svc_t *s, uint64_t id, bool special, bool create)
-{
-    for (size_t i = 0; i < s->n_streams; i++)
-        if (s->streams[i].id == id) return &s->streams[i];
-    if (!create) return NULL;
-    if (s->n_streams >= MAX_STREAMS) {
-        lp_error_set(LP_ERR(EBUSY), "detokenize: %d streams are open; close some", MAX_STREAMS);
-        return NULL;
-    }
-    if (s->n_streams == s->cap_streams) {
-        size_t cap = s->cap_streams ? 2 * s->cap_streams : 64;
-        stream_t *n = realloc(s->streams, cap * sizeof(stream_t));
-        if (!n) {
-            lp_error_set(LP_ERR(ENOMEM), "detokenize: out of memory");
-            return NULL;
-        }
-        s->streams = n;
-        s->cap_streams = cap;
-    }
-    stream_t *st = &s->streams[s->n_streams];
-    st->id = id;
-    if (lp_detok_new(s->tok, special, &st->d)) return NULL;
-    s->n_streams++;
-    return st;
-}
-
-static void stream_close(lp_tokenizer_svc_t *s, stream_t *st)
-{
-    lp_detok_destroy(&st->d);
-    *st = s->streams[--s->n_streams];
-}
-
 static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
 {
     const Lmpipe__DetokenizeRequest *d = req->msg->detokenize;
@@ -144,18 +102,7 @@ static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_fram
             return lp_error_set(LP_ERR(EINVAL), "detokenize: ids[%zu] = %d is not in 0..%d", i,
                                 d->ids[i], n_tok - 1);
     if (d->n_ids > (1u << 20)) return lp_error_set(LP_ERR(E2BIG), "detokenize: %zu ids", d->n_ids);
-    stream_t *st = NULL;
-    if (d->stream && !lp_service_from_controller(svc, req))
-        return lp_error_set(LP_ERR(EPERM), "detokenize: streams are the coordinator's only; use "
-                            "stream 0");
-    if (d->stream) {
-        st = stream_get(s, d->stream, d->special, d->n_ids > 0 || d->flush);
-        if (!st && (d->n_ids > 0 || d->flush)) return LP_ERR(EBUSY); /* message set */
-    } else if (d->flush || d->close) {
-        return lp_error_set(LP_ERR(EINVAL), "detokenize: flush and close need a stream id");
-    }
-    /* Pieces of a stream are borrowed from the decoder only until the next
-     * feed: copy them all into one buffer. */
+    /* The pieces go into one buffer, so that the reply owns them. */
     ProtobufCBinaryData *pieces = calloc(d->n_ids ? d->n_ids : 1, sizeof(*pieces));
     size_t *offs = calloc(d->n_ids + 1, sizeof(size_t));
     char *buf = NULL;
@@ -164,8 +111,7 @@ static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_fram
     for (size_t i = 0; !rc && i < d->n_ids; i++) {
         const char *p;
         size_t n;
-        rc = st ? lp_detok_feed(st->d, d->ids[i], &p, &n)
-                : lp_token_piece(s->tok, d->ids[i], d->special, &p, &n);
+        rc = lp_token_piece(s->tok, d->ids[i], d->special, &p, &n);
         if (rc) break;
         if (len + n > cap) {
             size_t nc = cap ? 2 * cap : 256;
@@ -191,13 +137,6 @@ static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_fram
         }
         rep.n_pieces = d->n_ids;
         rep.pieces = pieces;
-        if (st && d->flush) {
-            const char *p;
-            size_t n;
-            rc = lp_detok_flush(st->d, &p, &n);
-            rep.flushed.data = (uint8_t *)p;
-            rep.flushed.len = n;
-        }
     }
     if (!rc) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
@@ -205,7 +144,6 @@ static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_fram
         m.detokenize_reply = &rep;
         rc = lp_service_reply(svc, req, &m, NULL, 0);
     }
-    if (d->close && d->stream && (st = stream_get(s, d->stream, false, false))) stream_close(s, st);
     free(pieces);
     free(offs);
     free(buf);
@@ -276,15 +214,9 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
     }
 }
 
-static void on_stats(void *ctx, Lmpipe__StatsReply *out)
-{
-    out->n_active = ((lp_tokenizer_svc_t *)ctx)->n_streams;
-}
-
 const lp_service_ops_t lp_tokenizer_svc_ops = {
     .name = "tokenizer-svc",
     .role = LMPIPE__ROLE__ROLE_TOKENIZER,
-    .stats = on_stats,
     .hello = on_hello,
     .handle = on_request,
 };

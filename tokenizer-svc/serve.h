@@ -1,5 +1,5 @@
-/* serve.h - tokenizer-svc's request handling: tokenize, and detokenize
- * statelessly or through one incremental decoder per stream. */
+/* serve.h - tokenizer-svc's request handling: tokenize, detokenize (each
+ * id's piece, statelessly) and chat templates. */
 #ifndef LP_TOKENIZER_SERVE_H
 #define LP_TOKENIZER_SERVE_H
 

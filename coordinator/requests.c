@@ -1,0 +1,165 @@
+/* requests.c - the coordinator's request table, and a request's life:
+ *
+ *   TOKENIZING  waiting for tokenizer-svc (skipped for prompt_ids)
+ *   WAIT_SLOT   waiting for a free engine sequence slot (FIFO)
+ *   OPENING     SamplerOpen sent
+ *   RUNNING     in the steps: prefill chunks, then one decode token a step
+ *   DONE        finished; freed once the end of its text is back (the
+ *               sampler's final flush) and the final event has gone out */
+#include "coord-internal.h"
+
+#include "error.h"
+#include "log.h"
+#include "sysinfo.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+lp__req_t *lp__req_find(lp_coord_t *c, uint64_t key)
+{
+    for (size_t i = 0; i < c->n_reqs; i++)
+        if (c->reqs[i]->s.key == key) return c->reqs[i];
+    return NULL;
+}
+
+lp__req_t *lp__req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, uint64_t id)
+{
+    for (size_t i = 0; i < c->n_reqs; i++) {
+        lp__req_t *r = c->reqs[i];
+        if (r->client_id == id && r->peer_len == len && !memcmp(r->peer, peer, len)) return r;
+    }
+    return NULL;
+}
+
+static int grow(void **arr, size_t *cap, size_t n)
+{
+    if (n < *cap) return 0;
+    size_t nc = *cap ? 2 * *cap : 64;
+    void *p = realloc(*arr, nc * sizeof(void *));
+    if (!p) return LP_ERR(ENOMEM);
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+int lp__req_add(lp_coord_t *c, lp__req_t *r)
+{
+    lp__group_t *g = r->group;
+    if (grow((void **)&c->reqs, &c->cap_reqs, c->n_reqs) ||
+        grow((void **)&g->seqs, &g->cap_seqs, g->n_seqs))
+        return lp_error_set(LP_ERR(ENOMEM), "generate: out of memory");
+    c->reqs[c->n_reqs++] = r;
+    g->seqs[g->n_seqs++] = &r->s;
+    return 0;
+}
+
+void lp__req_free(lp__req_t *r)
+{
+    free(r->prompt);
+    free(r->params_json);
+    for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->stops);
+    free(r->stop_lens);
+    lp_textstream_destroy(&r->ts);
+    free(r->tail);
+    free(r);
+}
+
+static void remove_ptr(void **arr, size_t *n, const void *p)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (arr[i] == p) {
+            memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof(void *));
+            (*n)--;
+            return;
+        }
+}
+
+static void req_remove(lp_coord_t *c, lp__req_t *r)
+{
+    remove_ptr((void **)c->reqs, &c->n_reqs, r);
+    remove_ptr((void **)r->group->seqs, &r->group->n_seqs, &r->s);
+    lp__req_free(r);
+}
+
+bool lp__req_text_wanted(const lp__req_t *r)
+{
+    return r->state != R_DONE || r->reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
+           r->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+           r->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT;
+}
+
+void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m)
+{
+    if (r->client_gone) return;
+    m->id = r->client_id;
+    int rc = lp_service_send(c->svc, r->peer, r->peer_len, m, NULL, 0);
+    if (rc == LP_ERR(EHOSTUNREACH)) {
+        LP_INFO("coordinator: client of request %llu has gone; cancelling it",
+                (unsigned long long)r->client_id);
+        r->client_gone = true;
+    }
+}
+
+void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
+{
+    if (r->state != R_DONE || r->close_pending) return;
+    Lmpipe__FinalEvent f = LMPIPE__FINAL_EVENT__INIT;
+    f.reason = r->reason;
+    if (r->reason == LMPIPE__FINISH_REASON__FINISH_STOP && r->stop_idx >= 0) {
+        f.stop.data = (uint8_t *)r->stops[r->stop_idx];
+        f.stop.len = r->stop_lens[r->stop_idx];
+    }
+    char *tail = NULL;
+    if (r->ts && r->reason != LMPIPE__FINISH_REASON__FINISH_CANCELLED &&
+        r->reason != LMPIPE__FINISH_REASON__FINISH_ERROR) {
+        const char *rest;
+        size_t n;
+        lp_textstream_flush(r->ts, &rest, &n);
+        tail = malloc(r->tail_len + n + 1);
+        if (tail) {
+            if (r->tail_len) memcpy(tail, r->tail, r->tail_len);
+            if (n) memcpy(tail + r->tail_len, rest, n);
+            f.tail.data = (uint8_t *)tail;
+            f.tail.len = r->tail_len + n;
+        }
+    }
+    f.n_prompt = (uint32_t)r->s.n_prompt;
+    f.n_generated = (uint32_t)r->s.n_gen;
+    uint64_t t_first = r->t_first ? r->t_first : lp_now_ns();
+    f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
+    f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
+    if (r->error[0]) f.error = r->error;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_FINAL;
+    m.final = &f;
+    lp__req_send_client(c, r, &m);
+    free(tail);
+    req_remove(c, r);
+}
+
+void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error)
+{
+    if (r->state == R_DONE) {
+        /* A stop string found in text that arrives after a natural end wins. */
+        if (reason == LMPIPE__FINISH_REASON__FINISH_STOP) r->reason = reason;
+        return;
+    }
+    r->state = R_DONE;
+    r->reason = reason;
+    if (error) snprintf(r->error, sizeof(r->error), "%s", error);
+    lp__sched_release(&r->group->s, &r->s);
+    if (r->session_open) {
+        /* The close flushes the sampler's decoder (the end of the text);
+         * the final event waits for its answer. */
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__SamplerClose sc = LMPIPE__SAMPLER_CLOSE__INIT;
+        sc.session = r->s.key;
+        sc.flush = lp__req_text_wanted(r);
+        m.body_case = LMPIPE__MSG__BODY_SAMPLER_CLOSE;
+        m.sampler_close = &sc;
+        r->close_pending = lp__link_send(&r->group->samp, OP_SCLOSE, r->s.key, &m, NULL, 0) == 0;
+        r->session_open = false;
+    }
+    lp__req_maybe_final(c, r);
+}

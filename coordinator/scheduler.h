@@ -1,0 +1,115 @@
+/* scheduler.h - the coordinator's scheduler: from the scheduling state of the
+ * requests and of one engine group to the plan of the group's next step.
+ *
+ * It knows no sockets and no messages: the dispatcher (steps.c) turns a
+ * plan into a StepRequest and a SampleRequest, and tells the scheduler what
+ * came back (lp__sched_token, lp__sched_release, lp__sched_retire).  That
+ * keeps the rules (continuous batching, the token budget, chaining, the
+ * ring slots, fairness) testable on their own (scheduler_test.c). */
+#ifndef LP_COORD_SCHED_H
+#define LP_COORD_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* With the ring, two steps of a group may be in flight: the newer one
+ * feeds the tokens the sampler picks from the older one's rows. */
+#define LP__SCHED_MAX_STEPS 2
+
+/* A request as the scheduler sees it. */
+typedef struct lp__sched_seq {
+    uint64_t key;           /* the request's key */
+    bool running;           /* in the steps (its sampler session is open) */
+    int32_t slot;           /* engine sequence slot, -1 when none */
+    const int32_t *prompt;
+    int32_t n_prompt;
+    int32_t n_past;         /* tokens in the KV cache once the steps sent have run */
+    int32_t next_tok;       /* sampled, not yet fed */
+    bool has_next;
+    /* The newest logit row, in a step in flight, whose token is neither
+     * known nor fed yet; with the ring, where it lies. */
+    bool row_pending, row_chainable;
+    uint32_t row_slot;
+    uint64_t row_seq;
+    int32_t fed_ahead;      /* tokens fed by chained steps before their sample came back */
+    int32_t n_gen;          /* tokens generated */
+    int32_t n_predict;      /* -1: no limit */
+} lp__sched_seq_t;
+
+/* One request's part of a step. */
+typedef struct lp__sched_entry {
+    uint64_t req;           /* the request's key */
+    int32_t slot, pos;      /* engine sequence slot and first position */
+    int32_t n_tokens;       /* tokens this step adds to the cache */
+    const int32_t *tokens;  /* NULL when chained: the engine reads the token from chain_* */
+    uint32_t chain_slot;
+    uint64_t chain_seq;
+    int32_t n_logits;       /* 0 or 1 */
+    int32_t n_past;         /* the request's cached tokens once the step has run */
+    uint32_t row_slot;      /* early: the ring slot and sequence number of its row */
+    uint64_t row_seq;
+} lp__sched_entry_t;
+
+/* A step planned or in flight. */
+typedef struct lp__sched_step {
+    uint64_t no;            /* 0: this record is unused */
+    lp__sched_entry_t *entries; /* max_seqs */
+    size_t n_entries;
+    size_t n_rows;          /* logit rows */
+    bool early;             /* ring slots chosen here; the SampleRequest goes with the step */
+    uint32_t ring_base;     /* early: its rows are in slots ring_base.. (cyclic) */
+    bool step_wait;         /* a StepReply is due */
+    bool sample_wait;       /* a SampleReply is due */
+} lp__sched_step_t;
+
+/* An engine group's capacity and what it has in flight. */
+typedef struct lp__sched_group {
+    int32_t max_seqs, max_batch_tokens, n_ctx;
+    bool ring;              /* logit rows in the shared-memory ring */
+    size_t ring_slots;
+    uint64_t ring_seq;      /* last sequence number given to a ring slot */
+    size_t rr;              /* round-robin start of the decode pass */
+    uint64_t next_step_no;
+    uint8_t *slot_used;     /* max_seqs */
+    int32_t *tokbuf;        /* max_batch_tokens + max_seqs: the tokens of the step being planned */
+    lp__sched_step_t steps[LP__SCHED_MAX_STEPS];
+} lp__sched_group_t;
+
+/* Allocate the group's buffers for its max_seqs and max_batch_tokens
+ * (set by the caller, with ring, ring_slots and ring_seq). */
+int lp__sched_group_init(lp__sched_group_t *g);
+void lp__sched_group_free(lp__sched_group_t *g);
+
+/* The lowest free engine slot, now taken; -1 when all are used. */
+int32_t lp__sched_take_slot(lp__sched_group_t *g);
+
+/* Plan the group's next step over `seqs` (in arrival order): a decode token
+ * for every running request that has one (round-robin start), then prefill
+ * chunks in arrival order while max_batch_tokens lasts.  With the ring and
+ * an early step in flight, the new step is chained on it: a request whose
+ * row is pending feeds that row's token, unknown yet.  The seqs are
+ * advanced as the step will leave them.  Returns the step record (no,
+ * entries, rows and ring slots filled; both waits false), or NULL when
+ * there is nothing to do or no room. */
+lp__sched_step_t *lp__sched_plan(lp__sched_group_t *g, lp__sched_seq_t *const *seqs, size_t n);
+
+/* A sampled token `tok` of `s` came back from a step's row.  Returns true
+ * when a chained step has already fed it; otherwise it is the next token
+ * to feed. */
+bool lp__sched_token(lp__sched_seq_t *s, int32_t tok);
+
+/* Whether a request may get another token after the pending one (its
+ * chained step would not be computed for nothing). */
+bool lp__sched_will_continue(const lp__sched_group_t *g, const lp__sched_seq_t *s);
+
+/* The request has ended: it leaves the steps and frees its slot. */
+void lp__sched_release(lp__sched_group_t *g, lp__sched_seq_t *s);
+
+/* Forget a step once neither its StepReply nor its SampleReply is due. */
+void lp__sched_retire(lp__sched_step_t *st);
+
+/* The step in flight numbered `no`; NULL when none. */
+lp__sched_step_t *lp__sched_step_find(lp__sched_group_t *g, uint64_t no);
+
+#endif

@@ -1,0 +1,282 @@
+/* steps.c - a group's steps on the wire: the scheduler's plan becomes a
+ * StepRequest (and, with the ring, the SampleRequest that goes with it);
+ * the engine's and the sampler's replies become tokens.
+ *
+ * Inline, one engine step is in flight at a time, then one sample batch;
+ * the next step is planned as soon as the samples are back.  With the ring,
+ * two steps are in flight: the newer one is chained on the older one's rows
+ * (the engine takes those tokens from the ring), so the engine never waits
+ * for the coordinator.  Token text comes with the samples, and streaming it
+ * overlaps the next step. */
+#include "coord-internal.h"
+
+#include "error.h"
+#include "log.h"
+#include "sysinfo.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
+{
+    for (size_t i = 0; i < c->n_reqs; i++) {
+        lp__req_t *r = c->reqs[i];
+        if (r->state != R_WAIT_SLOT || r->group != g) continue;
+        int32_t slot = lp__sched_take_slot(&g->s);
+        if (slot < 0) return;
+        r->s.slot = slot;
+        r->s.n_past = 0;
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
+        so.session = r->s.key;
+        so.params_json = r->params_json ? r->params_json : "";
+        so.n_prompt_ids = (size_t)r->s.n_prompt;
+        so.prompt_ids = r->prompt;
+        so.detok = true;
+        if (!r->ignore_eos) { /* the text ends before an EOG token */
+            so.n_detok_end_ids = c->n_eog_ids;
+            so.detok_end_ids = c->eog_ids;
+        }
+        m.body_case = LMPIPE__MSG__BODY_SAMPLER_OPEN;
+        m.sampler_open = &so;
+        r->state = R_OPENING;
+        r->session_open = true;
+        if (lp__link_send(&g->samp, OP_SOPEN, r->s.key, &m, NULL, 0)) {
+            r->session_open = false;
+            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach sampler-svc");
+        }
+    }
+}
+
+void lp__steps_on_opened(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
+{
+    if (r->state != R_OPENING) return;
+    if (m->body_case != LMPIPE__MSG__BODY_SAMPLER_OPEN) {
+        r->session_open = false;
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
+                         m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply");
+        return;
+    }
+    r->state = R_RUNNING;
+    r->s.running = true;
+}
+
+static void fail_entries(lp_coord_t *c, lp__sched_step_t *st, const char *err)
+{
+    for (size_t i = 0; i < st->n_entries; i++) {
+        lp__req_t *r = lp__req_find(c, st->entries[i].req);
+        if (r) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+    }
+}
+
+bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
+{
+    lp__sched_step_t *st = lp__sched_plan(&g->s, g->seqs, g->n_seqs);
+    if (!st) return false;
+    size_t n_seqs = st->n_entries, n_rows = st->n_rows;
+    Lmpipe__StepSeq seqs[n_seqs], *sp[n_seqs];
+    Lmpipe__RowRef chains[n_seqs];
+    size_t nr = n_rows ? n_rows : 1;
+    Lmpipe__RowRef refs[nr], *rp[nr];
+    Lmpipe__SampleItem items[nr], *ip[nr];
+    for (size_t i = 0, row = 0; i < n_seqs; i++) {
+        const lp__sched_entry_t *e = &st->entries[i];
+        lmpipe__step_seq__init(&seqs[i]);
+        seqs[i].seq_id = e->slot;
+        seqs[i].pos = e->pos;
+        seqs[i].n_logits = e->n_logits;
+        if (e->tokens) {
+            seqs[i].n_tokens = (size_t)e->n_tokens;
+            seqs[i].tokens = (int32_t *)e->tokens;
+        } else {
+            lmpipe__row_ref__init(&chains[i]);
+            chains[i].slot = e->chain_slot;
+            chains[i].seq = e->chain_seq;
+            seqs[i].chain = &chains[i];
+        }
+        sp[i] = &seqs[i];
+        if (!st->early || !e->n_logits) continue;
+        lmpipe__row_ref__init(&refs[row]);
+        refs[row].slot = e->row_slot;
+        refs[row].seq = e->row_seq;
+        rp[row] = &refs[row];
+        lmpipe__sample_item__init(&items[row]);
+        items[row].session = e->req;
+        items[row].ref = &refs[row];
+        ip[row] = &items[row];
+        row++;
+    }
+    Lmpipe__StepRequest sr = LMPIPE__STEP_REQUEST__INIT;
+    sr.n_seqs = n_seqs;
+    sr.seqs = sp;
+    sr.inline_rows = !g->s.ring;
+    if (g->s.ring) sr.ring = (char *)g->ring;
+    /* With the ring, the SampleRequest goes along with the step: the sampler
+     * waits on the slots, and the engine answers only a failure. */
+    if (st->early) {
+        sr.n_rows = n_rows;
+        sr.rows = rp;
+        sr.quiet = true;
+    }
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STEP;
+    m.step = &sr;
+    if (lp__link_send(&g->eng, st->early ? OP_NONE : OP_STEP, st->no, &m, NULL, 0) != 0) {
+        fail_entries(c, st, "cannot reach engine-svc");
+        st->no = 0;
+        return false;
+    }
+    st->step_wait = !st->early;
+    if (st->early) {
+        Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
+        sq.n_items = n_rows;
+        sq.items = ip;
+        sq.wait = true;
+        sq.ring = sr.ring;
+        Lmpipe__Msg sm = LMPIPE__MSG__INIT;
+        sm.body_case = LMPIPE__MSG__BODY_SAMPLE;
+        sm.sample = &sq;
+        if (lp__link_send(&g->samp, OP_SAMPLE, st->no, &sm, NULL, 0) != 0) {
+            /* The quiet step's rows will not be read: end the requests. */
+            fail_entries(c, st, "cannot reach sampler-svc");
+            st->no = 0;
+            return false;
+        }
+        st->sample_wait = true;
+    }
+    return true;
+}
+
+void lp__coord_pump(lp_coord_t *c)
+{
+    if (!c->ready) return;
+    for (size_t i = 0; i < c->n_groups; i++) {
+        lp__steps_admit(c, &c->groups[i]);
+        while (lp__steps_send(c, &c->groups[i])) {
+        }
+    }
+}
+
+/* A step that was not quiet: positions were advanced when it was planned;
+ * here only a failure matters, and sending its rows to the sampler. */
+void lp__steps_on_stepped(lp_coord_t *c, lp__group_t *g, uint64_t no, const lp_frame_t *f)
+{
+    lp__sched_step_t *st = lp__sched_step_find(&g->s, no);
+    if (!st) return;
+    const Lmpipe__Msg *m = f->msg;
+    st->step_wait = false;
+    if (m->body_case != LMPIPE__MSG__BODY_STEP_REPLY) {
+        fail_entries(c, st, m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "engine: bad reply");
+        lp__sched_retire(st);
+        return;
+    }
+    const Lmpipe__StepReply *sr = m->step_reply;
+    size_t n_rows = st->n_rows;
+    size_t raw_len;
+    const void *raw = lp_frame_raw(f, &raw_len);
+    bool rows_ok = g->s.ring ? sr->n_rows == n_rows
+                             : raw_len == n_rows * (size_t)c->n_vocab * sizeof(float);
+    if (!rows_ok) {
+        LP_ERROR("coordinator: engine returned the wrong rows (%zu refs, %zu raw bytes; %zu rows)",
+                 sr->n_rows, raw_len, n_rows);
+        fail_entries(c, st, "engine: wrong logit rows");
+        lp__sched_retire(st);
+        return;
+    }
+    if (n_rows == 0) {
+        lp__sched_retire(st);
+        return;
+    }
+    /* Every row goes to the sampler, also those of requests that ended while
+     * the step ran (session 0: release only), so the ring never leaks. */
+    Lmpipe__SampleItem items[n_rows], *ip[n_rows];
+    size_t row = 0;
+    for (size_t i = 0; i < st->n_entries; i++) {
+        if (!st->entries[i].n_logits) continue;
+        lp__req_t *r = lp__req_find(c, st->entries[i].req);
+        lmpipe__sample_item__init(&items[row]);
+        items[row].session = r && r->state == R_RUNNING ? r->s.key : 0;
+        if (g->s.ring) items[row].ref = sr->rows[row];
+        else items[row].row = (uint32_t)row;
+        ip[row] = &items[row];
+        row++;
+    }
+    Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
+    sq.n_items = n_rows;
+    sq.items = ip;
+    Lmpipe__Msg out = LMPIPE__MSG__INIT;
+    out.body_case = LMPIPE__MSG__BODY_SAMPLE;
+    out.sample = &sq;
+    if (lp__link_send(&g->samp, OP_SAMPLE, st->no, &out, g->s.ring ? NULL : raw,
+                      g->s.ring ? 0 : raw_len) == 0)
+        st->sample_wait = true;
+    else
+        fail_entries(c, st, "cannot reach sampler-svc");
+    lp__sched_retire(st);
+}
+
+/* One sampled token of a running request.  `e` is its entry in the step
+ * the row came from. */
+static void on_token(lp_coord_t *c, lp__req_t *r, const Lmpipe__SampleResult *res,
+                     const lp__sched_entry_t *e)
+{
+    lp__sched_token(&r->s, res->token);
+    if (res->error && res->error[0]) {
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, res->error);
+        return;
+    }
+    int32_t t = res->token;
+    uint64_t now = lp_now_ns();
+    if (!r->t_first) r->t_first = now;
+    r->t_last = now;
+    if (t >= 0 && t < c->n_vocab && c->eog[t] && !r->ignore_eos) {
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_EOS, NULL);
+        return;
+    }
+    r->s.n_gen++;
+    lp__group_t *g = r->group;
+    /* The sampler's decoder gave the text with the token: it goes to the
+     * client once the next step is out (lp__text_send). */
+    if (g->n_texts < (size_t)g->s.max_seqs) {
+        struct lp__text *x = &g->texts[g->n_texts++];
+        x->req = r->s.key;
+        x->ti.id = t;
+        x->ti.has_logprob = res->has_logprob;
+        x->ti.logprob = res->logprob;
+        x->ti.strategy_version = res->strategy_version;
+        x->ti.n_top = 0;
+        for (size_t k = 0; k < res->n_top && k < 32; k++) {
+            lmpipe__token_prob__init(&x->ti.top[k]);
+            x->ti.top[k].id = res->top[k]->id;
+            x->ti.top[k].logprob = res->top[k]->logprob;
+            x->ti.n_top = k + 1;
+        }
+        x->data = res->piece.data;
+        x->len = res->piece.len;
+    }
+    if (r->s.n_predict >= 0 && r->s.n_gen >= r->s.n_predict)
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
+    else if (e->n_past >= c->n_ctx)
+        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
+}
+
+void lp__steps_on_sampled(lp_coord_t *c, lp__group_t *g, uint64_t no, const Lmpipe__Msg *m)
+{
+    lp__sched_step_t *st = lp__sched_step_find(&g->s, no);
+    if (!st) return;
+    st->sample_wait = false;
+    size_t row = 0;
+    bool ok = m->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY;
+    const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply";
+    for (size_t i = 0; i < st->n_entries; i++) {
+        if (!st->entries[i].n_logits) continue;
+        lp__req_t *r = lp__req_find(c, st->entries[i].req);
+        size_t k = row++;
+        if (!r || r->state != R_RUNNING) continue;
+        if (!ok || k >= m->sample_reply->n_results)
+            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+        else
+            on_token(c, r, m->sample_reply->results[k], &st->entries[i]);
+    }
+    lp__sched_retire(st);
+}
