@@ -67,6 +67,7 @@ int lp_cmd_generate(int argc, char **argv)
         }
     } else status = lp_gen_args_print(&ga, "generate", &gen);
     lp_generation_clear(&gen);
+    lp_gen_args_clear(&ga);
     lp_client_destroy(&c);
     return status;
 }

@@ -57,6 +57,7 @@ int lp_cmd_run(int argc, char **argv)
     if (rc) fprintf(stderr, "lmpipe run: %s\n", lp_error_msg());
     else status = lp_gen_args_print(&ga, "run", &gen);
     lp_generation_clear(&gen);
+    lp_gen_args_clear(&ga);
     lp_client_destroy(&c);
     if (p && lp_pipeline_stop(p) != 0 && status == 0) {
         fprintf(stderr, "lmpipe run: %s\n", lp_error_msg());
