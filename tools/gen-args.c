@@ -5,6 +5,7 @@
 #include "error.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,26 @@ void lp_gen_args_clear(lp_gen_args_t *a)
     a->stop_bin = NULL;
 }
 
+/* Plain decimal: [-]digits[.digits][e[+-]digits] (fraction and exponent
+ * only with `real`).  strtod alone also takes "nan", "inf", hex floats and
+ * leading blanks, which then came back from the sampler as a JSON error. */
+static bool decimal(const char *s, bool real)
+{
+    size_t digits = 0;
+    if (*s == '-') s++;
+    for (; *s >= '0' && *s <= '9'; s++) digits++;
+    if (real && *s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++) digits++;
+    if (!digits) return false;
+    if (real && (*s == 'e' || *s == 'E')) {
+        s++;
+        if (*s == '+' || *s == '-') s++;
+        if (!(*s >= '0' && *s <= '9')) return false;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    return *s == '\0';
+}
+
 /* A whole decimal integer in [lo, hi]; -1 with a message naming the flag. */
 static int parse_int(const char *cmd, const char *flag, const char *v, long long lo,
                      long long hi, long long *out)
@@ -42,8 +63,12 @@ static int parse_int(const char *cmd, const char *flag, const char *v, long long
     char *end;
     errno = 0;
     long long n = strtoll(v, &end, 10);
-    if (!*v || *end || errno) {
-        fprintf(stderr, "lmpipe %s: %s: '%s' is not an integer\n", cmd, flag, v);
+    if (!decimal(v, false) || *end) {
+        fprintf(stderr, "lmpipe %s: %s: '%s' is not a decimal integer\n", cmd, flag, v);
+        return -1;
+    }
+    if (errno) {
+        fprintf(stderr, "lmpipe %s: %s: %s is out of range [%lld, %lld]\n", cmd, flag, v, lo, hi);
         return -1;
     }
     if (n < lo || n > hi) {
@@ -54,12 +79,19 @@ static int parse_int(const char *cmd, const char *flag, const char *v, long long
     return 0;
 }
 
+/* A finite decimal number that a float holds; -1 with a message naming the
+ * flag. */
 static int parse_float(const char *cmd, const char *flag, const char *v, float *out)
 {
     char *end;
     double x = strtod(v, &end);
-    if (!*v || *end) {
-        fprintf(stderr, "lmpipe %s: %s: '%s' is not a number\n", cmd, flag, v);
+    if (!decimal(v, true) || *end) {
+        fprintf(stderr, "lmpipe %s: %s: '%s' is not a decimal number (such as 0.7 or 1e-3)\n",
+                cmd, flag, v);
+        return -1;
+    }
+    if (!isfinite((float)x)) {
+        fprintf(stderr, "lmpipe %s: %s: %s is out of range for a float\n", cmd, flag, v);
         return -1;
     }
     *out = (float)x;
