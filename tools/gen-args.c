@@ -20,6 +20,12 @@ const char lp_gen_args_usage[] =
     "  --ignore-eos         --no-bos\n"
     "  --ids                print a JSON list of the generated token ids\n";
 
+const char lp_gen_args_exit_usage[] =
+    "exit status: 0 when the generation ends (end of text, --max-tokens or a --stop\n"
+    "string), 3 when the context limit cuts it short (the text so far is printed and\n"
+    "stderr gives the prompt, generated and context token counts), 2 for bad usage,\n"
+    "1 for any other error\n";
+
 void lp_gen_args_init(lp_gen_args_t *a)
 {
     memset(a, 0, sizeof(*a));
@@ -56,9 +62,8 @@ static bool decimal(const char *s, bool real)
     return *s == '\0';
 }
 
-/* A whole decimal integer in [lo, hi]; -1 with a message naming the flag. */
-static int parse_int(const char *cmd, const char *flag, const char *v, long long lo,
-                     long long hi, long long *out)
+int lp_gen_args_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi,
+                    long long *out)
 {
     char *end;
     errno = 0;
@@ -119,11 +124,11 @@ static int take_sampling(lp_gen_args_t *a, const char *cmd, enum lp_sampler_fiel
     case LP_SP_TOP_P: rc = parse_float(cmd, flag, v, &p->top_p); break;
     case LP_SP_MIN_P: rc = parse_float(cmd, flag, v, &p->min_p); break;
     case LP_SP_TOP_K:
-        if (!(rc = parse_int(cmd, flag, v, 0, INT32_MAX, &n))) p->top_k = (int32_t)n;
+        if (!(rc = lp_gen_args_int(cmd, flag, v, 0, INT32_MAX, &n))) p->top_k = (int32_t)n;
         break;
     case LP_SP_SEED:
         /* as the "seed" field: -1 (random) up to 2^53 */
-        if (!(rc = parse_int(cmd, flag, v, -1, (long long)1 << 53, &n))) p->seed = n;
+        if (!(rc = lp_gen_args_int(cmd, flag, v, -1, (long long)1 << 53, &n))) p->seed = n;
         break;
     default: return -1;
     }
@@ -164,7 +169,7 @@ int lp_gen_args_take(lp_gen_args_t *a, const char *cmd, int argc, char **argv, i
     case 1: a->params = v; break;
     case 2: {
         long long n;
-        if (parse_int(cmd, f, v, -1, 1 << 24, &n)) return -1;
+        if (lp_gen_args_int(cmd, f, v, -1, 1 << 24, &n)) return -1;
         if (n == 0) {
             fprintf(stderr, "lmpipe %s: --max-tokens: '%s' is not a positive integer (or -1)\n",
                     cmd, v);
@@ -325,5 +330,18 @@ int lp_gen_args_print(const lp_gen_args_t *a, const char *cmd, const lp_generati
         fwrite(gen->text, 1, gen->text_len, stdout);
         putchar('\n');
     }
-    return fflush(stdout) == 0 ? 0 : 1;
+    if (fflush(stdout) != 0) return 1;
+    return lp_gen_args_finish(cmd, gen);
+}
+
+int lp_gen_args_finish(const char *cmd, const lp_generation_t *gen)
+{
+    if (gen->reason != LMPIPE__FINISH_REASON__FINISH_CONTEXT) return 0;
+    /* Unlike --max-tokens (the caller's own limit), the context cut the
+     * text short of what was asked: say so, with the numbers to size it. */
+    fprintf(stderr, "lmpipe %s: stopped at the context limit (finish reason \"context\"): %u prompt "
+            "tokens + %u generated tokens, context size ", cmd, gen->n_prompt, gen->n_generated);
+    if (gen->n_ctx) fprintf(stderr, "%u\n", gen->n_ctx);
+    else fprintf(stderr, "unknown\n");
+    return LP_GEN_EXIT_CONTEXT;
 }

@@ -39,6 +39,15 @@ void lp_gen_args_clear(lp_gen_args_t *a);
 /* Print the result as lmpipe run prints it: the text, or the ids in JSON. */
 struct lp_generation;
 int lp_gen_args_print(const lp_gen_args_t *a, const char *cmd, const struct lp_generation *gen);
+/* The exit status of a generation that ended without error (its output is
+ * printed): 0, or LP_GEN_EXIT_CONTEXT with the counts on stderr when the
+ * context limit cut it short (finish reason "context"). */
+#define LP_GEN_EXIT_CONTEXT 3
+int lp_gen_args_finish(const char *cmd, const struct lp_generation *gen);
+/* A plain decimal integer in [lo, hi] for flag; -1 with a message naming it. */
+int lp_gen_args_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi,
+                    long long *out);
 extern const char lp_gen_args_usage[];
+extern const char lp_gen_args_exit_usage[]; /* after the command's own options */
 
 #endif
