@@ -22,15 +22,10 @@ static int parse(const char *json, unsigned flags)
 static void refuse(const char *json, unsigned flags, const char *needle)
 {
     int rc = parse(json, flags);
-    if (rc == 0) {
-        fprintf(stderr, "accepted bad parameters: %s\n", json);
-        lp_check_failures++;
-        return;
-    }
-    if (!strstr(lp_error_msg(), needle)) {
-        fprintf(stderr, "%s: message '%s' lacks '%s'\n", json, lp_error_msg(), needle);
-        lp_check_failures++;
-    }
+    CHECK(rc != 0, "accepted bad parameters: %s", json);
+    if (rc == 0) return;
+    CHECK(strstr(lp_error_msg(), needle), "%s: message '%s' lacks '%s'", json, lp_error_msg(),
+          needle);
 }
 
 static void test_defaults(void)
