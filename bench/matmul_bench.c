@@ -25,14 +25,22 @@ static const uint32_t types[] = {
 /* Seconds per call: the fastest of the calls made in about 0.2 s.  The
  * minimum rather than the mean, so that other work on a shared machine
  * does not show up as a slow kernel. */
+static void call(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact)
+{
+    if (lp_matmul(pool, mm, exact)) {
+        fprintf(stderr, "matmul_bench: %s\n", lp_error_msg());
+        exit(1);
+    }
+}
+
 static double time_call(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact)
 {
-    lp_matmul(pool, mm, exact); /* warm up: scratch, page faults */
+    call(pool, mm, exact); /* warm up: scratch, page faults */
     double best = 1e30, t_end = lp_now_s() + 0.2;
     int iters = 0;
     do {
         double t0 = lp_now_s();
-        lp_matmul(pool, mm, exact);
+        call(pool, mm, exact);
         double t = lp_now_s() - t0;
         if (t < best) best = t;
         iters++;

@@ -168,11 +168,11 @@ static lp_matmul_t mm_of(const lp_weight_t *w, const float *x, int64_t n_tok, fl
     };
 }
 
-static void matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
-                   int64_t y_stride)
+static int matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
+                  int64_t y_stride)
 {
     lp_matmul_t mm = mm_of(w, x, n_tok, y, y_stride);
-    lp_matmul(c->pool, &mm, c->p.exact);
+    return lp_matmul(c->pool, &mm, c->p.exact);
 }
 
 /* ---- exact attention, split over (token, head) pairs across the pool ---- */
@@ -250,8 +250,8 @@ static void add_norm(const cpu_ctx_t *c, float *xn, float *x, const float *r, co
                                                            c->m->hp.rms_eps);
 }
 
-static void compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows,
-                           float *const *logits)
+static int compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows,
+                          float *const *logits)
 {
     const lp_hparams_t *hp = &c->m->hp;
     const int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
@@ -260,16 +260,16 @@ static void compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows
         add_norm(c, c->xn + r * n_embd, c->x + (int64_t)rows_tok[r] * n_embd, NULL,
                  c->m->output_norm);
     int64_t stride;
-    if (same_stride(logits, n_rows, &stride) && (stride == 0 || stride >= n_vocab)) {
-        matmul(c, &c->m->output, c->xn, n_rows, logits[0], stride ? stride : n_vocab);
-        return;
-    }
+    if (same_stride(logits, n_rows, &stride) && (stride == 0 || stride >= n_vocab))
+        return matmul(c, &c->m->output, c->xn, n_rows, logits[0], stride ? stride : n_vocab);
     for (int32_t r0 = 0; r0 < n_rows; r0 += LOGIT_CHUNK) {
         int32_t n = n_rows - r0 < LOGIT_CHUNK ? n_rows - r0 : LOGIT_CHUNK;
-        matmul(c, &c->m->output, c->xn + r0 * n_embd, n, c->logit_tmp, n_vocab);
+        int rc = matmul(c, &c->m->output, c->xn + r0 * n_embd, n, c->logit_tmp, n_vocab);
+        if (rc) return rc;
         for (int32_t r = 0; r < n; r++)
             memcpy(logits[r0 + r], c->logit_tmp + r * n_vocab, sizeof(float) * (size_t)n_vocab);
     }
+    return 0;
 }
 
 /* ---- fused per-token work, split over the pool ------------------------ */
@@ -380,18 +380,18 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
         const lp_matmul_t qkv[3] = {mm_of(&L->wq, c->xn, T, c->q, q_dim),
                                     mm_of(&L->wk, c->xn, T, c->k, kv_dim),
                                     mm_of(&L->wv, c->xn, T, c->v, kv_dim)};
-        lp_matmul_multi(c->pool, qkv, 3, c->p.exact);
+        if ((rc = lp_matmul_multi(c->pool, qkv, 3, c->p.exact))) return rc;
         run_tokens(c, STAGE_QKV_ROPE, l, T);
         if ((rc = attention(c, l, T))) return rc;
-        matmul(c, &L->wo, c->att, T, c->proj, n_embd);
+        if ((rc = matmul(c, &L->wo, c->att, T, c->proj, n_embd))) return rc;
         run_tokens(c, STAGE_FFN_NORM, l, T);
 
         /* feed-forward block */
         const lp_matmul_t gate_up[2] = {mm_of(&L->w_gate, c->xn, T, c->gate, n_ff),
                                         mm_of(&L->w_up, c->xn, T, c->up, n_ff)};
-        lp_matmul_multi(c->pool, gate_up, 2, c->p.exact);
+        if ((rc = lp_matmul_multi(c->pool, gate_up, 2, c->p.exact))) return rc;
         run_tokens(c, STAGE_SWIGLU, l, T);
-        matmul(c, &L->w_down, c->gate, T, c->proj, n_embd);
+        if ((rc = matmul(c, &L->w_down, c->gate, T, c->proj, n_embd))) return rc;
         run_tokens(c, STAGE_FFN_OUT, l, T);
         LP_DEBUG("layer %d done (%d tokens)", l, T);
     }
@@ -404,8 +404,7 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
             rows_tok[n_rows++] = base + k;
         base += seqs[i].n_tokens;
     }
-    if (n_rows) compute_logits(c, rows_tok, n_rows, logits);
-    return 0;
+    return n_rows ? compute_logits(c, rows_tok, n_rows, logits) : 0;
 }
 
 const lp_backend_ops_t lp_backend_cpu = {

@@ -77,21 +77,28 @@ static void exact_work(void *p, int ith, int nth)
     }
 }
 
-static void matmul_exact(lp_threadpool_t *pool, const lp_matmul_t *mm)
+/* LP_ERR(ENOMEM) naming the scratch size that could not be had. */
+static int no_scratch(size_t bytes)
+{
+    return lp_error_set(LP_ERR(ENOMEM), "matmul: out of memory for %zu bytes of scratch", bytes);
+}
+
+static int matmul_exact(lp_threadpool_t *pool, const lp_matmul_t *mm)
 {
     int nth = pool ? lp_threadpool_n_threads(pool) : 1;
     size_t bytes = (size_t)nth * (size_t)mm->n_in * sizeof(float);
     struct exact_ctx c = {mm, NULL};
     if (pool) {
         c.scratch = lp_threadpool_scratch(pool, bytes);
-        assert(c.scratch && "matmul: out of memory for scratch");
+        if (!c.scratch) return no_scratch(bytes);
         lp_threadpool_run(pool, exact_work, &c);
     } else {
         c.scratch = malloc(bytes);
-        assert(c.scratch && "matmul: out of memory for scratch");
+        if (!c.scratch) return no_scratch(bytes);
         exact_work(&c, 0, 1);
         free(c.scratch);
     }
+    return 0;
 }
 
 /* ---- kernel selection ------------------------------------------------- */
@@ -271,7 +278,7 @@ static size_t act_format(const lp__kern_t *k, const lp_matmul_t *mm, lp__act_fn 
 }
 
 /* n products sharing x and the activation format of mm[0]. */
-static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm, int n)
+static int matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm, int n)
 {
     const lp__kern_t *k = kern_get();
     struct fast_ctx c = {.mm = mm, .n = n, .pool = pool};
@@ -296,13 +303,14 @@ static void matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm, int n)
     size_t bytes = xbytes + c.pp_stride * (size_t)nth;
     if (bytes) {
         buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, bytes);
-        assert(buf && "matmul: out of memory for scratch");
+        if (!buf) return no_scratch(bytes);
         if (c.quant) c.xq = buf;
         c.pp_scratch = (uint8_t *)buf + xbytes;
     }
     if (pool) lp_threadpool_run(pool, fast_work, &c);
     else fast_work(&c, 0, 1);
     if (!pool) free(buf);
+    return 0;
 }
 
 /* ---- decode: rows shared out in chunks --------------------------------
@@ -401,7 +409,7 @@ static bool dec_ok(const lp__kern_t *k, const lp_matmul_t *mm, int n)
     return true;
 }
 
-static void matmul_dec(lp_threadpool_t *pool, const lp__kern_t *k, const lp_matmul_t *mm, int n)
+static int matmul_dec(lp_threadpool_t *pool, const lp__kern_t *k, const lp_matmul_t *mm, int n)
 {
     struct dec_ctx c = {.n_seg = n};
     for (int i = 0; i < n; i++) {
@@ -420,37 +428,40 @@ static void matmul_dec(lp_threadpool_t *pool, const lp__kern_t *k, const lp_matm
     size_t flags = ((size_t)c.n_chunks + 63) & ~(size_t)63;
     size_t bytes = c.xq_private * (size_t)nth + flags;
     uint8_t *buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, bytes);
-    assert(buf && "matmul: out of memory for scratch");
+    if (!buf) return no_scratch(bytes);
     c.xq = buf;
     c.claimed = (atomic_uchar *)(buf + c.xq_private * (size_t)nth);
     memset((void *)c.claimed, 0, (size_t)c.n_chunks);
     if (pool) lp_threadpool_run(pool, dec_work, &c);
     else dec_work(&c, 0, 1);
     if (!pool) free(buf);
+    return 0;
 }
 
 /* ---- entry point ------------------------------------------------------ */
 
-void lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact)
+int lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact)
 {
-    lp_matmul_multi(pool, mm, 1, exact);
+    return lp_matmul_multi(pool, mm, 1, exact);
 }
 
-void lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact)
+int lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact)
 {
     for (int i = 0; i < n; i++) {
         assert(lp_matmul_check(&mm[i]) == 0);
         assert(mm[i].x == mm[0].x && mm[i].n_in == mm[0].n_in && mm[i].n_tok == mm[0].n_tok);
     }
-    if (n == 0 || mm[0].n_tok == 0) return;
+    if (n == 0 || mm[0].n_tok == 0) return 0;
     const lp__kern_t *k = kern_get();
+    int rc = 0;
     if (exact) {
-        for (int i = 0; i < n; i++) matmul_exact(pool, &mm[i]);
+        for (int i = 0; i < n && !rc; i++) rc = matmul_exact(pool, &mm[i]);
     } else if (dec_ok(k, mm, n)) {
-        matmul_dec(pool, k, mm, n);
+        rc = matmul_dec(pool, k, mm, n);
     } else if (same_act(mm, n)) {
-        matmul_fast(pool, mm, n);
+        rc = matmul_fast(pool, mm, n);
     } else {
-        for (int i = 0; i < n; i++) lp_matmul_multi(pool, &mm[i], 1, false);
+        for (int i = 0; i < n && !rc; i++) rc = lp_matmul_multi(pool, &mm[i], 1, false);
     }
+    return rc;
 }

@@ -43,12 +43,16 @@ int lp_matmul_check(const lp_matmul_t *mm);
 
 /* y[t][o] = sum_i w[o][i] * x[t][i].  exact: dequantize each weight row
  * and dot in float with no rounding of activations (the reference path).
- * `pool` may be NULL (runs on the caller, allocating its scratch). */
-void lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact);
+ * `pool` may be NULL (runs on the caller, allocating its scratch).
+ * Returns 0, or LP_ERR(ENOMEM) when the scratch cannot be allocated (y is
+ * then not written). */
+int lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact);
 
 /* n products of the same activations (same x, n_in and n_tok): q, k and
- * v, or gate and up.  One token runs them in one pass of the pool. */
-void lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact);
+ * v, or gate and up.  One token runs them in one pass of the pool.
+ * Returns 0 or LP_ERR(ENOMEM) as lp_matmul (some products may then be
+ * written, others not). */
+int lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact);
 
 /* ---- instruction set of the fast path -------------------------------- */
 

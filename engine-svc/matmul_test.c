@@ -58,7 +58,7 @@ static void run_case(lp_threadpool_t *pool, uint32_t type, const int64_t *shape,
         .x = x, .x_stride = xs, .n_tok = n_tok, .y = y, .y_stride = ys,
     };
     CHECK(lp_matmul_check(&mm) == 0, "check: %s", lp_error_msg());
-    lp_matmul(pool, &mm, exact);
+    CHECK_RC(lp_matmul(pool, &mm, exact), 0);
 
     double worst = 0;
     for (int64_t t = 0; t < n_tok; t++) {
@@ -119,10 +119,10 @@ static void test_multi(lp_threadpool_t *pool)
                 mm[m] = (lp_matmul_t){.type = sets[s][m], .w = w[m], .n_in = N_IN,
                                       .n_out = n_out[m], .x = x, .x_stride = N_IN,
                                       .n_tok = n_tok[t], .y = y1[m], .y_stride = n_out[m]};
-                lp_matmul(pool, &mm[m], false);
+                CHECK_RC(lp_matmul(pool, &mm[m], false), 0);
                 mm[m].y = y3[m];
             }
-            lp_matmul_multi(pool, mm, 3, false);
+            CHECK_RC(lp_matmul_multi(pool, mm, 3, false), 0);
             for (int m = 0; m < 3; m++) {
                 CHECK(!memcmp(y1[m], y3[m], sizeof(float) * (size_t)(n_out[m] * n_tok[t])),
                       "multi %s (set %zu, %lld tokens, %s): differs from lp_matmul alone",
@@ -156,6 +156,41 @@ static void test_check(void)
           "short stride: %s", lp_error_msg());
 }
 
+/* The failure test asks for more scratch than any address space holds;
+ * under AddressSanitizer that must come back as NULL, as from malloc,
+ * rather than end the process. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+/* Scratch that cannot be allocated (rows of 2^50 elements) is LP_ERR(ENOMEM)
+ * on every path (exact, decode, prefill), with and without a pool, and y is
+ * left alone.  The weights and activations are never read: the scratch is
+ * sized before any row is touched. */
+static void test_no_memory(lp_threadpool_t *pool)
+{
+    float x[64] = {0}, y[8];
+    uint8_t w[64] = {0};
+    const struct {
+        uint32_t type;
+        int64_t n_tok;
+        bool exact;
+    } cases[] = {{LP_TYPE_F32, 1, true}, {LP_TYPE_Q8_0, 1, false}, {LP_TYPE_Q8_0, 8, false},
+                 {LP_TYPE_Q4_K, 8, false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int k = 0; k < 8; k++) y[k] = NAN;
+        lp_matmul_t mm = {.type = cases[i].type, .w = w, .n_in = (int64_t)1 << 50, .n_out = 1,
+                          .x = x, .x_stride = (int64_t)1 << 50, .n_tok = cases[i].n_tok,
+                          .y = y, .y_stride = 1};
+        CHECK(lp_matmul_check(&mm) == 0, "check: %s", lp_error_msg());
+        CHECK_RC(lp_matmul(pool, &mm, cases[i].exact), LP_ERR(ENOMEM));
+        CHECK(strstr(lp_error_msg(), "out of memory") != NULL, "%s", lp_error_msg());
+        CHECK_RC(lp_matmul_multi(pool, &mm, 1, cases[i].exact), LP_ERR(ENOMEM));
+        for (int k = 0; k < 8; k++)
+            CHECK(isnan(y[k]), "%s %s: y written after a failed allocation",
+                  lp_type_name(cases[i].type), cases[i].exact ? "exact" : "fast");
+    }
+}
+
 int main(void)
 {
     test_check();
@@ -173,6 +208,7 @@ int main(void)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 for (int p = 0; p < 3; p++) run_case(pools[p], types[k], shapes[s], false);
         for (int p = 0; p < 3; p++) test_multi(pools[p]);
+        for (int p = 0; p < 3; p++) test_no_memory(pools[p]);
     }
     CHECK(lp_matmul_set_isa("sse9") == LP_ERR(EINVAL) && strstr(lp_error_msg(), "sse9"),
           "unknown instruction set: %s", lp_error_msg());

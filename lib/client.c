@@ -172,6 +172,8 @@ int lp_generation_add(lp_generation_t *out, const Lmpipe__Msg *m)
         out->reason = f->reason;
         out->prompt_ms = f->prompt_ms;
         out->generate_ms = f->generate_ms;
+        out->n_prompt = f->n_prompt;
+        out->n_generated = f->n_generated;
         if (f->error && f->error[0]) snprintf(out->error, sizeof(out->error), "%s", f->error);
         return 1;
     }
@@ -195,6 +197,8 @@ int lp_client_generate(lp_client_t *c, uint64_t id, const Lmpipe__GenerateReques
                        int timeout_ms, lp_client_token_cb cb, void *arg, lp_generation_t *out)
 {
     memset(out, 0, sizeof(*out));
+    if (c->hello && c->hello->body_case == LMPIPE__MSG__BODY_HELLO)
+        out->n_ctx = c->hello->hello->n_ctx;
     append(&out->text, &out->text_len, "", 0);
     int rc = lp_client_send_generate(c, id, g);
     if (rc) return rc;

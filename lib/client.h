@@ -39,6 +39,8 @@ typedef struct lp_generation {
     Lmpipe__FinishReason reason;
     char error[512];    /* the Error or FinalEvent.error */
     double prompt_ms, generate_ms;
+    uint32_t n_prompt, n_generated; /* FinalEvent's counts */
+    uint32_t n_ctx;     /* the coordinator's context size, from its hello (0: unknown) */
 } lp_generation_t;
 
 /* Called for each token event (may be NULL). */

@@ -182,6 +182,24 @@ static void test_wire(void)
     zmq_poll(&pr, 1, 2000);
     CHECK_RC(lp_frame_recv(router, true, &f), LP_ERR(EPROTO));
     lp_frame_clear(&f);
+    /* A hello frame as another implementation could send it, with role 99
+     * (not in the enum) and then 0 (ROLE_UNKNOWN): refused, naming the role. */
+    static const char hello99[] = "\x08\x01\x12\x0c\x0a\x06lmpipe\x10\x01\x18\x63";
+    static const char hello0[] = "\x08\x01\x12\x0a\x0a\x06lmpipe\x10\x01";
+    const char *hellos[2] = {hello99, hello0};
+    size_t hello_lens[2] = {sizeof(hello99) - 1, sizeof(hello0) - 1};
+    for (int i = 0; i < 2; i++) {
+        zmq_send(dealer, hellos[i], hello_lens[i], 0);
+        zmq_poll(&pr, 1, 2000);
+        CHECK_RC(lp_frame_recv(router, true, &f), 0);
+        CHECK(f.msg && f.msg->body_case == LMPIPE__MSG__BODY_HELLO);
+        if (f.msg && f.msg->body_case == LMPIPE__MSG__BODY_HELLO) {
+            CHECK((int)f.msg->hello->role == (i ? 0 : 99));
+            CHECK_RC(lp_hello_check(f.msg->hello, LMPIPE__ROLE__ROLE_UNKNOWN), LP_ERR(EPROTO));
+            CHECK(strstr(lp_error_msg(), i ? "role 0" : "role 99") != NULL, "%s", lp_error_msg());
+        }
+        lp_frame_clear(&f);
+    }
     /* Nothing left over. */
     CHECK_RC(lp_frame_recv(router, true, &f), LP_ERR(EAGAIN));
     lp_frame_clear(&f);

@@ -68,6 +68,11 @@ int lp_hello_check(const Lmpipe__Hello *h, Lmpipe__Role expect)
     if (h->version != LP_PROTOCOL_VERSION)
         return lp_error_set(LP_ERR(EPROTO), "hello: protocol version %u is not supported (this "
                             "side speaks version %u)", h->version, LP_PROTOCOL_VERSION);
+    /* A peer must say what it is: the role decides what it may send (the
+     * coordinator's role makes it the controller of a service). */
+    if (h->role == LMPIPE__ROLE__ROLE_UNKNOWN ||
+        !protobuf_c_enum_descriptor_get_value(&lmpipe__role__descriptor, (int)h->role))
+        return lp_error_set(LP_ERR(EPROTO), "hello: role %d is not a known role", (int)h->role);
     if (expect != LMPIPE__ROLE__ROLE_UNKNOWN && h->role != expect)
         return lp_error_set(LP_ERR(EPROTO), "hello: peer role is %s, expected %s",
                             lp_role_name(h->role), lp_role_name(expect));

@@ -23,8 +23,9 @@ const char *lp_role_name(Lmpipe__Role r);
  * The strings are static. */
 void lp_hello_init(Lmpipe__Hello *h, Lmpipe__Role role);
 
-/* Check protocol name and version, and that the role is `expect` (or any
- * role when expect is ROLE_UNKNOWN).  LP_ERR(EPROTO) with a message. */
+/* Check protocol name and version, that the role is one of the enum's
+ * (not ROLE_UNKNOWN), and that it is `expect` (or any role when expect is
+ * ROLE_UNKNOWN).  LP_ERR(EPROTO) with a message. */
 int lp_hello_check(const Lmpipe__Hello *h, Lmpipe__Role expect);
 
 /* Check that two hellos describe the same vocabulary, where both say.

@@ -513,45 +513,74 @@ static void emit(out_t *o, const char *fmt, ...)
     if (k > 0) o->n += (size_t)k;
 }
 
-size_t lp_sampler_params_to_json(const lp_sampler_params_t *p, char *buf, size_t cap)
+/* The fields whose bit is in `mask`, in the order of simple_fields and
+ * then seed, samplers, logit_bias, dry_sequence_breakers. */
+static size_t to_json(const lp_sampler_params_t *p, uint64_t mask, char *buf, size_t cap)
 {
     out_t o = {buf, cap, 0};
     if (cap) buf[0] = '\0';
+    const char *sep = "";
     emit(&o, "{");
     for (size_t f = 0; f < sizeof(simple_fields) / sizeof(simple_fields[0]); f++) {
+        if (!(mask & BIT(simple_fields[f].field))) continue;
         const void *src = (const char *)p + simple_fields[f].off;
         if (simple_fields[f].type == F_FLOAT)
-            emit(&o, "%s\"%s\":%.9g", f ? "," : "", simple_fields[f].name,
-                 (double)*(const float *)src);
+            emit(&o, "%s\"%s\":%.9g", sep, simple_fields[f].name, (double)*(const float *)src);
         else
-            emit(&o, "%s\"%s\":%d", f ? "," : "", simple_fields[f].name, *(const int32_t *)src);
+            emit(&o, "%s\"%s\":%d", sep, simple_fields[f].name, *(const int32_t *)src);
+        sep = ",";
     }
-    emit(&o, ",\"seed\":%lld,\"samplers\":[", (long long)p->seed);
-    for (int32_t i = 0; i < p->n_steps; i++) {
-        if (p->steps[i].kind == LP_SAMPLER_PLUGIN)
-            emit(&o, "%s\"plugin:%s\"", i ? "," : "", p->steps[i].plugin);
-        else
-            emit(&o, "%s\"%s\"", i ? "," : "", lp_sampler_kind_name(p->steps[i].kind));
+    if (mask & BIT(LP_SP_SEED)) {
+        emit(&o, "%s\"seed\":%lld", sep, (long long)p->seed);
+        sep = ",";
     }
-    emit(&o, "],\"logit_bias\":[");
-    for (int32_t i = 0; i < p->n_bias; i++) {
-        if (isinf(p->bias[i].bias))
-            emit(&o, "%s[%d,false]", i ? "," : "", p->bias[i].id);
-        else
-            emit(&o, "%s[%d,%.9g]", i ? "," : "", p->bias[i].id, (double)p->bias[i].bias);
+    if (mask & BIT(LP_SP_SAMPLERS)) {
+        emit(&o, "%s\"samplers\":[", sep);
+        for (int32_t i = 0; i < p->n_steps; i++) {
+            if (p->steps[i].kind == LP_SAMPLER_PLUGIN)
+                emit(&o, "%s\"plugin:%s\"", i ? "," : "", p->steps[i].plugin);
+            else
+                emit(&o, "%s\"%s\"", i ? "," : "", lp_sampler_kind_name(p->steps[i].kind));
+        }
+        emit(&o, "]");
+        sep = ",";
     }
-    emit(&o, "],\"dry_sequence_breakers\":[");
-    for (int32_t i = 0; i < p->n_text_breakers; i++) {
-        char q[8 * LP_SAMPLER_BREAKER_TEXT + 8];
-        lp_json_quote(q, sizeof(q), p->text_breakers[i], (size_t)p->text_breaker_len[i]);
-        emit(&o, "%s%s", i ? "," : "", q);
+    if (mask & BIT(LP_SP_LOGIT_BIAS)) {
+        emit(&o, "%s\"logit_bias\":[", sep);
+        for (int32_t i = 0; i < p->n_bias; i++) {
+            if (isinf(p->bias[i].bias))
+                emit(&o, "%s[%d,false]", i ? "," : "", p->bias[i].id);
+            else
+                emit(&o, "%s[%d,%.9g]", i ? "," : "", p->bias[i].id, (double)p->bias[i].bias);
+        }
+        emit(&o, "]");
+        sep = ",";
     }
-    for (int32_t i = 0; i < p->n_breakers; i++) {
-        emit(&o, "%s[", i || p->n_text_breakers ? "," : "");
-        for (int32_t k = 0; k < p->breaker_len[i]; k++)
-            emit(&o, "%s%d", k ? "," : "", p->breakers[i][k]);
+    if (mask & BIT(LP_SP_DRY_SEQUENCE_BREAKERS)) {
+        emit(&o, "%s\"dry_sequence_breakers\":[", sep);
+        for (int32_t i = 0; i < p->n_text_breakers; i++) {
+            char q[8 * LP_SAMPLER_BREAKER_TEXT + 8];
+            lp_json_quote(q, sizeof(q), p->text_breakers[i], (size_t)p->text_breaker_len[i]);
+            emit(&o, "%s%s", i ? "," : "", q);
+        }
+        for (int32_t i = 0; i < p->n_breakers; i++) {
+            emit(&o, "%s[", i || p->n_text_breakers ? "," : "");
+            for (int32_t k = 0; k < p->breaker_len[i]; k++)
+                emit(&o, "%s%d", k ? "," : "", p->breakers[i][k]);
+            emit(&o, "]");
+        }
         emit(&o, "]");
     }
-    emit(&o, "]}");
+    emit(&o, "}");
     return o.n;
+}
+
+size_t lp_sampler_params_to_json(const lp_sampler_params_t *p, char *buf, size_t cap)
+{
+    return to_json(p, BIT(LP_SP_COUNT) - 1, buf, cap);
+}
+
+size_t lp_sampler_params_given_to_json(const lp_sampler_params_t *p, char *buf, size_t cap)
+{
+    return to_json(p, p->set, buf, cap);
 }

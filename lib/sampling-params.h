@@ -119,6 +119,9 @@ void lp_sampler_params_overlay(lp_sampler_params_t *dst, const lp_sampler_params
 
 /* The parameters as a JSON object; returns the length needed, like snprintf. */
 size_t lp_sampler_params_to_json(const lp_sampler_params_t *p, char *buf, size_t cap);
+/* The same with only the fields given explicitly (`set`), so that the
+ * others keep the receiver's default: a request built from typed values. */
+size_t lp_sampler_params_given_to_json(const lp_sampler_params_t *p, char *buf, size_t cap);
 
 /* "top_k" for LP_SAMPLER_TOP_K, and so on. */
 const char *lp_sampler_kind_name(enum lp_sampler_kind k);

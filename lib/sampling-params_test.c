@@ -22,15 +22,10 @@ static int parse(const char *json, unsigned flags)
 static void refuse(const char *json, unsigned flags, const char *needle)
 {
     int rc = parse(json, flags);
-    if (rc == 0) {
-        fprintf(stderr, "accepted bad parameters: %s\n", json);
-        lp_check_failures++;
-        return;
-    }
-    if (!strstr(lp_error_msg(), needle)) {
-        fprintf(stderr, "%s: message '%s' lacks '%s'\n", json, lp_error_msg(), needle);
-        lp_check_failures++;
-    }
+    CHECK(rc != 0, "accepted bad parameters: %s", json);
+    if (rc == 0) return;
+    CHECK(strstr(lp_error_msg(), needle), "%s: message '%s' lacks '%s'", json, lp_error_msg(),
+          needle);
 }
 
 static void test_defaults(void)
@@ -134,6 +129,26 @@ static void test_overlay_and_json(void)
     CHECK_RC(lp_sampler_params_parse(buf, n, LP_SAMPLER_PARAMS_STRICT, &b), 0);
     a.set = b.set = 0;
     CHECK(!memcmp(&a, &b, sizeof(a)));
+
+    /* only the given fields: each kind once, and nothing at all */
+    lp_sampler_params_default(&a);
+    CHECK_RC(lp_sampler_params_parse(src, strlen(src), 0, &a), 0);
+    n = lp_sampler_params_given_to_json(&a, buf, sizeof(buf));
+    CHECK(!strcmp(buf, "{\"temperature\":0.300000012,\"top_k\":3,\"seed\":9,"
+                       "\"samplers\":[\"xtc\",\"plugin:abc\"],\"logit_bias\":[[1,2],[5,false]],"
+                       "\"dry_sequence_breakers\":[[4,5]]}"), "%s", buf);
+    CHECK(n == strlen(buf));
+    lp_sampler_params_default(&b);
+    CHECK_RC(lp_sampler_params_parse(buf, n, LP_SAMPLER_PARAMS_STRICT, &b), 0);
+    CHECK(b.set == a.set && !memcmp(&a, &b, sizeof(a)));
+    lp_sampler_params_default(&a);
+    a.min_p = 0.25f;
+    a.set = 1ull << LP_SP_MIN_P;
+    CHECK(lp_sampler_params_given_to_json(&a, buf, sizeof(buf)) == 14 &&
+          !strcmp(buf, "{\"min_p\":0.25}"), "%s", buf);
+    a.set = 0;
+    CHECK(lp_sampler_params_given_to_json(&a, buf, sizeof(buf)) == 2 && !strcmp(buf, "{}"), "%s",
+          buf);
 }
 
 static void test_refusals(void)

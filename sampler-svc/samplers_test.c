@@ -56,11 +56,8 @@ static int run(lp_sampler_t **steps, int n_steps, const float *logits, int n, bo
 static void expect(const char *what, bool dense, const double *got, const double *want, int n)
 {
     for (int i = 0; i < n; i++)
-        if (fabs(got[i] - want[i]) > EPS) {
-            fprintf(stderr, "%s (%s): id %d: got %.7f, want %.7f\n", what,
-                    dense ? "dense" : "list", i, got[i], want[i]);
-            lp_check_failures++;
-        }
+        CHECK(!(fabs(got[i] - want[i]) > EPS), "%s (%s): id %d: got %.7f, want %.7f", what,
+              dense ? "dense" : "list", i, got[i], want[i]);
 }
 
 /* The distribution p = (0.1, 0.2, 0.3, 0.4) as logits log p. */

@@ -34,11 +34,9 @@ static void chi2n(const char *what, const char *params, const float *row, int n,
     memset(counts, 0, sizeof(long) * (size_t)n);
     for (int d = 0; d < draws; d++) {
         lp_sampler_result_t r;
-        if (lp_sampler_seq_sample(seq, row, n, &r)) {
-            fprintf(stderr, "%s: %s\n", what, lp_error_msg());
-            lp_check_failures++;
-            break;
-        }
+        int err = lp_sampler_seq_sample(seq, row, n, &r);
+        CHECK(err == 0, "%s: %s", what, lp_error_msg());
+        if (err) break;
         counts[r.id]++;
     }
     lp_sampler_seq_destroy(&seq);
@@ -48,25 +46,17 @@ static void chi2n(const char *what, const char *params, const float *row, int n,
     for (int j = 0; j < k; j++) {
         seen += counts[ids[j]];
         if (want[j] == 0) {
-            if (counts[ids[j]]) {
-                fprintf(stderr, "%s: id %d drawn %ld times, expected never\n", what, ids[j],
-                        counts[ids[j]]);
-                lp_check_failures++;
-            }
+            CHECK(!counts[ids[j]], "%s: id %d drawn %ld times, expected never", what, ids[j],
+                  counts[ids[j]]);
             continue;
         }
         double e = want[j] * draws;
         x2 += (counts[ids[j]] - e) * (counts[ids[j]] - e) / e;
         df++;
     }
-    if (seen != draws) {
-        fprintf(stderr, "%s: %ld draws outside the expected ids\n", what, draws - seen);
-        lp_check_failures++;
-    }
-    if (df >= 1 && x2 > chi2_crit[df]) {
-        fprintf(stderr, "%s: chi-square %.2f > %.2f (df %d)\n", what, x2, chi2_crit[df], df);
-        lp_check_failures++;
-    }
+    CHECK(seen == draws, "%s: %ld draws outside the expected ids", what, draws - seen);
+    CHECK(!(df >= 1 && x2 > chi2_crit[df]), "%s: chi-square %.2f > %.2f (df %d)", what, x2,
+          chi2_crit[df], df);
 }
 
 static void chi2(const char *what, const char *params, const float *row, int n, const int *ids,

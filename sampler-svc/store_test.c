@@ -29,11 +29,9 @@ static void sample_counts(lp_sampler_store_t *st, const char *params, const floa
     if (!seq) return;
     for (int i = 0; i < draws; i++) {
         lp_sampler_result_t r;
-        if (lp_sampler_seq_sample(seq, row, n, &r)) {
-            fprintf(stderr, "sample: %s\n", lp_error_msg());
-            lp_check_failures++;
-            break;
-        }
+        int rc = lp_sampler_seq_sample(seq, row, n, &r);
+        CHECK(rc == 0, "sample: %s", lp_error_msg());
+        if (rc) break;
         counts[r.id]++;
     }
     lp_sampler_seq_destroy(&seq);

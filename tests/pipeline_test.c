@@ -73,9 +73,8 @@ static lp_pipeline_t *start(uv_loop_t *loop, const char *model, bool no_shm, lp_
     if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), client);
     if (!rc) rc = lp_client_hello(*client, 10000);
+    CHECK(rc == 0, "pipeline start: %s", lp_error_msg());
     if (rc) {
-        fprintf(stderr, "pipeline start: %s\n", lp_error_msg());
-        lp_check_failures++;
         lp_client_destroy(client);
         lp_pipeline_destroy(&p);
         return NULL;

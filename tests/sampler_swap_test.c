@@ -53,15 +53,9 @@ static uint64_t ctl(const char *ep, const char *json, bool want_ok)
     uint64_t v;
     char *reply = NULL;
     int rc = lp_sampler_ctl(ep, json, 10000, &ok, &v, &reply);
-    if (rc) {
-        fprintf(stderr, "control %s: %s\n", json, lp_error_msg());
-        lp_check_failures++;
-        return 0;
-    }
-    if (ok != want_ok) {
-        fprintf(stderr, "control %s: ok=%d, wanted %d: %s\n", json, ok, want_ok, reply);
-        lp_check_failures++;
-    }
+    CHECK(rc == 0, "control %s: %s", json, lp_error_msg());
+    if (rc) return 0;
+    CHECK(ok == want_ok, "control %s: ok=%d, wanted %d: %s", json, ok, want_ok, reply);
     free(reply);
     return ok ? v : 0;
 }
@@ -251,10 +245,9 @@ static void live_swap(lp_client_t *c, const char *sampler_ep, const char *mask_s
     while (done < N_REQ) {
         lp_frame_t f;
         int rc = lp_client_recv(c, 120000, &f);
+        CHECK(rc == 0, "live swap: %s (%d of %d requests done)", lp_error_msg(), done, N_REQ);
         if (rc) {
             lp_frame_clear(&f);
-            fprintf(stderr, "live swap: %s (%d of %d requests done)\n", lp_error_msg(), done, N_REQ);
-            lp_check_failures++;
             break;
         }
         uint64_t id = f.msg->id;
@@ -325,10 +318,8 @@ int main(int argc, char **argv)
     if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), &c);
     if (!rc) rc = lp_client_hello(c, 10000);
-    if (rc) {
-        fprintf(stderr, "pipeline start: %s\n", lp_error_msg());
-        lp_check_failures++;
-    } else {
+    CHECK(rc == 0, "pipeline start: %s", lp_error_msg());
+    if (!rc) {
         /* get: version 1 before any change */
         bool ok;
         uint64_t v;

@@ -12,7 +12,8 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmpipe generate --endpoint EP --prompt TEXT [options]\n%s"
-               "  --stream             print each piece as it comes\n", lp_gen_args_usage);
+               "  --stream             print each piece as it comes\n%s", lp_gen_args_usage,
+            lp_gen_args_exit_usage);
 }
 
 static void print_piece(void *arg, int32_t id, const uint8_t *piece, size_t len)
@@ -63,10 +64,11 @@ int lp_cmd_generate(int argc, char **argv)
         } else {
             if (gen.text_len > streamed) fwrite(gen.text + streamed, 1, gen.text_len - streamed, stdout);
             putchar('\n');
-            status = 0;
+            status = fflush(stdout) == 0 ? lp_gen_args_finish("generate", &gen) : 1;
         }
     } else status = lp_gen_args_print(&ga, "generate", &gen);
     lp_generation_clear(&gen);
+    lp_gen_args_clear(&ga);
     lp_client_destroy(&c);
     return status;
 }

@@ -15,7 +15,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: lmpipe run --model M.gguf --prompt TEXT [options]\n%s"
                "  --no-shm             logit rows inline instead of in shared memory\n"
-               "  --threads N          engine threads\n", lp_gen_args_usage);
+               "  --threads N          engine threads\n"
+               "  --n-ctx N            context positions per sequence (default: the engine's)\n%s",
+            lp_gen_args_usage, lp_gen_args_exit_usage);
 }
 
 int lp_cmd_run(int argc, char **argv)
@@ -30,6 +32,11 @@ int lp_cmd_run(int argc, char **argv)
         if (!strcmp(argv[i], "--model") && i + 1 < argc) o.model = argv[++i];
         else if (!strcmp(argv[i], "--no-shm")) o.no_shm = true;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--n-ctx") && i + 1 < argc) {
+            long long n;
+            if (lp_gen_args_int("run", "--n-ctx", argv[++i], 1, 1 << 24, &n)) return 2;
+            o.n_ctx = (int)n;
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -57,6 +64,7 @@ int lp_cmd_run(int argc, char **argv)
     if (rc) fprintf(stderr, "lmpipe run: %s\n", lp_error_msg());
     else status = lp_gen_args_print(&ga, "run", &gen);
     lp_generation_clear(&gen);
+    lp_gen_args_clear(&ga);
     lp_client_destroy(&c);
     if (p && lp_pipeline_stop(p) != 0 && status == 0) {
         fprintf(stderr, "lmpipe run: %s\n", lp_error_msg());

@@ -2,7 +2,11 @@
 #include "gen-args.h"
 
 #include "client.h"
+#include "error.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,126 +20,302 @@ const char lp_gen_args_usage[] =
     "  --ignore-eos         --no-bos\n"
     "  --ids                print a JSON list of the generated token ids\n";
 
+const char lp_gen_args_exit_usage[] =
+    "exit status: 0 when the generation ends (end of text, --max-tokens or a --stop\n"
+    "string), 3 when the context limit cuts it short (the text so far is printed and\n"
+    "stderr gives the prompt, generated and context token counts), 2 for bad usage,\n"
+    "1 for any other error\n";
+
 void lp_gen_args_init(lp_gen_args_t *a)
 {
     memset(a, 0, sizeof(*a));
     a->max_tokens = -1;
+    lp_sampler_params_default(&a->sp);
 }
 
-static int is_number(const char *s)
+void lp_gen_args_clear(lp_gen_args_t *a)
+{
+    lp_json_doc_destroy(&a->doc);
+    free(a->json);
+    a->json = NULL;
+    free(a->stop_bin);
+    a->stop_bin = NULL;
+}
+
+/* Plain decimal: [-]digits[.digits][e[+-]digits] (fraction and exponent
+ * only with `real`).  strtod alone also takes "nan", "inf", hex floats and
+ * leading blanks, which then came back from the sampler as a JSON error. */
+static bool decimal(const char *s, bool real)
+{
+    size_t digits = 0;
+    if (*s == '-') s++;
+    for (; *s >= '0' && *s <= '9'; s++) digits++;
+    if (real && *s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++) digits++;
+    if (!digits) return false;
+    if (real && (*s == 'e' || *s == 'E')) {
+        s++;
+        if (*s == '+' || *s == '-') s++;
+        if (!(*s >= '0' && *s <= '9')) return false;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    return *s == '\0';
+}
+
+int lp_gen_args_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi,
+                    long long *out)
 {
     char *end;
-    strtod(s, &end);
-    return *s && !*end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!decimal(v, false) || *end) {
+        fprintf(stderr, "lmpipe %s: %s: '%s' is not a decimal integer\n", cmd, flag, v);
+        return -1;
+    }
+    if (errno) {
+        fprintf(stderr, "lmpipe %s: %s: %s is out of range [%lld, %lld]\n", cmd, flag, v, lo, hi);
+        return -1;
+    }
+    if (n < lo || n > hi) {
+        fprintf(stderr, "lmpipe %s: %s: %s is out of range [%lld, %lld]\n", cmd, flag, v, lo, hi);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+/* A finite decimal number that a float holds; -1 with a message naming the
+ * flag. */
+static int parse_float(const char *cmd, const char *flag, const char *v, float *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!decimal(v, true) || *end) {
+        fprintf(stderr, "lmpipe %s: %s: '%s' is not a decimal number (such as 0.7 or 1e-3)\n",
+                cmd, flag, v);
+        return -1;
+    }
+    if (!isfinite((float)x)) {
+        fprintf(stderr, "lmpipe %s: %s: %s is out of range for a float\n", cmd, flag, v);
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+/* The sampling flags: their parameter, and how to read it. */
+static const struct {
+    const char *flag, *name;
+    enum lp_sampler_field field;
+} sampling_flags[] = {
+    {"--temperature", "temperature", LP_SP_TEMPERATURE}, {"--seed", "seed", LP_SP_SEED},
+    {"--top-k", "top_k", LP_SP_TOP_K}, {"--top-p", "top_p", LP_SP_TOP_P},
+    {"--min-p", "min_p", LP_SP_MIN_P},
+};
+
+static int take_sampling(lp_gen_args_t *a, const char *cmd, enum lp_sampler_field field,
+                         const char *flag, const char *v)
+{
+    lp_sampler_params_t *p = &a->sp;
+    long long n;
+    int rc = 0;
+    switch (field) {
+    case LP_SP_TEMPERATURE: rc = parse_float(cmd, flag, v, &p->temperature); break;
+    case LP_SP_TOP_P: rc = parse_float(cmd, flag, v, &p->top_p); break;
+    case LP_SP_MIN_P: rc = parse_float(cmd, flag, v, &p->min_p); break;
+    case LP_SP_TOP_K:
+        if (!(rc = lp_gen_args_int(cmd, flag, v, 0, INT32_MAX, &n))) p->top_k = (int32_t)n;
+        break;
+    case LP_SP_SEED:
+        /* as the "seed" field: -1 (random) up to 2^53 */
+        if (!(rc = lp_gen_args_int(cmd, flag, v, -1, (long long)1 << 53, &n))) p->seed = n;
+        break;
+    default: return -1;
+    }
+    if (rc) return -1;
+    p->set |= 1ull << field;
+    /* The parameter's own range (top_p in [0, 1], ...), named by its flag. */
+    if (lp_sampler_params_validate(p)) {
+        fprintf(stderr, "lmpipe %s: %s: %s\n", cmd, flag, lp_error_msg());
+        return -1;
+    }
+    return 0;
 }
 
 int lp_gen_args_take(lp_gen_args_t *a, const char *cmd, int argc, char **argv, int *i)
 {
     const char *f = argv[*i];
-    static const char *valued[] = {"--prompt", "--params", "--max-tokens", "--temperature",
-                                   "--seed", "--top-k", "--top-p", "--min-p", "--stop"};
+    static const char *valued[] = {"--prompt", "--params", "--max-tokens", "--stop"};
     if (!strcmp(f, "--ids")) return a->ids = true, 1;
     if (!strcmp(f, "--no-bos")) return a->no_bos = true, 1;
     if (!strcmp(f, "--ignore-eos")) return a->ignore_eos = true, 1;
-    size_t k;
+    size_t k, s;
     for (k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
         if (!strcmp(f, valued[k])) break;
-    if (k == sizeof(valued) / sizeof(valued[0])) return 0;
+    for (s = 0; s < sizeof(sampling_flags) / sizeof(sampling_flags[0]); s++)
+        if (!strcmp(f, sampling_flags[s].flag)) break;
+    if (k == sizeof(valued) / sizeof(valued[0]) &&
+        s == sizeof(sampling_flags) / sizeof(sampling_flags[0]))
+        return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "lmpipe %s: %s needs a value\n", cmd, f);
         return -1;
     }
     const char *v = argv[++*i];
+    if (s < sizeof(sampling_flags) / sizeof(sampling_flags[0]))
+        return take_sampling(a, cmd, sampling_flags[s].field, f, v) ? -1 : 1;
     switch (k) {
     case 0: a->prompt = v; break;
     case 1: a->params = v; break;
     case 2: {
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (!*v || *end || n < -1 || n == 0 || n > 1 << 24) {
-            fprintf(stderr, "lmpipe %s: --max-tokens: '%s' is not a positive integer (or -1)\n", cmd, v);
+        long long n;
+        if (lp_gen_args_int(cmd, f, v, -1, 1 << 24, &n)) return -1;
+        if (n == 0) {
+            fprintf(stderr, "lmpipe %s: --max-tokens: '%s' is not a positive integer (or -1)\n",
+                    cmd, v);
             return -1;
         }
         a->max_tokens = (int)n;
         break;
     }
-    case 8:
+    default:
         if (a->n_stops == 16) {
             fprintf(stderr, "lmpipe %s: at most 16 --stop strings\n", cmd);
             return -1;
         }
         a->stops[a->n_stops++] = v;
-        break;
-    default:
-        if (!is_number(v)) {
-            fprintf(stderr, "lmpipe %s: %s: '%s' is not a number\n", cmd, f, v);
-            return -1;
-        }
-        if (k == 3) a->temperature = v;
-        else if (k == 4) a->seed = v;
-        else if (k == 5) a->top_k = v;
-        else if (k == 6) a->top_p = v;
-        else a->min_p = v;
     }
     return 1;
+}
+
+/* The request fields --params may carry besides the sampling parameters,
+ * as the coordinator reads them from a /completion body: each applies
+ * where the flags leave its field unset.  Other keys are ignored, as
+ * llama.cpp server ignores fields it does not use. */
+static int take_request_fields(lp_gen_args_t *a, const char *cmd, const lp_json_t *root,
+                               Lmpipe__GenerateRequest *g)
+{
+    const lp_json_t *v;
+    if (!g->n_predict && (v = lp_json_get(root, "n_predict"))) {
+        int64_t x;
+        if (lp_json_int(v, -1, 1 << 24, &x) || x == 0) {
+            fprintf(stderr, "lmpipe %s: --params: n_predict: must be a positive integer (or -1)\n",
+                    cmd);
+            return -1;
+        }
+        g->n_predict = (int32_t)x;
+    }
+    if ((v = lp_json_get(root, "ignore_eos"))) {
+        if (v->type != LP_JSON_BOOL) {
+            fprintf(stderr, "lmpipe %s: --params: ignore_eos: must be true or false\n", cmd);
+            return -1;
+        }
+        g->ignore_eos = g->ignore_eos || v->u.b;
+    }
+    if (!g->n_stop && (v = lp_json_get(root, "stop"))) {
+        if (v->type != LP_JSON_ARRAY) {
+            fprintf(stderr, "lmpipe %s: --params: stop: must be an array of strings\n", cmd);
+            return -1;
+        }
+        free(a->stop_bin);
+        a->stop_bin = calloc(v->n ? v->n : 1, sizeof(*a->stop_bin));
+        if (!a->stop_bin) {
+            fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
+            return -1;
+        }
+        for (size_t i = 0; i < v->n; i++) {
+            const lp_json_t *s = &v->u.items[i];
+            if (s->type != LP_JSON_STRING) {
+                fprintf(stderr, "lmpipe %s: --params: stop[%zu]: must be a string\n", cmd, i);
+                return -1;
+            }
+            a->stop_bin[i].data = (uint8_t *)s->u.str;
+            a->stop_bin[i].len = s->n;
+        }
+        g->stop = a->stop_bin;
+        g->n_stop = v->n;
+    }
+    if (!g->prompt.len && (v = lp_json_get(root, "prompt"))) {
+        if (v->type != LP_JSON_STRING) {
+            fprintf(stderr, "lmpipe %s: --params: prompt: must be a string\n", cmd);
+            return -1;
+        }
+        g->prompt.data = (uint8_t *)v->u.str;
+        g->prompt.len = v->n;
+    }
+    return 0;
+}
+
+/* --params: its sampling fields join the flags' (a field given both ways
+ * is refused), its request fields fill g. */
+static int take_params(lp_gen_args_t *a, const char *cmd, Lmpipe__GenerateRequest *g)
+{
+    if (lp_json_parse(a->params, strlen(a->params), &a->doc)) {
+        fprintf(stderr, "lmpipe %s: --params: %s\n", cmd, lp_error_msg());
+        return -1;
+    }
+    const lp_json_t *root = lp_json_root(a->doc);
+    if (root->type != LP_JSON_OBJECT) {
+        fprintf(stderr, "lmpipe %s: --params: not a JSON object\n", cmd);
+        return -1;
+    }
+    lp_sampler_params_t extra;
+    lp_sampler_params_default(&extra);
+    if (lp_sampler_params_from_json(root, 0, &extra)) {
+        fprintf(stderr, "lmpipe %s: --params: %s\n", cmd, lp_error_msg());
+        return -1;
+    }
+    for (size_t s = 0; s < sizeof(sampling_flags) / sizeof(sampling_flags[0]); s++)
+        if (extra.set & a->sp.set & (1ull << sampling_flags[s].field)) {
+            fprintf(stderr, "lmpipe %s: --params: %s is given by %s too\n", cmd,
+                    sampling_flags[s].name, sampling_flags[s].flag);
+            return -1;
+        }
+    lp_sampler_params_overlay(&a->sp, &extra);
+    return take_request_fields(a, cmd, root, g);
 }
 
 int lp_gen_args_request(lp_gen_args_t *a, const char *cmd, Lmpipe__GenerateRequest *g)
 {
     lmpipe__generate_request__init(g);
+    lp_gen_args_clear(a);
     if (!a->prompt) {
         fprintf(stderr, "lmpipe %s: --prompt is required (\"\" for BOS alone)\n", cmd);
         return -1;
     }
-    /* Numbers were checked by strtod; they go into the JSON as given. */
-    char *j = a->json;
-    size_t cap = sizeof(a->json), n = 0;
-    const char *names[] = {"temperature", "seed", "top_k", "top_p", "min_p"};
-    const char *vals[] = {a->temperature, a->seed, a->top_k, a->top_p, a->min_p};
-    n += (size_t)snprintf(j + n, cap - n, "{");
-    bool first = true;
-    for (int i = 0; i < 5; i++) {
-        if (!vals[i]) continue;
-        n += (size_t)snprintf(j + n, cap - n, "%s\"%s\":%s", first ? "" : ",", names[i], vals[i]);
-        first = false;
-    }
-    if (a->params) {
-        /* Merge: the --params object's members follow ours. */
-        const char *p = a->params;
-        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
-        size_t len = strlen(p);
-        while (len && (p[len - 1] == ' ' || p[len - 1] == '\n' || p[len - 1] == '\t')) len--;
-        if (*p != '{' || len < 2 || p[len - 1] != '}') {
-            fprintf(stderr, "lmpipe %s: --params: not a JSON object\n", cmd);
-            return -1;
-        }
-        const char *inner = p + 1;
-        size_t ilen = len - 2;
-        bool empty = true;
-        for (size_t i = 0; i < ilen; i++)
-            if (inner[i] != ' ' && inner[i] != '\n' && inner[i] != '\t') empty = false;
-        if (!empty) n += (size_t)snprintf(j + n, cap - n, "%s%.*s", first ? "" : ",", (int)ilen, inner);
-    }
-    n += (size_t)snprintf(j + n, cap - n, "}");
-    if (n >= cap) {
-        fprintf(stderr, "lmpipe %s: --params is too long\n", cmd);
-        return -1;
-    }
     g->prompt.data = (uint8_t *)a->prompt;
     g->prompt.len = strlen(a->prompt);
-    g->n_predict = a->max_tokens > 0 ? a->max_tokens : 0; /* 0: params or unlimited */
-    g->params_json = a->json;
+    g->n_predict = a->max_tokens > 0 ? a->max_tokens : 0; /* 0: --params or until EOS */
     g->no_bos = a->no_bos;
     g->ignore_eos = a->ignore_eos;
-    for (int i = 0; i < a->n_stops; i++) {
-        a->stop_bin[i].data = (uint8_t *)a->stops[i];
-        a->stop_bin[i].len = strlen(a->stops[i]);
+    if (a->n_stops) {
+        a->stop_bin = calloc((size_t)a->n_stops, sizeof(*a->stop_bin));
+        if (!a->stop_bin) {
+            fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
+            return -1;
+        }
+        for (int i = 0; i < a->n_stops; i++) {
+            a->stop_bin[i].data = (uint8_t *)a->stops[i];
+            a->stop_bin[i].len = strlen(a->stops[i]);
+        }
+        g->n_stop = (size_t)a->n_stops;
+        g->stop = a->stop_bin;
     }
-    g->n_stop = (size_t)a->n_stops;
-    g->stop = a->stop_bin;
+    if (a->params && take_params(a, cmd, g)) {
+        lp_gen_args_clear(a);
+        return -1;
+    }
+    size_t need = lp_sampler_params_given_to_json(&a->sp, NULL, 0);
+    a->json = malloc(need + 1);
+    if (!a->json) {
+        fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
+        lp_gen_args_clear(a);
+        return -1;
+    }
+    lp_sampler_params_given_to_json(&a->sp, a->json, need + 1);
+    g->params_json = a->json;
     return 0;
 }
-
 int lp_gen_args_print(const lp_gen_args_t *a, const char *cmd, const lp_generation_t *gen)
 {
     if (gen->reason == LMPIPE__FINISH_REASON__FINISH_ERROR) {
@@ -150,5 +330,18 @@ int lp_gen_args_print(const lp_gen_args_t *a, const char *cmd, const lp_generati
         fwrite(gen->text, 1, gen->text_len, stdout);
         putchar('\n');
     }
-    return fflush(stdout) == 0 ? 0 : 1;
+    if (fflush(stdout) != 0) return 1;
+    return lp_gen_args_finish(cmd, gen);
+}
+
+int lp_gen_args_finish(const char *cmd, const lp_generation_t *gen)
+{
+    if (gen->reason != LMPIPE__FINISH_REASON__FINISH_CONTEXT) return 0;
+    /* Unlike --max-tokens (the caller's own limit), the context cut the
+     * text short of what was asked: say so, with the numbers to size it. */
+    fprintf(stderr, "lmpipe %s: stopped at the context limit (finish reason \"context\"): %u prompt "
+            "tokens + %u generated tokens, context size ", cmd, gen->n_prompt, gen->n_generated);
+    if (gen->n_ctx) fprintf(stderr, "%u\n", gen->n_ctx);
+    else fprintf(stderr, "unknown\n");
+    return LP_GEN_EXIT_CONTEXT;
 }

@@ -190,7 +190,7 @@ static int check_product(const char *what, const float *got, const float *y0, co
     /* the reference product: lp_matmul's exact path over the F32 copy */
     lp_matmul_t mm = {.type = LP_TYPE_F32, .w = wref, .n_in = n_in, .n_out = n_out, .x = x,
                       .x_stride = x_stride, .n_tok = n_tok, .y = cpu, .y_stride = n_out};
-    lp_matmul(NULL, &mm, true);
+    CHECK_RC(lp_matmul(NULL, &mm, true), 0);
     for (int64_t t = 0; t < n_tok; t++) {
         for (int64_t o = 0; o < n_out; o++) {
             double mag = 0;
@@ -331,8 +331,8 @@ static void test_matvec_glu(cudaStream_t st)
         lp_matmul_t mu = mg;
         mu.w = uref;
         mu.y = u;
-        lp_matmul(NULL, &mg, true);
-        lp_matmul(NULL, &mu, true);
+        CHECK_RC(lp_matmul(NULL, &mg, true), 0);
+        CHECK_RC(lp_matmul(NULL, &mu, true), 0);
         lp_op_swiglu(ref, g, u, (int64_t)n_tok * n_out);
         int bad = 0;
         for (int32_t t = 0; t < n_tok; t++) {
