@@ -2,7 +2,10 @@
 # vs-llama.sh - lmpipe's engine against llama.cpp on the same GGUF file with
 # the same thread count: pp512 and tg128, the two programs taking turns for
 # N rounds so that both see the same drift of a shared machine. Prints one
-# Markdown table: each round's figures, the medians and the ratios.
+# Markdown table: each round's figures, the medians and the ratios, with
+# the 1-minute load average at the start of each round and the memory read
+# rate lmpipe bench measured around its decode (decode_read.read_gb_s), the
+# two things that move decode most on a shared VM.
 #
 #   bench/vs-llama.sh [-t threads] [-r rounds] [-b build_dir] MODEL.gguf
 #
@@ -75,24 +78,26 @@ llama_ts() {
     fi
 }
 
-lp_pp=() lp_tg=() ll_pp=() ll_tg=()
+lp_pp=() lp_tg=() ll_pp=() ll_tg=() load=() read=()
 for ((i = 0; i < rounds; i++)); do
+    load+=("$(cut -d' ' -f1 /proc/loadavg)")
     # One warm-up and one timed run of each test, in both programs (lmpipe
     # bench warms up by itself, llama-bench with -r 1 too).
     out=$("$lmpipe" bench --model "$model" --threads "$threads" \
         --prompt-tokens 512 --gen-tokens 128)
     lp_pp+=("$(jq -r .prefill_tok_s <<< "$out")")
     lp_tg+=("$(jq -r .decode_tok_s <<< "$out")")
+    read+=("$(jq -r '.decode_read.read_gb_s // "n/a"' <<< "$out")")
     ll_pp+=("$(llama_ts 512 0)")
     ll_tg+=("$(llama_ts 0 128)")
 done
 
 echo "model: $model, threads: $threads, rounds: $rounds (lmpipe, then llama-bench, in turn)"
 echo
-echo "| round | lmpipe pp512 | llama.cpp pp512 | ratio | lmpipe tg128 | llama.cpp tg128 | ratio |"
-echo "|---|---|---|---|---|---|---|"
+echo "| round | load | read GB/s | lmpipe pp512 | llama.cpp pp512 | ratio | lmpipe tg128 | llama.cpp tg128 | ratio |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for ((i = 0; i < rounds; i++)); do
-    printf "| %d | %s | %s | %s | %s | %s | %s |\n" $((i + 1)) \
+    printf "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n" $((i + 1)) "${load[i]}" "${read[i]}" \
         "$(num "${lp_pp[i]}")" "$(num "${ll_pp[i]}")" "$(ratio "${lp_pp[i]}" "${ll_pp[i]}")" \
         "$(num "${lp_tg[i]}")" "$(num "${ll_tg[i]}")" "$(ratio "${lp_tg[i]}" "${ll_tg[i]}")"
 done
@@ -100,6 +105,6 @@ m_lp_pp=$(printf "%s\n" "${lp_pp[@]}" | median)
 m_ll_pp=$(printf "%s\n" "${ll_pp[@]}" | median)
 m_lp_tg=$(printf "%s\n" "${lp_tg[@]}" | median)
 m_ll_tg=$(printf "%s\n" "${ll_tg[@]}" | median)
-printf "| median | %s | %s | %s | %s | %s | %s |\n" \
+printf "| median | | | %s | %s | %s | %s | %s | %s |\n" \
     "$m_lp_pp" "$m_ll_pp" "$(ratio "$m_lp_pp" "$m_ll_pp")" \
     "$m_lp_tg" "$m_ll_tg" "$(ratio "$m_lp_tg" "$m_ll_tg")"
