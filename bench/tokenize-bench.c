@@ -139,7 +139,10 @@ int main(int argc, char **argv)
     char *word = repeat_to(letters, nl, 2 * MB);
 
     static const char *const vocabs[] = {"llama-spm", "gpt-2", "qwen2"};
-    static const double llama_cpp[] = {1.5, 3.2, 2.4}; /* MB/s, whole llama-tokenize run */
+    /* MB/s of one whole llama-tokenize run, fixed reference figures for a
+     * quick ratio; bench/vs-llama-tokenize.sh measures the peer in the same
+     * run */
+    static const double llama_cpp[] = {1.5, 3.2, 2.4};
     printf("tokenizer benchmark: corpus %zu bytes repeated to 1 MiB, best of %d\n", n_src, repeats);
     printf("%-10s %8s %10s %10s %12s %9s %11s %11s\n", "vocab", "load ms", "encode", "whole run",
            "vs llama.cpp", "10x time", "1MiB word", "2MiB word");

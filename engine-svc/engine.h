@@ -4,7 +4,8 @@
  *
  * Tensor layout (docs/ARCHITECTURE.md): activations are row-major
  * [token, n_embd]; Q/K/V rows are [token, head, head_dim]; the KV cache of a
- * sequence is [layer][pos][kv_head][head_dim] in float32. */
+ * sequence is float32, [layer][kv_head][pos][head_dim] on the CPU backend
+ * and [layer][pos][kv_head][head_dim] on the CUDA one. */
 #ifndef LP_ENGINE_H
 #define LP_ENGINE_H
 

@@ -3,7 +3,8 @@
  *
  * Layout: activations are row-major [token][n_embd]; q is [token][head][dim],
  * k and v are [token][kv_head][dim].  The KV cache of a sequence is
- * [layer][pos][kv_head][dim] in float32, n_ctx positions.  Tokens of one
+ * [layer][kv_head][pos][dim] in float32, n_ctx positions (head-major, so
+ * attention streams one head's positions; kv_offset).  Tokens of one
  * batch are laid out entry after entry, oldest first; token t of the batch
  * belongs to sequence tok_seq[t] at position tok_pos[t].
  *

@@ -1,9 +1,8 @@
 /* bench-read.c - the memory-bandwidth ceiling of decode, measured on the
  * weights themselves: a plain read of the bytes one decode step reads, by
  * as many threads as the engine has, in the same process and the same
- * minute as the decode it is compared with (the VM's bandwidth moves by a
- * third from one minute to the next, so a figure taken apart is no
- * ceiling). */
+ * minute as the decode it is compared with (a VM's bandwidth drifts from
+ * one minute to the next, so a figure taken apart is no ceiling). */
 #include "bench.h"
 
 #include "error.h"

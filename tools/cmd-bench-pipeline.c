@@ -245,9 +245,9 @@ int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok
 {
     /* Each generation's first WARM steps are not counted: with the turns,
      * each way starts after the other has run for a while, and the first
-     * 20-30 pipeline steps after that pause are slow (1.5-5 ms against 1.1
-     * on synth-qwen2-Q8_0: the services' vCPUs were idle, their caches
-     * cold), which the steady state the figure is about never sees. */
+     * pipeline steps after that pause are slow (the services' vCPUs were
+     * idle, their caches cold), which the steady state the figure is about
+     * never sees. */
     enum { WARM = 32 };
     size_t n = (size_t)n_tok * (size_t)runs;
     double *a = calloc(n, sizeof(double)), *b = calloc(n, sizeof(double));

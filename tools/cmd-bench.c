@@ -264,8 +264,8 @@ int lp_cmd_bench(int argc, char **argv)
         }
         if (step_bytes > 0) {
             /* Two ceilings: the bytes a step reads over the read rate, and
-             * the file's size over it (the issue's table, llama.cpp's
-             * figures) */
+             * the file's size over it (the basis on which llama.cpp's
+             * decode is usually set against the bandwidth) */
             double read = (read_gbs[0] + read_gbs[1]) / 2, decode = in_tg * step_bytes / 1e9;
             double file_gb = lp_gguf_file_size(lp_model_gguf(model)) / 1e9;
             printf(", \"decode_read\": {\"gb_per_token\": %.3f, \"decode_gb_s\": %.1f, "

@@ -29,8 +29,9 @@
  *
  * Every CUDA and cuBLAS status is checked; a failure becomes an
  * lp_error_set() message and a negative return, never an abort.  The KV
- * cache of a sequence is [layer][pos][kv_dim] float32 on the device, grown
- * by doubling like the CPU one. */
+ * cache of a sequence is [layer][pos][kv_dim] float32 on the device (the
+ * CPU's is head-major), grown by doubling up to n_ctx (the CPU backend
+ * allocates n_ctx positions at once and relies on lazy page residency). */
 #include "backend.h"
 #include "gemm.h"
 #include "kernels.h"

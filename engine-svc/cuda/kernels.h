@@ -6,8 +6,9 @@
  * device memory; nothing here synchronizes.  Shapes follow the CPU
  * reference (forward-cpu.c, ops.h): activations are row-major
  * [token][n_embd], q is [token][head][head_dim], k and v are
- * [token][kv_head][head_dim], and a sequence's KV cache is
- * [layer][pos][kv_head][head_dim] float32 with `cap` positions per layer.
+ * [token][kv_head][head_dim]; a sequence's KV cache differs from the
+ * CPU's (head-major): it is [layer][pos][kv_head][head_dim] float32 with
+ * `cap` positions per layer.
  *
  * The weight types are those of quant.h (F32, F16, BF16, Q4_0, Q4_1, Q5_0,
  * Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); a weight is n_out rows of n_in elements,

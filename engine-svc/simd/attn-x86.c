@@ -181,10 +181,9 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
         for (; j + KJ <= kb; j += KJ) {
             /* In a decode step the cache comes from memory (the weights
              * passed through every cache since the last step), and the
-             * few loads in flight at once read it at 6 GB/s a thread:
-             * prefetch the keys one block ahead and this block's values
-             * (TinyLlama, 256 tokens, with the head-major cache: attention
-             * 0.71 -> 0.47 ms a step; docs/ATTENTION.md) */
+             * few loads in flight at once would read it far below the
+             * memory's rate: prefetch the keys one block ahead and this
+             * block's values (docs/ATTENTION.md) */
             for (int32_t jj = j; jj < j + KJ; jj++) {
                 const float *vn = vb0 + (int64_t)jj * ks;
                 for (int32_t o = 0; o < hd; o += 16) _mm_prefetch((const char *)(vn + o), _MM_HINT_T1);

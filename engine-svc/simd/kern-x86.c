@@ -188,14 +188,12 @@ DEFINE_GEMM(gemm_bf16, tile_bf16)
 /* ---- decode prefetch ---------------------------------------------------- */
 
 /* Decode streams each weight row once from memory, and its kernels compute
- * enough per byte that few loads are in flight at once: out of cache the
- * Q4_K kernel read 6 GB/s per thread against 21 GB/s for a plain load
- * loop.  So each block step of a row pair also prefetches, into L2 (T1),
- * the same blocks of the pair PF_ROWS rows further on: a steady trickle a
- * few KB ahead, not a burst per row.  One thread's Q4_K read went from 15
- * GB/s (a burst of the next pair's lines per pair) to 26 GB/s, the speed of
- * the kernel in cache (bench/matmul_bench, 75 MB Q4_K); 2 and 4 rows ahead
- * were slower, 8 and 16 the same, 32 slower; T0 was slower. */
+ * enough per byte that few loads are in flight at once, so out of cache
+ * they would read far below the memory's rate.  Each block step of a row
+ * pair therefore also prefetches, into L2 (T1), the same blocks of the pair
+ * PF_ROWS rows further on: a steady trickle a few KB ahead rather than a
+ * burst per row, far enough to cover the latency and near enough to stay
+ * in L2 (the distance and hint are in docs/KERNELS.md, "Tried"). */
 #define PF_ROWS 8
 #define PF_HINT _MM_HINT_T1
 
@@ -225,8 +223,8 @@ enum { L_Q8_0, L_Q4_0, L_Q5_0, L_Q4_1, L_Q5_1 };
 /* The fp16 at the start of a legacy block (its d), converted straight
  * from memory: the load takes four halves, of which the block holds all
  * (every legacy block is at least 18 bytes), and lane 0 is d.  Per block
- * this saves the trip through a general register of f16(b->d): Q5_0 decode
- * 16.7 -> 17.3 GB/s in cache. */
+ * this saves the trip of f16(b->d) through a general register, which
+ * matters in the compute-bound Q4_0/Q5_0 decode. */
 INLINE float f16_lead(const void *block)
 {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)block)));
@@ -377,8 +375,8 @@ DEFINE_GEMV_LEGACY(gemm_q5_1, L_Q5_1)
 #if defined(LP_KERN_AVX512)
 /* ---- Q4_0 / Q5_0 decode in block pairs (AVX-512) --------------------------
  *
- * Q5_0 decode is compute-bound (17 GB/s a thread in cache against 29 for
- * Q8_0), Q4_0 nearly so: per 32-weight block, the nibble unpacking, the
+ * Q5_0 decode is compute-bound (well below Q8_0's rate even in cache),
+ * Q4_0 nearly so: per 32-weight block, the nibble unpacking, the
  * fifth bits, the offset and the scale each take their own instructions.
  * Two blocks at a time share them: one 256-bit vector holds the low
  * nibbles of both blocks (elements 0-15 of each), another the high nibbles
@@ -733,9 +731,8 @@ DEFINE_GEMM(gemm_q5_k_tiles, tile_q5_k)
  *
  * The 256-bit decode kernel spends about 80 instructions per block and
  * row, a quarter of them decoding the 6-bit scales in general registers,
- * for 27 GB/s a thread in cache.  Out of memory that costs nothing while
- * the host gives each thread 15-17 GB/s, but when it gives more, the
- * kernel falls behind the memory.  Here:
+ * so when the host gives a thread more bandwidth than usual the kernel
+ * falls behind the memory.  Here:
  *
  * - one 512-bit load takes 64 bytes of nibbles, two 64-element chunks:
  *   its low nibbles are sub-blocks 4g (bytes 0-31) and 4g+2 (32-63) of
@@ -752,11 +749,8 @@ DEFINE_GEMM(gemm_q5_k_tiles, tile_q5_k)
  * - the scales and mins of both rows of a pair decode in one 256-bit
  *   vector, a row per 128-bit lane.
  *
- * One thread in cache 27 -> 31 GB/s (bench/matmul_bench).  Q6_K the same
- * way (ql's low and high nibbles in one load, qh in both halves shifted by
- * 0 and 2) was slower than its 256-bit kernel, 34-36 against 38 GB/s: on
- * Zen 4 a 512-bit operation takes a 256-bit pipe twice, and Q6_K's
- * unpacking saved too little. */
+ * Q6_K keeps its 256-bit kernel: a 512-bit operation takes a 256-bit pipe
+ * twice on Zen 4, and Q6_K's unpacking gains too little to pay for it. */
 typedef struct {
     _Alignas(64) int8_t x[LP_QK_K]; /* per group g: x 0-31 | 64-95, x 32-63 | 96-127 */
     int16_t bsum32[8];              /* sum of x[32j .. 32j+31] */
