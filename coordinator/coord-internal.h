@@ -4,6 +4,8 @@
  *   requests.c    the request table and a request's life and final event
  *   links.c       the service links: connect, hello, the FIFO of pending
  *                 operations, send, reply routing
+ *   proxy.c       client messages passed on to a service (tokenizer-svc,
+ *                 every group's sampler-svc) and their replies passed back
  *   scheduler.c   the pure planner of a group's next step (scheduler.h)
  *   steps.c       plans to StepRequests and SampleRequests, and their replies
  *   text.c        token text and stop strings
@@ -25,7 +27,7 @@
 #include "textstream.h"
 #include "zloop.h"
 
-enum lp__opkind { OP_NONE, OP_HELLO, OP_TOKENIZE, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE };
+enum lp__opkind { OP_NONE, OP_HELLO, OP_TOKENIZE, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE, OP_PROXY };
 
 typedef struct lp__op {
     uint64_t id;
@@ -98,6 +100,17 @@ typedef struct lp__req {
     uint64_t t_start, t_first, t_last;
 } lp__req_t;
 
+/* A client message passed on to one or more services: the reply goes back
+ * to the client once every service has answered (the first Error wins). */
+typedef struct lp__proxy {
+    uint64_t key;              /* OP_PROXY's request key */
+    uint8_t peer[LP_FRAME_MAX_PEER];
+    size_t peer_len;
+    uint64_t client_id;        /* the client's Msg.id, echoed */
+    size_t pending;            /* replies still due */
+    Lmpipe__Msg *reply;        /* the reply to pass back (owned) */
+} lp__proxy_t;
+
 struct lp_coord {
     lp_coord_params_t p;
     lp_service_t *svc;
@@ -113,6 +126,9 @@ struct lp_coord {
     uint8_t *eog;              /* n_vocab flags: end-of-generation tokens */
     int32_t *eog_ids;          /* the same as a list */
     size_t n_eog_ids;
+    lp__proxy_t **proxies;     /* proxied client messages awaiting replies */
+    size_t n_proxies, cap_proxies;
+    uint64_t next_proxy;
 };
 
 /* requests.c */
@@ -160,6 +176,13 @@ void lp__coord_pump(lp_coord_t *c);
 void lp__text_send(lp_coord_t *c, lp__group_t *g);
 /* sampler-svc's answer to SamplerClose: the final flush. */
 void lp__text_on_closed(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m);
+
+/* proxy.c */
+/* Pass a Tokenize, Detokenize or ChatTemplate request to tokenizer-svc, a
+ * SamplerControl to every group's sampler-svc. */
+int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f);
+void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f);
+void lp__proxy_free_all(lp_coord_t *c);
 
 /* client-api.c */
 int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine);
