@@ -28,7 +28,16 @@
  *       a bad sampling parameter gets an Error naming it before any
  *       tokenization (tokenizer-svc's message count does not move); a
  *       prompt longer than the context: prompt_ids get an Error at once, a
- *       text prompt a FinalEvent FINISH_ERROR naming both counts */
+ *       text prompt a FinalEvent FINISH_ERROR naming both counts
+ *   pipeline_test api MODEL [--no-shm]
+ *       the client API the HTTP gateway uses: a chat Generate runs
+ *       tokenizer-svc's ChatTemplateReply ids as its prompt; Tokenize,
+ *       Detokenize, ChatTemplate and SamplerControl sent to the coordinator
+ *       get the service's own reply (or Error) with the client's id, also
+ *       after a client that went away; a SamplerControl through it changes
+ *       the strategy version of the next tokens; bad chat requests get an
+ *       Error naming the field; StatsReply's request metrics agree with the
+ *       FinalEvents of the requests that ran */
 #include "client.h"
 #include "error.h"
 #include "fileio.h"
@@ -840,6 +849,256 @@ static void test_edge(const char *model)
     finish(&loop, &c, &p);
 }
 
+/* ---- the client API of the HTTP gateway ------------------------------------ */
+
+/* Send `m` as `id` on `sock` (hello said) and wait up to 10 s for the reply
+ * with that id; the caller clears *f.  0 when one came. */
+static int ask(void *sock, Lmpipe__Msg *m, uint64_t id, lp_frame_t *f)
+{
+    m->id = id;
+    memset(f, 0, sizeof(*f));
+    if (lp_frame_send(sock, NULL, 0, m, NULL, 0)) return -1;
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, 10000) == 1) {
+        if (lp_frame_recv(sock, false, f)) continue;
+        if (f->msg->id == id) return 0;
+        lp_frame_clear(f);
+    }
+    return -1;
+}
+
+/* A DEALER to `ep` that has said hello as a client. */
+static void *hello_sock(void *ctx, const char *ep)
+{
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_connect(s, ep);
+    Lmpipe__Hello h;
+    lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_HELLO;
+    m.hello = &h;
+    lp_frame_t f;
+    int rc = ask(s, &m, 1, &f);
+    CHECK(rc == 0 && f.msg->body_case == LMPIPE__MSG__BODY_HELLO, "hello to %s", ep);
+    lp_frame_clear(&f);
+    return s;
+}
+
+static Lmpipe__Msg chat_msg(Lmpipe__ChatTemplateRequest *ct, Lmpipe__ChatMessage **msgs, size_t n)
+{
+    lmpipe__chat_template_request__init(ct);
+    ct->messages = msgs;
+    ct->n_messages = n;
+    ct->template_ = "chatml";
+    ct->add_assistant = true;
+    ct->tokenize = true;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE;
+    m.chat_template = ct;
+    return m;
+}
+
+/* Two replies are the same message: same body and the same bytes once
+ * their ids are equal. */
+static bool same_reply(Lmpipe__Msg *a, Lmpipe__Msg *b)
+{
+    uint64_t ia = a->id, ib = b->id;
+    a->id = b->id = 0;
+    size_t na = lmpipe__msg__get_packed_size(a), nb = lmpipe__msg__get_packed_size(b);
+    uint8_t *pa = malloc(na + 1), *pb = malloc(nb + 1);
+    bool same = pa && pb && na == nb && lmpipe__msg__pack(a, pa) == na &&
+                lmpipe__msg__pack(b, pb) == nb && !memcmp(pa, pb, na);
+    free(pa);
+    free(pb);
+    a->id = ia;
+    b->id = ib;
+    return same;
+}
+
+/* Ask the coordinator (`cs`) and tokenizer-svc (`ts`) the same thing: the
+ * coordinator's reply must carry our id and equal the service's. */
+static void proxied_equal(void *cs, void *ts, Lmpipe__Msg *m, uint64_t id, int want_body,
+                          const char *what)
+{
+    lp_frame_t a, b;
+    int ra = ask(cs, m, id, &a), rb = ask(ts, m, id + 1, &b);
+    CHECK(ra == 0 && rb == 0, "%s: no reply", what);
+    if (!ra && !rb) {
+        CHECK(a.msg->id == id);
+        CHECK((int)a.msg->body_case == want_body, "%s: body %d", what, a.msg->body_case);
+        CHECK(same_reply(a.msg, b.msg), "%s: the coordinator's reply is not tokenizer-svc's", what);
+        printf("api: %s through the coordinator: %s, as tokenizer-svc's\n", what,
+               lp_msg_body_name(a.msg->body_case));
+    }
+    lp_frame_clear(&a);
+    lp_frame_clear(&b);
+}
+
+static void test_api(const char *model, bool no_shm)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *c = NULL;
+    lp_pipeline_t *p = start(&loop, model, no_shm, &c);
+    if (!p) return;
+    char tok_ep[1100];
+    const char *ep = lp_pipeline_endpoint(p) + 6; /* ipc://DIR/coordinator.sock */
+    snprintf(tok_ep, sizeof(tok_ep), "ipc://%.*s/tokenizer.sock", (int)(strrchr(ep, '/') - ep), ep);
+    void *zctx = zmq_ctx_new();
+    void *cs = hello_sock(zctx, lp_pipeline_endpoint(p)), *ts = hello_sock(zctx, tok_ep);
+
+    /* The proxied tokenizer-svc messages, and an Error it gives. */
+    Lmpipe__ChatMessage m0 = LMPIPE__CHAT_MESSAGE__INIT, m1 = LMPIPE__CHAT_MESSAGE__INIT;
+    m0.role = "system";
+    m0.content = "You tell short stories.";
+    m1.role = "user";
+    m1.content = "Once upon a time there was a dog.";
+    Lmpipe__ChatMessage *msgs[2] = {&m0, &m1};
+    Lmpipe__ChatTemplateRequest ct;
+    Lmpipe__Msg m = chat_msg(&ct, msgs, 2);
+    proxied_equal(cs, ts, &m, 100, LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY, "ChatTemplateRequest");
+    ct.template_ = "no-such-template";
+    proxied_equal(cs, ts, &m, 102, LMPIPE__MSG__BODY_ERROR, "ChatTemplateRequest (unknown template)");
+    Lmpipe__TokenizeRequest tr = LMPIPE__TOKENIZE_REQUEST__INIT;
+    tr.text.data = (uint8_t *)"Lily saw a big dog.";
+    tr.text.len = strlen((char *)tr.text.data);
+    tr.add_special = true;
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_TOKENIZE;
+    m.tokenize = &tr;
+    proxied_equal(cs, ts, &m, 104, LMPIPE__MSG__BODY_TOKENIZE_REPLY, "TokenizeRequest");
+    int32_t dids[4] = {1, 200, 300, 400};
+    Lmpipe__DetokenizeRequest dr = LMPIPE__DETOKENIZE_REQUEST__INIT;
+    dr.ids = dids;
+    dr.n_ids = 4;
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
+    m.detokenize = &dr;
+    proxied_equal(cs, ts, &m, 106, LMPIPE__MSG__BODY_DETOKENIZE_REPLY, "DetokenizeRequest");
+
+    /* A client that goes before its reply comes breaks nothing. */
+    void *gone = hello_sock(zctx, lp_pipeline_endpoint(p));
+    m = chat_msg(&ct, msgs, 2);
+    m.id = 7;
+    lp_frame_send(gone, NULL, 0, &m, NULL, 0);
+    zmq_close(gone);
+    proxied_equal(cs, ts, &m, 108, LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY, "ChatTemplateRequest after a client left");
+
+    /* A chat Generate: the prompt is the ChatTemplateReply's ids, so its
+     * greedy tokens are those of the same ids sent as prompt_ids. */
+    lp_frame_t tf;
+    int32_t chat_ids[256];
+    size_t n_chat = 0;
+    m = chat_msg(&ct, msgs, 2);
+    if (ask(ts, &m, 110, &tf) == 0 && tf.msg->body_case == LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY) {
+        n_chat = tf.msg->chat_template_reply->n_ids < 256 ? tf.msg->chat_template_reply->n_ids : 256;
+        memcpy(chat_ids, tf.msg->chat_template_reply->ids, n_chat * sizeof(int32_t));
+    }
+    lp_frame_clear(&tf);
+    CHECK(n_chat > 10, "chat template ids: %zu", n_chat);
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.messages = msgs;
+    g.n_messages = 2;
+    g.chat_template = "chatml";
+    g.params_json = "{\"temperature\": 0}";
+    g.n_predict = 12;
+    lp_generation_t chat_gen, ids_gen;
+    CHECK_RC(lp_client_generate(c, 120, &g, 30000, NULL, NULL, &chat_gen), 0);
+    g = (Lmpipe__GenerateRequest)LMPIPE__GENERATE_REQUEST__INIT;
+    g.prompt_ids = chat_ids;
+    g.n_prompt_ids = n_chat;
+    g.params_json = "{\"temperature\": 0}";
+    g.n_predict = 12;
+    CHECK_RC(lp_client_generate(c, 121, &g, 30000, NULL, NULL, &ids_gen), 0);
+    CHECK(chat_gen.reason == LMPIPE__FINISH_REASON__FINISH_LENGTH && chat_gen.n_ids == 12,
+          "chat: reason %d, %zu tokens, '%s'", chat_gen.reason, chat_gen.n_ids, chat_gen.error);
+    CHECK(chat_gen.n_prompt == n_chat, "chat: %u prompt tokens, the template gave %zu",
+          chat_gen.n_prompt, n_chat);
+    CHECK(chat_gen.n_ids == ids_gen.n_ids &&
+          !memcmp(chat_gen.ids, ids_gen.ids, chat_gen.n_ids * sizeof(int32_t)),
+          "chat: its tokens are not those of the template's ids");
+    printf("api: chat Generate: %u prompt ids (the template's), '%s'\n", chat_gen.n_prompt, chat_gen.text);
+    lp_generation_clear(&chat_gen);
+    lp_generation_clear(&ids_gen);
+
+    /* Bad chat requests: an Error naming the field, at once. */
+    Lmpipe__ChatMessage e_role = LMPIPE__CHAT_MESSAGE__INIT, e_content = LMPIPE__CHAT_MESSAGE__INIT;
+    e_role.role = "";
+    e_role.content = "hi";
+    e_content.role = "user";
+    e_content.content = "";
+    Lmpipe__ChatMessage *bad_role[2] = {&m1, &e_role}, *bad_content[1] = {&e_content};
+    int32_t one_id = 1;
+    static const char *const bad_field[] = {"messages", "messages", "messages", "messages[1].role",
+                                            "messages[0].content", "chat_template"};
+    for (int i = 0; i < 6; i++) {
+        g = (Lmpipe__GenerateRequest)LMPIPE__GENERATE_REQUEST__INIT;
+        g.messages = msgs;
+        g.n_messages = 2;
+        g.n_predict = 4;
+        if (i == 0) g.prompt = (ProtobufCBinaryData){4, (uint8_t *)"Once"};
+        if (i == 1) {
+            g.prompt_ids = &one_id;
+            g.n_prompt_ids = 1;
+        }
+        if (i == 2) g.params_json = "{\"prompt\": \"Once\"}";
+        if (i == 3) g.messages = bad_role;
+        if (i == 4) {
+            g.messages = bad_content;
+            g.n_messages = 1;
+        }
+        if (i == 5) {
+            g.n_messages = 0;
+            g.prompt = (ProtobufCBinaryData){4, (uint8_t *)"Once"};
+            g.chat_template = "chatml";
+        }
+        char err[512];
+        int body = first_reply(c, 130 + (uint64_t)i, &g, err, sizeof(err));
+        CHECK(body == LMPIPE__MSG__BODY_ERROR && strstr(err, bad_field[i]),
+              "bad chat %d: reply %d '%s' (want an Error naming %s)", i, body, err, bad_field[i]);
+        printf("api: bad chat request %d -> Error '%s'\n", i, err);
+    }
+
+    /* SamplerControl through the coordinator: the sampler's reply comes
+     * back, and the next tokens carry the new strategy version. */
+    Lmpipe__SamplerControl sc = LMPIPE__SAMPLER_CONTROL__INIT;
+    sc.json = "{\"op\":\"set\",\"params\":{\"top_k\":1}}";
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_SAMPLER_CONTROL;
+    m.sampler_control = &sc;
+    lp_frame_t sf;
+    uint64_t version = 0;
+    CHECK(ask(cs, &m, 140, &sf) == 0 && sf.msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY &&
+          sf.msg->sampler_control_reply->ok, "SamplerControl set: no good reply");
+    if (sf.msg && sf.msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY)
+        version = sf.msg->sampler_control_reply->version;
+    lp_frame_clear(&sf);
+    CHECK(version == 2, "SamplerControl set: version %llu", (unsigned long long)version);
+    sc.json = "{\"op\":\"bogus\"}";
+    CHECK(ask(cs, &m, 141, &sf) == 0 && sf.msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY &&
+          !sf.msg->sampler_control_reply->ok && sf.msg->sampler_control_reply->version == 2,
+          "SamplerControl bogus: not refused");
+    lp_frame_clear(&sf);
+    g = (Lmpipe__GenerateRequest)LMPIPE__GENERATE_REQUEST__INIT;
+    g.prompt = (ProtobufCBinaryData){4, (uint8_t *)"Once"};
+    g.n_predict = 5;
+    CHECK_RC(lp_client_generate(c, 142, &g, 30000, NULL, NULL, &ids_gen), 0);
+    CHECK(ids_gen.n_ids == 5);
+    for (size_t i = 0; i < ids_gen.n_ids; i++)
+        CHECK(ids_gen.versions[i] == version, "token %zu: strategy version %llu", i,
+              (unsigned long long)ids_gen.versions[i]);
+    printf("api: SamplerControl through the coordinator: version %llu on the next tokens\n",
+           (unsigned long long)version);
+    lp_generation_clear(&ids_gen);
+
+    zmq_close(cs);
+    zmq_close(ts);
+    zmq_ctx_term(zctx);
+    finish(&loop, &c, &p);
+}
+
 /* ---- fuzz -------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -1010,6 +1269,7 @@ int main(int argc, char **argv)
     else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
     else if (argc == 4 && !strcmp(argv[1], "context")) test_context(argv[2], argv[3], no_shm);
     else if (argc == 3 && !strcmp(argv[1], "edge")) test_edge(argv[2]);
+    else if (argc == 3 && !strcmp(argv[1], "api")) test_api(argv[2], no_shm);
     else if (argc == 5 && !strcmp(argv[1], "fuzz")) test_fuzz(argv[2], argv[3], atoi(argv[4]));
     else {
         fprintf(stderr, "usage: pipeline_test goldens MODELS GOLDENS | concurrent MODEL | robust MODEL GOLDEN [--no-shm]\n");
