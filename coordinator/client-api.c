@@ -196,24 +196,23 @@ void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
         ids = m->chat_template_reply->ids;
         n_ids = m->chat_template_reply->n_ids;
     } else {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
-                         m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "tokenizer: bad reply");
+        lp__coord_fail(c, r, E_TOKENIZER,
+                       m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "tokenizer: bad reply");
         return;
     }
     if (n_ids == 0) {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
-                         "the prompt has no tokens (and the model adds no BOS)");
+        lp__coord_fail(c, r, E_BAD_REQUEST, "the prompt has no tokens (and the model adds no BOS)");
         return;
     }
     if ((int64_t)n_ids >= c->n_ctx) {
         char msg[160];
         snprintf(msg, sizeof(msg), "the prompt has %zu tokens; the context holds %d", n_ids, c->n_ctx);
         r->s.n_prompt = (int32_t)(n_ids < INT32_MAX ? n_ids : INT32_MAX);
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, msg);
+        lp__coord_fail(c, r, E_BAD_REQUEST, msg);
         return;
     }
     if (!(r->prompt = malloc(n_ids * sizeof(int32_t)))) {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+        lp__coord_fail(c, r, E_INTERNAL, "out of memory");
         return;
     }
     memcpy(r->prompt, ids, n_ids * sizeof(int32_t));
@@ -268,7 +267,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         m.chat_template = &ct;
         r->state = R_TOKENIZING;
         if (lp__link_send(&c->tok, OP_TOKENIZE, r->s.key, &m, NULL, 0))
-            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach tokenizer-svc");
+            lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");
     } else if (!g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
@@ -284,7 +283,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         m.tokenize = &t;
         r->state = R_TOKENIZING;
         if (lp__link_send(&c->tok, OP_TOKENIZE, r->s.key, &m, NULL, 0))
-            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach tokenizer-svc");
+            lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");
     }
     free(prompt_text);
     (void)svc;
@@ -302,9 +301,8 @@ static int on_cancel(lp_coord_t *c, const lp_frame_t *f)
     return 0;
 }
 
-int lp__coord_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
+static int on_client(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
 {
-    lp_coord_t *c = ctx;
     if (f->has_raw) return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
                                         lp_msg_body_name(f->msg->body_case));
     if (!c->ready) return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready");
@@ -319,4 +317,12 @@ int lp__coord_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
         return lp_error_set(LP_ERR(EPROTO), "the coordinator does not serve '%s' messages",
                             lp_msg_body_name(f->msg->body_case));
     }
+}
+
+int lp__coord_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
+{
+    lp_coord_t *c = ctx;
+    int rc = on_client(c, svc, f);
+    if (rc) c->m.errors[rc == LP_ERR(ENOMEM) ? E_INTERNAL : E_BAD_REQUEST]++;
+    return rc;
 }

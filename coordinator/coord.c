@@ -164,6 +164,7 @@ int lp_coord_new(const lp_coord_params_t *p, lp_coord_t **out)
     lp_coord_t *c = calloc(1, sizeof(*c));
     if (!c) return LP_ERR(ENOMEM);
     c->p = *p;
+    lp__metrics_init(&c->m);
     c->n_groups = 1;
     if (!(c->groups = calloc(c->n_groups, sizeof(lp__group_t)))) {
         free(c);
@@ -198,7 +199,9 @@ void lp_coord_destroy(lp_coord_t **self_p)
 
 static void on_stats(void *ctx, Lmpipe__StatsReply *out)
 {
-    out->n_active = ((lp_coord_t *)ctx)->n_reqs;
+    lp_coord_t *c = ctx;
+    out->n_active = c->n_reqs;
+    lp__metrics_fill(c, out);
 }
 
 const lp_service_ops_t lp_coord_ops = {

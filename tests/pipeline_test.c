@@ -936,6 +936,155 @@ static void proxied_equal(void *cs, void *ts, Lmpipe__Msg *m, uint64_t id, int w
     lp_frame_clear(&b);
 }
 
+/* The coordinator's StatsReply (the frame stays the caller's to clear). */
+static const Lmpipe__StatsReply *coord_stats(void *cs, uint64_t id, lp_frame_t *f)
+{
+    Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STATS;
+    m.stats = &sr;
+    if (ask(cs, &m, id, f) || f->msg->body_case != LMPIPE__MSG__BODY_STATS_REPLY) {
+        CHECK(0, "no StatsReply from the coordinator");
+        return NULL;
+    }
+    return f->msg->stats_reply;
+}
+
+static uint64_t kind_n(Lmpipe__KindCount **k, size_t n, const char *kind)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k[i]->kind, kind)) return k[i]->n;
+    CHECK(0, "kind '%s' missing", kind);
+    return 0;
+}
+
+/* A histogram's shape: the bounds the gateway's plan fixes, cumulative
+ * counts, and its count at least the last bucket's. */
+static void check_hist(const Lmpipe__Histogram *h, const char *name, size_t n_bounds, double first,
+                       double last)
+{
+    CHECK(h && h->n_bounds == n_bounds && h->n_counts == n_bounds, "%s: %zu bounds", name,
+          h ? h->n_bounds : 0);
+    if (!h || h->n_bounds != n_bounds || h->n_counts != n_bounds) return;
+    CHECK(h->bounds[0] == first && h->bounds[n_bounds - 1] == last, "%s: bounds %g..%g", name,
+          h->bounds[0], h->bounds[n_bounds - 1]);
+    for (size_t i = 1; i < n_bounds; i++) CHECK(h->counts[i] >= h->counts[i - 1], "%s: not cumulative", name);
+    CHECK(h->count >= h->counts[n_bounds - 1], "%s: count %llu", name, (unsigned long long)h->count);
+}
+
+/* Request metrics: counters and histograms move by exactly what a batch
+ * of requests did, per their FinalEvents. */
+static void api_stats(void *cs, lp_client_t *c, bool no_shm, uint64_t bad_before)
+{
+    lp_frame_t f0, f1, fm;
+    const Lmpipe__StatsReply *a = coord_stats(cs, 200, &f0);
+    if (!a) return;
+    /* The six bad chat requests were refused at the edge. */
+    CHECK(kind_n(a->error_kinds, a->n_error_kinds, "bad_request") == bad_before + 6,
+          "bad_request: %llu, %llu before", (unsigned long long)kind_n(a->error_kinds, a->n_error_kinds, "bad_request"),
+          (unsigned long long)bad_before);
+    CHECK(a->strategy_version == 2, "strategy_version %llu", (unsigned long long)a->strategy_version);
+    enum { N = 6 };
+    Lmpipe__GenerateRequest gs[N], *gp[N];
+    static const char *const prompts6[N] = {"Once", "Lily", "The sun", "A big dog", "Tim", "One day"};
+    for (int i = 0; i < N; i++) {
+        lmpipe__generate_request__init(&gs[i]);
+        gs[i].prompt = (ProtobufCBinaryData){strlen(prompts6[i]), (uint8_t *)prompts6[i]};
+        gs[i].n_predict = 10 + 3 * i;
+        gs[i].ignore_eos = true;
+        gp[i] = &gs[i];
+    }
+    lp_generation_t out[N];
+    for (int i = 0; i < N; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        CHECK_RC(lp_client_send_generate(c, 210 + (uint64_t)i, gp[i]), 0);
+    }
+    /* While they run (the StatsRequest follows the Generates on the same
+     * connection, so it is handled after them): they are running or
+     * waiting, and the ring holds at most its slots. */
+    Lmpipe__StatsRequest sreq = LMPIPE__STATS_REQUEST__INIT;
+    Lmpipe__Msg sm = LMPIPE__MSG__INIT;
+    sm.id = 201;
+    sm.body_case = LMPIPE__MSG__BODY_STATS;
+    sm.stats = &sreq;
+    CHECK_RC(lp_frame_send(lp_client_socket(c), NULL, 0, &sm, NULL, 0), 0);
+    size_t done = 0;
+    bool got_mid = false;
+    while (done < N || !got_mid) {
+        if (lp_client_recv(c, 60000, &fm)) {
+            lp_frame_clear(&fm);
+            CHECK(0, "stats batch: %s", lp_error_msg());
+            break;
+        }
+        uint64_t id = fm.msg->id;
+        if (id >= 210 && id < 210 + N) done += (size_t)lp_generation_add(&out[id - 210], fm.msg);
+        if (id == 201 && fm.msg->body_case == LMPIPE__MSG__BODY_STATS_REPLY) {
+            const Lmpipe__StatsReply *mid = fm.msg->stats_reply;
+            got_mid = true;
+            CHECK(mid->n_running + mid->n_waiting > 0 && mid->n_running + mid->n_waiting <= N,
+                  "while running: %llu running, %llu waiting", (unsigned long long)mid->n_running,
+                  (unsigned long long)mid->n_waiting);
+            CHECK(mid->ring_used <= mid->ring_slots, "ring %u of %u", mid->ring_used, mid->ring_slots);
+            CHECK(no_shm ? mid->ring_slots == 0 : mid->ring_slots > 0, "ring_slots %u", mid->ring_slots);
+        }
+        lp_frame_clear(&fm);
+    }
+    uint64_t sum_prompt = 0, sum_gen = 0, sum_itl = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK(out[i].reason == LMPIPE__FINISH_REASON__FINISH_LENGTH, "request %d: reason %d", i, out[i].reason);
+        CHECK(out[i].queue_ms > 0 && out[i].queue_ms <= out[i].prompt_ms, "request %d: queue_ms %g, prompt_ms %g",
+              i, out[i].queue_ms, out[i].prompt_ms);
+        sum_prompt += out[i].n_prompt;
+        sum_gen += out[i].n_generated;
+        sum_itl += out[i].n_generated - 1; /* ignore_eos: every token counts */
+    }
+    const Lmpipe__StatsReply *b = coord_stats(cs, 202, &f1);
+    if (b) {
+        CHECK(b->n_running == 0 && b->n_waiting == 0, "after: %llu running, %llu waiting",
+              (unsigned long long)b->n_running, (unsigned long long)b->n_waiting);
+        CHECK(b->ring_used == 0, "after: ring_used %u", b->ring_used);
+        CHECK(b->prompt_tokens - a->prompt_tokens == sum_prompt, "prompt tokens +%llu, FinalEvents %llu",
+              (unsigned long long)(b->prompt_tokens - a->prompt_tokens), (unsigned long long)sum_prompt);
+        CHECK(b->generation_tokens - a->generation_tokens == sum_gen, "generation tokens +%llu, FinalEvents %llu",
+              (unsigned long long)(b->generation_tokens - a->generation_tokens), (unsigned long long)sum_gen);
+        CHECK(b->ttft_s->count - a->ttft_s->count == N, "ttft count +%llu",
+              (unsigned long long)(b->ttft_s->count - a->ttft_s->count));
+        CHECK(b->e2e_s->count - a->e2e_s->count == N, "e2e count +%llu",
+              (unsigned long long)(b->e2e_s->count - a->e2e_s->count));
+        CHECK(b->queue_s->count - a->queue_s->count == N, "queue count +%llu",
+              (unsigned long long)(b->queue_s->count - a->queue_s->count));
+        CHECK(b->itl_s->count - a->itl_s->count == sum_itl, "itl count +%llu, want %llu",
+              (unsigned long long)(b->itl_s->count - a->itl_s->count), (unsigned long long)sum_itl);
+        uint64_t steps = b->engine_step_s->count - a->engine_step_s->count;
+        CHECK(steps >= (uint64_t)(10 + 3 * (N - 1)) && steps <= sum_gen + N, "engine steps +%llu",
+              (unsigned long long)steps);
+        CHECK(b->sampler_step_s->count - a->sampler_step_s->count == steps &&
+              b->overhead_step_s->count - a->overhead_step_s->count == steps, "step histograms disagree");
+        CHECK(b->engine_step_s->sum > a->engine_step_s->sum && b->sampler_step_s->sum > a->sampler_step_s->sum,
+              "engine or sampler time did not grow");
+        CHECK(kind_n(b->finish_reasons, b->n_finish_reasons, "length") -
+                  kind_n(a->finish_reasons, a->n_finish_reasons, "length") == N, "finish 'length'");
+        CHECK(kind_n(b->error_kinds, b->n_error_kinds, "bad_request") ==
+                  kind_n(a->error_kinds, a->n_error_kinds, "bad_request"), "bad_request moved");
+        check_hist(b->ttft_s, "ttft_s", 19, 0.001, 80);
+        check_hist(b->e2e_s, "e2e_s", 19, 0.001, 80);
+        check_hist(b->queue_s, "queue_s", 19, 0.001, 80);
+        check_hist(b->itl_s, "itl_s", 15, 0.0001, 2.5);
+        check_hist(b->engine_step_s, "engine_step_s", 15, 0.0001, 2.5);
+        check_hist(b->sampler_step_s, "sampler_step_s", 15, 0.0001, 2.5);
+        check_hist(b->overhead_step_s, "overhead_step_s", 15, 0.0001, 2.5);
+        printf("api: stats: +%llu prompt, +%llu generated tokens, %llu steps (engine %.3f ms, sampler %.3f ms, "
+               "overhead %.3f ms), ring %u slots\n",
+               (unsigned long long)sum_prompt, (unsigned long long)sum_gen, (unsigned long long)steps,
+               1e3 * (b->engine_step_s->sum - a->engine_step_s->sum) / (double)steps,
+               1e3 * (b->sampler_step_s->sum - a->sampler_step_s->sum) / (double)steps,
+               1e3 * (b->overhead_step_s->sum - a->overhead_step_s->sum) / (double)steps, b->ring_slots);
+    }
+    for (int i = 0; i < N; i++) lp_generation_clear(&out[i]);
+    lp_frame_clear(&f0);
+    lp_frame_clear(&f1);
+}
+
 static void test_api(const char *model, bool no_shm)
 {
     uv_loop_t loop;
@@ -1024,6 +1173,10 @@ static void test_api(const char *model, bool no_shm)
     lp_generation_clear(&ids_gen);
 
     /* Bad chat requests: an Error naming the field, at once. */
+    lp_frame_t bf;
+    const Lmpipe__StatsReply *bs = coord_stats(cs, 129, &bf);
+    uint64_t bad_before = bs ? kind_n(bs->error_kinds, bs->n_error_kinds, "bad_request") : 0;
+    lp_frame_clear(&bf);
     Lmpipe__ChatMessage e_role = LMPIPE__CHAT_MESSAGE__INIT, e_content = LMPIPE__CHAT_MESSAGE__INIT;
     e_role.role = "";
     e_role.content = "hi";
@@ -1092,6 +1245,8 @@ static void test_api(const char *model, bool no_shm)
     printf("api: SamplerControl through the coordinator: version %llu on the next tokens\n",
            (unsigned long long)version);
     lp_generation_clear(&ids_gen);
+
+    api_stats(cs, c, no_shm, bad_before);
 
     zmq_close(cs);
     zmq_close(ts);
