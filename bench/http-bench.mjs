@@ -72,7 +72,8 @@ function freePort() {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function waitHealthy(base, child, what) {
     for (let i = 0; i < 1200; i++) {
-        if (child.exitCode !== null) throw new Error(`${what} exited with ${child.exitCode}`);
+        if (child.exitCode !== null || child.signalCode !== null)
+            throw new Error(`${what} exited with ${child.exitCode ?? child.signalCode}`);
         try { if ((await fetch(`${base}/health`)).status === 200) return; } catch { /* not up yet */ }
         await sleep(100);
     }
@@ -85,17 +86,17 @@ function start(cmd, argv, what) {
     const c = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     c.stderr.on('data', (d) => { err = (err + d).slice(-4000); });
-    c.on('exit', (code) => { if (code && !c.stopping) console.error(`${what} exited ${code}: ${err}`); });
+    c.on('exit', (code, sig) => { if ((code || sig) && !c.stopping) console.error(`${what} exited ${code ?? sig}: ${err}`); });
     children.push(c);
     return c;
 }
 async function stop(c) {
     c.stopping = true;
-    if (c.exitCode !== null) return;
+    if (c.exitCode !== null || c.signalCode !== null) return;
     const done = new Promise((r) => c.on('exit', r));
     c.kill('SIGTERM');
     await Promise.race([done, sleep(10000)]);
-    if (c.exitCode === null) c.kill('SIGKILL');
+    if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 }
 
 async function startLmpipe(slots = maxClients) {
