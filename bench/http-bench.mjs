@@ -2,8 +2,8 @@
 // in one run, on one GGUF and the same threads (docs/BENCHMARKS.md).
 //
 // 1. Throughput: N concurrent streaming clients (N = 1, 8, 16) POST the same
-//    prompt set to /v1/completions (stream, greedy, ignore_eos, fixed
-//    max_tokens: random-weight models would otherwise stop at random), the
+//    prompt set to llama.cpp's /completion (stream, greedy, ignore_eos, fixed
+//    n_predict: random-weight models would otherwise stop at random), the
 //    two servers alternating round by round.  Reported: aggregate generated
 //    tokens/s (all tokens / first request sent to last stream ended) and
 //    TTFT p50/p99 (request sent to the first token's chunk).
@@ -123,9 +123,9 @@ async function startLlama(n) {
 // POST a JSON body and call onEvent(json, now) for each SSE `data: {...}`.
 // A fresh connection per request, closed after it (agent: false): idle
 // keep-alive connections would hold llama-server's HTTP threads.
-function ssePost(srv, body, onEvent, signal) {
+function ssePost(srv, body, onEvent, signal, path = '/v1/completions') {
     return new Promise((res, rej) => {
-        const req = request(`${srv.base}/v1/completions`, { method: 'POST', agent: false, signal,
+        const req = request(`${srv.base}${path}`, { method: 'POST', agent: false, signal,
                                                            headers: { 'Content-Type': 'application/json' } }, (r) => {
             let buf = '';
             r.setEncoding('utf8');
@@ -157,16 +157,18 @@ function ssePost(srv, body, onEvent, signal) {
 }
 
 // One streamed completion; times from performance.now().
+// llama.cpp's /completion on both: llama-server's /v1/completions parses the
+// output for a content format and fails a stream with a 500 when a
+// random-weight model emits what looks like markup.
 async function streamOne(srv, prompt, nTok) {
     const t0 = performance.now();
-    let first = null, chunks = 0, usage = null;
-    await ssePost(srv, { model: srv.model, prompt, max_tokens: nTok, temperature: 0, stream: true, ignore_eos: true,
-                         stream_options: { include_usage: true }, ...srv.extra }, (j, now) => {
-        if (j.usage) usage = j.usage;
-        if (j.choices && j.choices.length) { chunks++; if (first === null) first = now; }
-    });
-    const tokens = usage ? usage.completion_tokens : chunks;
-    return { ttft: first - t0, t0, end: performance.now(), tokens };
+    let first = null, chunks = 0, predicted = null;
+    await ssePost(srv, { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true, ...srv.extra }, (j, now) => {
+        if (j.stop) { predicted = j.tokens_predicted ?? null; return; }
+        chunks++;
+        if (first === null) first = now;
+    }, undefined, '/completion');
+    return { ttft: first - t0, t0, end: performance.now(), tokens: predicted ?? chunks };
 }
 
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p / 100 * s.length))]; };
