@@ -25,7 +25,7 @@
 //          [--json out.json]
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync, openSync, readSync, closeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -43,6 +43,7 @@ const lmpipe = resolve(args.build, 'tools/lmpipe');
 const llamaServer = resolve(args['llama-server']);
 const threads = Number(args.threads), maxTokens = Number(args['max-tokens']), rounds = Number(args.rounds);
 const nCtx = Number(args['n-ctx']), eventReps = Number(args['event-reps']);
+const banned = partialUtf8Tokens(model).map((id) => [id, false]);
 const clientCounts = args.clients.split(',').filter(Boolean).map(Number);
 const maxClients = Math.max(2, ...clientCounts);
 
@@ -156,6 +157,45 @@ function ssePost(srv, body, onEvent, signal, path = '/v1/completions') {
     });
 }
 
+// Tokens whose text is not whole UTF-8 on its own (byte-level BPE pieces of
+// a character), read from the GGUF's tokenizer.ggml.tokens.  llama-server
+// ends a stream with a 500 ("does not match the expected Content-only
+// format") at such a token, and a random-weight model picks them freely, so
+// both servers get them as logit_bias false.
+function partialUtf8Tokens(path) {
+    const fd = Buffer.alloc(64 << 20); // the vocabulary lies in the header
+    const f = openSync(path, 'r');
+    readSync(f, fd, 0, fd.length, 0);
+    closeSync(f);
+    let p = 16;
+    const u32 = () => { const v = fd.readUInt32LE(p); p += 4; return v; };
+    const u64 = () => { const v = Number(fd.readBigUInt64LE(p)); p += 8; return v; };
+    const str = () => { const n = u64(); const v = fd.subarray(p, p + n); p += n; return v; };
+    const fixed = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+    const skip = (t) => { if (fixed[t]) p += fixed[t]; else if (t === 8) str(); else if (t === 9) { const et = u32(); const n = u64(); for (let i = 0; i < n; i++) skip(et); } };
+    const nKv = u64();
+    // GPT-2's byte <-> printable character map of byte-level BPE vocabularies
+    const dec = new Map();
+    const printable = (b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    for (let b = 0, k = 0; b < 256; b++) dec.set(String.fromCodePoint(printable(b) ? b : 256 + k++), b);
+    const strict = new TextDecoder('utf-8', { fatal: true });
+    const bad = [];
+    for (let i = 0; i < nKv; i++) {
+        const key = str().toString();
+        const t = u32();
+        if (key !== 'tokenizer.ggml.tokens') { skip(t); continue; }
+        u32();
+        const n = u64();
+        for (let id = 0; id < n; id++) {
+            const chars = [...str().toString()];
+            if (!chars.every((c) => dec.has(c))) continue; // not a byte-level piece
+            try { strict.decode(Uint8Array.from(chars.map((c) => dec.get(c)))); } catch { bad.push(id); }
+        }
+        break;
+    }
+    return bad;
+}
+
 // One streamed completion; times from performance.now().
 // llama.cpp's /completion on both: llama-server's /v1/completions parses the
 // output for a content format and fails a stream with a 500 when a
@@ -163,7 +203,7 @@ function ssePost(srv, body, onEvent, signal, path = '/v1/completions') {
 async function streamOne(srv, prompt, nTok) {
     const t0 = performance.now();
     let first = null, chunks = 0, predicted = null;
-    await ssePost(srv, { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true, ...srv.extra }, (j, now) => {
+    await ssePost(srv, { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true, logit_bias: banned, ...srv.extra }, (j, now) => {
         if (j.stop) { predicted = j.tokens_predicted ?? null; return; }
         chunks++;
         if (first === null) first = now;
@@ -242,7 +282,7 @@ async function eventRun(srv) {
 
 // ---- main ----
 const out = { model: args.model, threads, max_tokens: maxTokens, rounds, cpus: cpus().length, cpu: cpus()[0].model, load: [], event: null };
-console.log(`http-bench: ${args.model}, -t ${threads}, max_tokens ${maxTokens}, ${rounds} alternating rounds, clients ${clientCounts.join(',')}, ${out.cpus} CPUs (${out.cpu})`);
+console.log(`http-bench: ${args.model}, -t ${threads}, max_tokens ${maxTokens}, ${banned.length} partial-UTF-8 tokens banned, ${rounds} alternating rounds, clients ${clientCounts.join(',')}, ${out.cpus} CPUs (${out.cpu})`);
 const lm = await startLmpipe();
 for (const n of clientCounts) {
     const ll = await startLlama(n);
