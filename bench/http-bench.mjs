@@ -118,7 +118,7 @@ async function startLlama(n) {
     const base = `http://127.0.0.1:${port}`;
     await waitHealthy(base, c, 'llama-server');
     // no prompt cache between rounds: lmpipe keeps none either
-    return { name: 'llama-server', base, child: c, model: await modelName(base), extra: { cache_prompt: false } };
+    return { name: 'llama-server', base, child: c, model: await modelName(base), extra: { cache_prompt: false, logit_bias: banned } };
 }
 
 // POST a JSON body and call onEvent(json, now) for each SSE `data: {...}`.
@@ -161,7 +161,9 @@ function ssePost(srv, body, onEvent, signal, path = '/v1/completions') {
 // a character), read from the GGUF's tokenizer.ggml.tokens.  llama-server
 // ends a stream with a 500 ("does not match the expected Content-only
 // format") at such a token, and a random-weight model picks them freely, so
-// both servers get them as logit_bias false.
+// llama-server gets them as logit_bias false (lmpipe streams them, and takes
+// at most 1024 logit_bias entries; the bias is microseconds a token against
+// the model's milliseconds, and both generate the same number of tokens).
 function partialUtf8Tokens(path) {
     const fd = Buffer.alloc(64 << 20); // the vocabulary lies in the header
     const f = openSync(path, 'r');
@@ -203,7 +205,7 @@ function partialUtf8Tokens(path) {
 async function streamOne(srv, prompt, nTok) {
     const t0 = performance.now();
     let first = null, chunks = 0, predicted = null;
-    await ssePost(srv, { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true, logit_bias: banned, ...srv.extra }, (j, now) => {
+    await ssePost(srv, { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true, ...srv.extra }, (j, now) => {
         if (j.stop) { predicted = j.tokens_predicted ?? null; return; }
         chunks++;
         if (first === null) first = now;
@@ -282,7 +284,7 @@ async function eventRun(srv) {
 
 // ---- main ----
 const out = { model: args.model, threads, max_tokens: maxTokens, rounds, cpus: cpus().length, cpu: cpus()[0].model, load: [], event: null };
-console.log(`http-bench: ${args.model}, -t ${threads}, max_tokens ${maxTokens}, ${banned.length} partial-UTF-8 tokens banned, ${rounds} alternating rounds, clients ${clientCounts.join(',')}, ${out.cpus} CPUs (${out.cpu})`);
+console.log(`http-bench: ${args.model}, -t ${threads}, max_tokens ${maxTokens}, ${banned.length} partial-UTF-8 tokens banned at llama-server, ${rounds} alternating rounds, clients ${clientCounts.join(',')}, ${out.cpus} CPUs (${out.cpu})`);
 const lm = await startLmpipe();
 for (const n of clientCounts) {
     const ll = await startLlama(n);
