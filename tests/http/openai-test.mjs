@@ -135,7 +135,7 @@ await section('n > 1', async () => {
     const c = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 1, n: 2 });
     check(c.choices.length === 2 && sameIndices(c.choices, 2) && c.choices.every((x) => x.message.role === 'assistant'),
           'chat n=2: two assistant choices, indices 0..1', c.choices);
-    const s = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 1, n: 4, stream: true });
+    const s = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 1.5, n: 4, stream: true });
     const texts = new Map(), fins = new Map();
     for await (const ch of s)
         for (const x of ch.choices) {
@@ -144,7 +144,8 @@ await section('n > 1', async () => {
         }
     const idx = [...texts.keys()].sort();
     check(JSON.stringify(idx) === '[0,1,2,3]' && fins.size === 4, 'streamed n=4: chunks for indices 0..3, each finished', { idx, fins: [...fins] });
-    // four random choices of 8 tokens: at least two differ (they are sampled apart)
+    // four choices of 24 tokens at temperature 1.5: at least two differ (they
+    // are sampled apart); four equal texts by chance are vanishingly unlikely
     check(new Set(texts.values()).size > 1, 'streamed n=4: the choices are sampled independently', [...texts.values()]);
 });
 
