@@ -6,8 +6,12 @@
 # lib/vocab/unicode-data.c (see docs/TOKENIZER.md).
 set -eu
 pkgs="build-essential meson ninja-build pkg-config
-      libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev
-      clang libclang-rt-14-dev python3 libpcre2-dev unicode-data"
+      libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev node-llhttp
+      clang libclang-rt-14-dev python3 libpcre2-dev unicode-data
+      python3-prometheus-client"
+# node and npm run the HTTP tests with the npm packages pinned in
+# tests/http/package-lock.json; a machine with its own node keeps it.
+command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -19,3 +23,5 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
 fi
+# the npm clients of the HTTP tests and bench/http-bench.mjs, exactly as locked
+(cd "$(dirname "$0")/../tests/http" && npm ci --no-audit --no-fund)

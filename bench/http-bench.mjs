@@ -1,0 +1,321 @@
+// http-bench.mjs - lmpipe's HTTP gateway against llama.cpp's llama-server,
+// in one run, on one GGUF and the same threads (docs/BENCHMARKS.md).
+//
+// 1. Throughput: N concurrent streaming clients (N = 1, 8, 16) POST the same
+//    prompt set to llama.cpp's /completion (stream, greedy, ignore_eos, fixed
+//    n_predict: random-weight models would otherwise stop at random), the
+//    two servers alternating round by round.  Reported: aggregate generated
+//    tokens/s (all tokens / first request sent to last stream ended) and
+//    TTFT p50/p99 (request sent to the first token's chunk).
+// 2. The gateway's added time per token event over the ZeroMQ client: one
+//    greedy request through `lmpipe generate --stream` (ZeroMQ, its stdout
+//    piped here) and the same request through the gateway's SSE, sent
+//    together so the coordinator runs them in the same engine steps and emits
+//    both token events in the same loop turn (a long background request keeps
+//    the engine stepping so the two join at one step boundary).  Each path has one process hop
+//    to this script (lmpipe generate -> pipe; lmpipe-http -> TCP), both read
+//    on this event loop and stamped with one monotonic clock
+//    (performance.now); the difference at each token boundary (matched by
+//    text offset) is what the gateway adds.  Which request reaches the
+//    coordinator first alternates, so its emission order cancels out.
+//
+// usage: node bench/http-bench.mjs --model Q.gguf [--build build]
+//          [--llama-server ../shared/llama.cpp/bin/llama-server] [--threads 2]
+//          [--clients 1,8,16] [--max-tokens 64] [--rounds 3] [--event-reps 8]
+//          [--json out.json]
+import { spawn } from 'node:child_process';
+import { request } from 'node:http';
+import { mkdtempSync, writeFileSync, rmSync, openSync, readSync, closeSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, cpus } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const args = { build: 'build', 'llama-server': '../shared/llama.cpp/bin/llama-server', threads: '2', clients: '1,8,16',
+               'max-tokens': '64', rounds: '3', 'event-reps': '8', 'n-ctx': '512' };
+for (let i = 2; i < process.argv.length; i++) {
+    const a = process.argv[i];
+    if (!a.startsWith('--') || i + 1 >= process.argv.length) { console.error(`http-bench: bad argument '${a}' (see the usage at the top of the file)`); process.exit(2); }
+    args[a.slice(2)] = process.argv[++i];
+}
+if (!args.model) { console.error('http-bench: --model GGUF is required'); process.exit(2); }
+const model = resolve(args.model);
+const lmpipe = resolve(args.build, 'tools/lmpipe');
+const llamaServer = resolve(args['llama-server']);
+const threads = Number(args.threads), maxTokens = Number(args['max-tokens']), rounds = Number(args.rounds);
+const nCtx = Number(args['n-ctx']), eventReps = Number(args['event-reps']);
+const banned = partialUtf8Tokens(model).map((id) => [id, false]);
+const clientCounts = args.clients.split(',').filter(Boolean).map(Number);
+const maxClients = Math.max(2, ...clientCounts);
+
+const prompts = [
+    'The history of the printing press begins', 'Write a short story about a lighthouse keeper who',
+    'Explain how a refrigerator moves heat from inside to outside', 'A list of ten uses for a paperclip:',
+    'In the morning the market opened and', 'The recipe calls for flour, water, salt and',
+    'Dear committee, I am writing to ask', 'The train left the station at noon, heading north toward',
+    'Photosynthesis turns light into chemical energy by', 'Once upon a time in a small village by the sea',
+    'The main differences between TCP and UDP are', 'She opened the old wooden box and found',
+    'To configure the server, first edit the file', 'The mountain path was narrow, and the wind',
+    'Summarize the plot of a detective novel in which', 'The best way to learn a new language is',
+];
+
+const work = mkdtempSync(join(tmpdir(), 'http-bench-'));
+const children = [];
+process.on('exit', () => { for (const c of children) try { c.kill('SIGTERM'); } catch { /* gone */ } rmSync(work, { recursive: true, force: true }); });
+for (const s of ['SIGINT', 'SIGTERM']) process.on(s, () => process.exit(1));
+
+function freePort() {
+    return new Promise((res, rej) => {
+        const s = createServer();
+        s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); });
+        s.on('error', rej);
+    });
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitHealthy(base, child, what) {
+    for (let i = 0; i < 1200; i++) {
+        if (child.exitCode !== null || child.signalCode !== null)
+            throw new Error(`${what} exited with ${child.exitCode ?? child.signalCode}`);
+        try { if ((await fetch(`${base}/health`)).status === 200) return; } catch { /* not up yet */ }
+        await sleep(100);
+    }
+    throw new Error(`${what} did not get healthy on ${base}`);
+}
+async function modelName(base) {
+    return (await (await fetch(`${base}/v1/models`)).json()).data[0].id;
+}
+function start(cmd, argv, what) {
+    const c = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    c.stderr.on('data', (d) => { err = (err + d).slice(-4000); });
+    c.on('exit', (code, sig) => { if ((code || sig) && !c.stopping) console.error(`${what} exited ${code ?? sig}: ${err}`); });
+    children.push(c);
+    return c;
+}
+async function stop(c) {
+    c.stopping = true;
+    if (c.exitCode !== null || c.signalCode !== null) return;
+    const done = new Promise((r) => c.on('exit', r));
+    c.kill('SIGTERM');
+    await Promise.race([done, sleep(10000)]);
+    if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+}
+
+async function startLmpipe(slots = maxClients) {
+    const port = await freePort();
+    const conf = join(work, `lmpipe-${port}.conf`);
+    // the engine's threads as llama-server's -t, slots for the most clients
+    writeFileSync(conf, `model = ${model}\nthreads = ${threads}\nmax_seqs = ${slots}\nn_ctx = ${nCtx}\nmax_batch_tokens = 512\n`);
+    const endpoint = `ipc://${work}/coordinator-${port}.sock`;
+    const c = start(lmpipe, ['up', '--config', conf, '--endpoint', endpoint, '--http', `127.0.0.1:${port}`], 'lmpipe up');
+    const base = `http://127.0.0.1:${port}`;
+    await waitHealthy(base, c, 'lmpipe up --http');
+    return { name: 'lmpipe', base, child: c, endpoint, model: await modelName(base), extra: {} };
+}
+async function startLlama(n) {
+    const port = await freePort();
+    const c = start(llamaServer, ['-m', model, '-t', String(threads), '-tb', String(threads), '-np', String(n), '-c', String(n * nCtx),
+                                  '--host', '127.0.0.1', '--port', String(port), '-ngl', '0'], 'llama-server');
+    const base = `http://127.0.0.1:${port}`;
+    await waitHealthy(base, c, 'llama-server');
+    // no prompt cache between rounds: lmpipe keeps none either
+    return { name: 'llama-server', base, child: c, model: await modelName(base), extra: { cache_prompt: false, logit_bias: banned } };
+}
+
+// POST a JSON body and call onEvent(json, now) for each SSE `data: {...}`.
+// A fresh connection per request, closed after it (agent: false): idle
+// keep-alive connections would hold llama-server's HTTP threads.
+function ssePost(srv, body, onEvent, signal, path = '/v1/completions') {
+    return new Promise((res, rej) => {
+        const req = request(`${srv.base}${path}`, { method: 'POST', agent: false, signal,
+                                                           headers: { 'Content-Type': 'application/json' } }, (r) => {
+            let buf = '';
+            r.setEncoding('utf8');
+            if (r.statusCode !== 200) {
+                r.on('data', (d) => { buf += d; });
+                r.on('end', () => rej(new Error(`${srv.name}: HTTP ${r.statusCode}: ${buf}`)));
+                return;
+            }
+            r.on('data', (d) => {
+                const now = performance.now();
+                buf += d;
+                let i;
+                while ((i = buf.indexOf('\n\n')) >= 0) {
+                    const ev = buf.slice(0, i);
+                    buf = buf.slice(i + 2);
+                    if (ev.startsWith('data: {')) {
+                        const j = JSON.parse(ev.slice(6));
+                        if (j.error) return rej(new Error(`${srv.name}: ${JSON.stringify(j.error)}`));
+                        onEvent(j, now);
+                    }
+                }
+            });
+            r.on('end', () => res());
+            r.on('error', rej);
+        });
+        req.on('error', rej);
+        req.end(JSON.stringify(body));
+    });
+}
+
+// Tokens whose text is not whole UTF-8 on its own (byte-level BPE pieces of
+// a character), read from the GGUF's tokenizer.ggml.tokens.  llama-server
+// ends a stream with a 500 ("does not match the expected Content-only
+// format") at such a token, and a random-weight model picks them freely, so
+// llama-server gets them as logit_bias false (lmpipe streams them, and takes
+// at most 1024 logit_bias entries; the bias is microseconds a token against
+// the model's milliseconds, and both generate the same number of tokens).
+function partialUtf8Tokens(path) {
+    const fd = Buffer.alloc(64 << 20); // the vocabulary lies in the header
+    const f = openSync(path, 'r');
+    readSync(f, fd, 0, fd.length, 0);
+    closeSync(f);
+    let p = 16;
+    const u32 = () => { const v = fd.readUInt32LE(p); p += 4; return v; };
+    const u64 = () => { const v = Number(fd.readBigUInt64LE(p)); p += 8; return v; };
+    const str = () => { const n = u64(); const v = fd.subarray(p, p + n); p += n; return v; };
+    const fixed = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+    const skip = (t) => { if (fixed[t]) p += fixed[t]; else if (t === 8) str(); else if (t === 9) { const et = u32(); const n = u64(); for (let i = 0; i < n; i++) skip(et); } };
+    const nKv = u64();
+    // GPT-2's byte <-> printable character map of byte-level BPE vocabularies
+    const dec = new Map();
+    const printable = (b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    for (let b = 0, k = 0; b < 256; b++) dec.set(String.fromCodePoint(printable(b) ? b : 256 + k++), b);
+    const strict = new TextDecoder('utf-8', { fatal: true });
+    const bad = [];
+    for (let i = 0; i < nKv; i++) {
+        const key = str().toString();
+        const t = u32();
+        if (key !== 'tokenizer.ggml.tokens') { skip(t); continue; }
+        u32();
+        const n = u64();
+        for (let id = 0; id < n; id++) {
+            const chars = [...str().toString()];
+            if (!chars.every((c) => dec.has(c))) continue; // not a byte-level piece
+            try { strict.decode(Uint8Array.from(chars.map((c) => dec.get(c)))); } catch { bad.push(id); }
+        }
+        break;
+    }
+    return bad;
+}
+
+// One streamed completion; times from performance.now().
+// llama.cpp's /completion on both: llama-server's /v1/completions parses the
+// output for a content format and fails a stream with a 500 when a
+// random-weight model emits what looks like markup.
+async function streamOne(srv, prompt, nTok) {
+    const t0 = performance.now();
+    let first = null, chunks = 0, predicted = null;
+    await ssePost(srv, { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true, ...srv.extra }, (j, now) => {
+        if (j.stop) { predicted = j.tokens_predicted ?? null; return; }
+        chunks++;
+        if (first === null) first = now;
+    }, undefined, '/completion');
+    return { ttft: first - t0, t0, end: performance.now(), tokens: predicted ?? chunks };
+}
+
+const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p / 100 * s.length))]; };
+
+async function loadRun(srv, n, round, nTok = maxTokens) {
+    const t = await Promise.all([...Array(n)].map((_, i) => streamOne(srv, `${round + 1}. ${prompts[i % prompts.length]}`, nTok)));
+    const tokens = t.reduce((a, x) => a + x.tokens, 0);
+    if (tokens !== n * nTok) throw new Error(`${srv.name}: ${tokens} tokens generated, not ${n} x ${nTok}`);
+    const wall = (Math.max(...t.map((x) => x.end)) - Math.min(...t.map((x) => x.t0))) / 1000;
+    return { tokens, wall, ttfts: t.map((x) => x.ttft) };
+}
+
+// ---- 2. the gateway's added time per token event ----
+function zmqStream(endpoint, prompt, nTok) {
+    const c = spawn(lmpipe, ['generate', '--endpoint', endpoint, '--prompt', prompt, '--max-tokens', String(nTok), '--temperature', '0',
+                             '--ignore-eos', '--stream'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const marks = []; // [bytes so far, time]
+    let bytes = 0, err = '';
+    c.stdout.on('data', (d) => { bytes += d.length; marks.push([bytes, performance.now()]); });
+    c.stderr.on('data', (d) => { err += d; });
+    return new Promise((res, rej) => c.on('exit', (code) => code ? rej(new Error(`lmpipe generate: ${code} ${err}`)) : res(marks)));
+}
+async function sseStream(srv, prompt, nTok, signal) {
+    const marks = [];
+    let bytes = 0;
+    await ssePost(srv, { model: srv.model, prompt, max_tokens: nTok, temperature: 0, stream: true, ignore_eos: true }, (j, now) => {
+        const text = j.choices?.[0]?.text ?? '';
+        if (text) { bytes += Buffer.byteLength(text); marks.push([bytes, now]); }
+    }, signal);
+    return marks;
+}
+// Both requests decode in the same engine steps, so each step sends their
+// two token events within microseconds of each other, whatever token each is
+// at (they need not have started in the same step).  Each SSE event is paired
+// with the nearest ZeroMQ event; pairs further apart than a quarter of a step
+// are from different steps (a step where one of them was not scheduled) and
+// are left out.  Returns the SSE minus ZeroMQ times in microseconds.
+function eventDiffs(zmq, sse, itl) {
+    const z = zmq.map((m) => m[1]);
+    const out = [];
+    for (const [, t] of sse) {
+        let lo = 0, hi = z.length - 1;
+        while (lo < hi) { const mid = (lo + hi) >> 1; if (z[mid] < t) lo = mid + 1; else hi = mid; }
+        const near = [z[lo], z[lo - 1]].filter((x) => x !== undefined).reduce((a, x) => (Math.abs(t - x) < Math.abs(t - a) ? x : a));
+        const d = (t - near) * 1000;
+        if (Math.abs(d) < itl / 4) out.push(d);
+    }
+    return out;
+}
+async function eventRun(srv) {
+    const prompt = 'The quick brown fox jumps over the lazy dog and then';
+    const reps = [];
+    for (let r = 0; r < eventReps; r++) {
+        // 0 ms: the SSE request usually reaches the coordinator first; 50 ms:
+        // the ZeroMQ one (so the emission order within a step cancels out)
+        const lead = r % 2 ? 50 : 0;
+        const z = zmqStream(srv.endpoint, prompt, maxTokens);
+        await sleep(lead);
+        const [zm, sm] = await Promise.all([z, sseStream(srv, prompt, maxTokens)]);
+        const gaps = zm.slice(1).map((m, i) => (m[1] - zm[i][1]) * 1000);
+        const itl = pct(gaps, 50);
+        const d = eventDiffs(zm, sm, itl);
+        reps.push({ lead_ms: lead, paired: d.length, events: sm.length, median_us: pct(d, 50), itl_us: itl, diffs: d });
+    }
+    const all = reps.flatMap((r) => r.diffs);
+    const byLead = (l) => reps.filter((r) => r.lead_ms === l).flatMap((r) => r.diffs);
+    return { reps: reps.map(({ diffs, ...r }) => r), n: all.length, events: reps.reduce((a, r) => a + r.events, 0),
+             p50_us: pct(all, 50), p90_us: pct(all, 90), mean_us: all.reduce((a, x) => a + x, 0) / all.length,
+             p50_lead0_us: pct(byLead(0), 50), p50_lead50_us: pct(byLead(50), 50) };
+}
+
+// ---- main ----
+const out = { model: args.model, threads, max_tokens: maxTokens, rounds, cpus: cpus().length, cpu: cpus()[0].model, load: [], event: null };
+console.log(`http-bench: ${args.model}, -t ${threads}, max_tokens ${maxTokens}, ${banned.length} partial-UTF-8 tokens banned at llama-server, ${rounds} alternating rounds, clients ${clientCounts.join(',')}, ${out.cpus} CPUs (${out.cpu})`);
+const lm = await startLmpipe();
+for (const n of clientCounts) {
+    const ll = await startLlama(n);
+    const servers = [lm, ll];
+    for (const s of servers) await loadRun(s, n, -1, 8); // warm-up: weights paged in, threads up
+    const acc = { lmpipe: { tokens: 0, wall: 0, ttfts: [], tps: [] }, 'llama-server': { tokens: 0, wall: 0, ttfts: [], tps: [] } };
+    for (let r = 0; r < rounds; r++) {
+        for (const s of r % 2 ? [ll, lm] : [lm, ll]) {
+            const x = await loadRun(s, n, r);
+            const a = acc[s.name];
+            a.tokens += x.tokens; a.wall += x.wall; a.ttfts.push(...x.ttfts); a.tps.push(x.tokens / x.wall);
+            console.log(`  N=${n} round ${r + 1} ${s.name.padEnd(12)} ${(x.tokens / x.wall).toFixed(1).padStart(7)} tok/s  TTFT p50 ${pct(x.ttfts, 50).toFixed(0)} ms`);
+        }
+    }
+    await stop(ll.child);
+    const row = { clients: n };
+    for (const [name, a] of Object.entries(acc))
+        row[name] = { tok_s: a.tokens / a.wall, tok_s_rounds: a.tps, ttft_p50_ms: pct(a.ttfts, 50), ttft_p99_ms: pct(a.ttfts, 99) };
+    row.ratio = row.lmpipe.tok_s / row['llama-server'].tok_s;
+    out.load.push(row);
+}
+out.event = await eventRun(lm);
+await stop(lm.child);
+if (args.json) writeFileSync(args.json, JSON.stringify(out, null, 1));
+
+console.log('\n| clients | lmpipe tok/s | llama-server tok/s | ratio | lmpipe TTFT p50 / p99 (ms) | llama-server TTFT p50 / p99 (ms) |');
+console.log('|---:|---:|---:|---:|---:|---:|');
+for (const r of out.load)
+    console.log(`| ${r.clients} | ${r.lmpipe.tok_s.toFixed(1)} | ${r['llama-server'].tok_s.toFixed(1)} | ${r.ratio.toFixed(2)}x | ` +
+                `${r.lmpipe.ttft_p50_ms.toFixed(0)} / ${r.lmpipe.ttft_p99_ms.toFixed(0)} | ${r['llama-server'].ttft_p50_ms.toFixed(0)} / ${r['llama-server'].ttft_p99_ms.toFixed(0)} |`);
+const e = out.event;
+console.log(`\ngateway SSE minus ZeroMQ client, per token event: p50 ${e.p50_us.toFixed(0)} us, p90 ${e.p90_us.toFixed(0)} us, mean ${e.mean_us.toFixed(0)} us ` +
+            `(${e.n} of ${e.events} SSE events paired with a ZeroMQ event of the same step; p50 with the SSE request sent 0 ms after the ZeroMQ client started ${e.p50_lead0_us?.toFixed(0)} us, 50 ms after ${e.p50_lead50_us?.toFixed(0)} us)`);
+process.exit(0);
