@@ -8,6 +8,8 @@ set -eu
 pkgs="build-essential meson ninja-build pkg-config
       libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev
       clang libclang-rt-14-dev python3 libpcre2-dev unicode-data"
+# the web page's test: headless chromium driven from node over DevTools
+pkgs="$pkgs chromium nodejs curl"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
