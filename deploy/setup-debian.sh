@@ -6,7 +6,7 @@
 # lib/vocab/unicode-data.c (see docs/TOKENIZER.md).
 set -eu
 pkgs="build-essential meson ninja-build pkg-config
-      libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev
+      libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev node-llhttp
       clang libclang-rt-14-dev python3 libpcre2-dev unicode-data"
 # the web page's test: headless chromium driven from node over DevTools
 pkgs="$pkgs chromium nodejs curl"

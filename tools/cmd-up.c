@@ -42,14 +42,17 @@ static void on_check(uv_timer_t *t)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmpipe up [--config F] [--model M] [--endpoint EP] [--no-shm]\n"
-               "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n");
+               "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...]\n"
+               "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n"
+               "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md).\n");
 }
 
 int lp_cmd_up(int argc, char **argv)
 {
     lp_pipeline_opts_t o = {0};
     lp_config_t *cfg = NULL;
-    const char *model = NULL, *endpoint = NULL;
+    const char *model = NULL, *endpoint = NULL, *http = NULL;
+    char api_keys[4096] = "", admin_keys[4096] = "";
     bool no_shm = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) {
@@ -61,6 +64,17 @@ int lp_cmd_up(int argc, char **argv)
         } else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
         else if (!strcmp(argv[i], "--no-shm")) no_shm = true;
+        else if (!strcmp(argv[i], "--http") && i + 1 < argc) http = argv[++i];
+        else if ((!strcmp(argv[i], "--api-key") || !strcmp(argv[i], "--admin-key")) && i + 1 < argc) {
+            char *list = argv[i][3] == 'p' ? api_keys : admin_keys;
+            const char *key = argv[++i];
+            if (!key[0] || strpbrk(key, ", ") || strlen(list) + strlen(key) + 2 > sizeof(api_keys)) {
+                lp_config_destroy(&cfg);
+                return lp_cmd_usage_error("up", "%s: a key is a non-empty word without ',' or ' '", argv[i - 1]);
+            }
+            if (list[0]) strcat(list, ",");
+            strcat(list, key);
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -78,6 +92,9 @@ int lp_cmd_up(int argc, char **argv)
     if (model) o.model = model;
     if (endpoint) o.endpoint = endpoint;
     if (no_shm) o.no_shm = true;
+    if (http) o.http_listen = http;
+    if (api_keys[0]) o.http_api_keys = api_keys;
+    if (admin_keys[0]) o.http_admin_keys = admin_keys;
 
     signal(SIGPIPE, SIG_IGN);
     uv_loop_t loop;
@@ -96,6 +113,7 @@ int lp_cmd_up(int argc, char **argv)
         s.status = 1;
     } else {
         printf("lmpipe up: ready on %s\n", lp_pipeline_endpoint(s.p));
+        if (o.http_listen) printf("lmpipe up: HTTP on http://%s\n", o.http_listen);
         fflush(stdout);
         uv_timer_init(&loop, &s.check);
         s.check.data = &s;

@@ -17,14 +17,15 @@
 
 extern char **environ;
 
-enum { P_TOK, P_ENG, P_SAMP, P_COORD, P_COUNT };
+enum { P_TOK, P_ENG, P_SAMP, P_COORD, P_HTTP, P_COUNT };
 static const char *const svc_names[P_COUNT] = {"tokenizer-svc", "engine-svc", "sampler-svc",
-                                               "coordinator"};
+                                               "coordinator", "lmpipe-http"};
 /* Where each binary lies relative to lmpipe in the build tree. */
 static const char *const build_paths[P_COUNT] = {"../tokenizer-svc/tokenizer-svc",
                                                  "../engine-svc/engine-svc",
                                                  "../sampler-svc/sampler-svc",
-                                                 "../coordinator/coordinator"};
+                                                 "../coordinator/coordinator",
+                                                 "../gateway/http/lmpipe-http"};
 
 typedef struct child {
     uv_process_t proc;
@@ -44,12 +45,26 @@ struct lp_pipeline {
     bool failed;
     int failed_idx;
     bool stopping, stopped;
+    lp_pipeline_opts_t opts;  /* for restarting lmpipe-http */
+    char **env;
+    char env_parent[64], env_run_dir[PATH_MAX + 32];
+    uv_timer_t http_timer;
+    bool http_timer_open;
 };
+
+static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **env);
+
+static void on_http_restart(uv_timer_t *t)
+{
+    lp_pipeline_t *p = t->data;
+    if (p->stopping) return;
+    if (spawn(p, &p->opts, P_HTTP, p->env) != 0) LP_ERROR("lmpipe: restarting lmpipe-http: %s", lp_error_msg());
+}
 
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
                              "max_seqs", "max_batch_tokens", "n_ctx", "threads",
-                             "sampler.default"};
+                             "sampler.default", "http.listen", "http.api_key", "http.admin_key"};
 
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
 {
@@ -67,6 +82,9 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
     o->sampler_default = lp_config_get(cfg, "sampler.default", o->sampler_default);
     o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
+    o->http_listen = lp_config_get(cfg, "http.listen", o->http_listen);
+    o->http_api_keys = lp_config_get(cfg, "http.api_key", o->http_api_keys);
+    o->http_admin_keys = lp_config_get(cfg, "http.admin_key", o->http_admin_keys);
     int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
     int64_t v;
     const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads"};
@@ -87,6 +105,16 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int term_signal)
     k->status = status;
     k->term_signal = term_signal;
     lp_pipeline_t *p = k->owner;
+    if ((int)(k - p->kids) == P_HTTP) {
+        /* The gateway is a client: the pipeline goes on, and it comes back. */
+        if (!p->stopping) {
+            LP_ERROR("lmpipe: lmpipe-http exited (status %lld, signal %d); restarting it in 1 s",
+                     (long long)status, term_signal);
+            uv_timer_start(&p->http_timer, on_http_restart, 1000, 0);
+        }
+        uv_close((uv_handle_t *)h, NULL);
+        return;
+    }
     if (!p->stopping && !p->failed) {
         p->failed = true;
         p->failed_idx = (int)(k - p->kids);
@@ -128,16 +156,36 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char bin[PATH_MAX + 64];
     int rc = find_bin(o, i, bin, sizeof(bin));
     if (rc) return rc;
-    char *argv[32];
+    char *argv[32 + 4 * 16];
     int n = 0;
     char b1[16], b2[16], b3[16], b4[16];
     argv[n++] = bin;
-    if (i != P_COORD) {
+    char keys_copy[2][4096];
+    if (i == P_HTTP) {
+        argv[n++] = "--coordinator";
+        argv[n++] = p->ep[P_COORD];
+        argv[n++] = "--listen";
+        argv[n++] = (char *)o->http_listen;
+        const char *lists[2] = {o->http_api_keys, o->http_admin_keys};
+        for (int l = 0; l < 2; l++) {
+            if (!lists[l]) continue;
+            snprintf(keys_copy[l], sizeof(keys_copy[l]), "%s", lists[l]);
+            char *save = NULL;
+            int count = 0;
+            for (char *tok = strtok_r(keys_copy[l], ", ", &save); tok && count < 16;
+                 tok = strtok_r(NULL, ", ", &save), count++) {
+                argv[n++] = l ? "--admin-key" : "--api-key";
+                argv[n++] = tok;
+            }
+        }
+    } else if (i != P_COORD) {
         argv[n++] = "--model";
         argv[n++] = (char *)o->model;
     }
-    argv[n++] = "--endpoint";
-    argv[n++] = p->ep[i];
+    if (i != P_HTTP) {
+        argv[n++] = "--endpoint";
+        argv[n++] = p->ep[i];
+    }
     if (i == P_ENG) {
         if (o->no_shm) argv[n++] = "--no-shm";
         else {
@@ -222,15 +270,19 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
     default_ep(p, P_ENG, o->engine_endpoint);
     default_ep(p, P_SAMP, o->sampler_endpoint);
     default_ep(p, P_COORD, o->endpoint);
+    p->opts = *o;
+    uv_timer_init(loop, &p->http_timer);
+    p->http_timer.data = p;
+    p->http_timer_open = true;
     lp_shm_ring_random_name(p->shm_name, sizeof(p->shm_name));
 
     /* The environment, plus the parent pid for PR_SET_PDEATHSIG. */
     size_t n_env = 0;
     while (environ[n_env]) n_env++;
     char **env = calloc(n_env + 3, sizeof(char *));
-    char parent[64], run_dir[PATH_MAX + 32];
-    snprintf(parent, sizeof(parent), "LMPIPE_PARENT_PID=%d", (int)getpid());
-    snprintf(run_dir, sizeof(run_dir), "LMPIPE_RUN_DIR=%s", p->own_run_dir ? p->run_dir : "");
+    char *parent = p->env_parent, *run_dir = p->env_run_dir;
+    snprintf(parent, sizeof(p->env_parent), "LMPIPE_PARENT_PID=%d", (int)getpid());
+    snprintf(run_dir, sizeof(p->env_run_dir), "LMPIPE_RUN_DIR=%s", p->own_run_dir ? p->run_dir : "");
     size_t k = 0;
     for (size_t i = 0; env && i < n_env; i++)
         if (strncmp(environ[i], "LMPIPE_PARENT_PID=", 18) && strncmp(environ[i], "LMPIPE_RUN_DIR=", 15))
@@ -240,8 +292,9 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
         env[k++] = parent;
         env[k++] = run_dir;
     }
-    for (int i = 0; !rc && i < P_COUNT; i++) rc = spawn(p, o, i, env);
-    free(env);
+    for (int i = 0; !rc && i < P_COUNT; i++)
+        if (i != P_HTTP || o->http_listen) rc = spawn(p, o, i, env);
+    p->env = env; /* kept for restarting lmpipe-http */
     *out = p;
     return rc; /* on failure the caller destroys p, which stops what started */
 }
@@ -310,6 +363,8 @@ int lp_pipeline_stop(lp_pipeline_t *p)
         uv_run(p->loop, UV_RUN_ONCE);
     }
     uv_close((uv_handle_t *)&timer, NULL);
+    if (p->http_timer_open) uv_close((uv_handle_t *)&p->http_timer, NULL);
+    p->http_timer_open = false;
     uv_run(p->loop, UV_RUN_NOWAIT); /* the close callbacks */
     /* What a killed service could not remove. */
     shm_unlink(p->shm_name);
@@ -319,7 +374,7 @@ int lp_pipeline_stop(lp_pipeline_t *p)
     int rc = 0;
     for (int i = 0; i < P_COUNT; i++) {
         const child_t *k = &p->kids[i];
-        if (k->spawned && !rc && (k->status != 0 || k->term_signal != 0))
+        if (i != P_HTTP && k->spawned && !rc && (k->status != 0 || k->term_signal != 0))
             rc = lp_error_set(LP_ERR(ECHILD), "%s ended with status %lld, signal %d", svc_names[i],
                               (long long)k->status, k->term_signal);
     }
@@ -330,6 +385,7 @@ void lp_pipeline_destroy(lp_pipeline_t **self_p)
 {
     if (!self_p || !*self_p) return;
     lp_pipeline_stop(*self_p);
+    free((*self_p)->env);
     free(*self_p);
     *self_p = NULL;
 }

@@ -1,5 +1,7 @@
 /* pipeline.h - start the four services as child processes and supervise
- * them with libuv (lmpipe up, lmpipe run, lmpipe bench).  Stopping sends
+ * them with libuv (lmpipe up, lmpipe run, lmpipe bench), and with
+ * http_listen the HTTP gateway (lmpipe-http), which is restarted when it
+ * exits: the pipeline does not depend on it.  Stopping sends
  * SIGTERM, then SIGKILL after 5 s, and removes what the pipeline leaves:
  * socket files, the run folder, the shared-memory segment. */
 #ifndef LP_TOOLS_PIPELINE_H
@@ -20,6 +22,11 @@ typedef struct lp_pipeline_opts {
     const char *sampler_default;    /* sampler-svc's default strategy (JSON); NULL: llama.cpp's */
     const char *bin_dir;            /* NULL: next to lmpipe (build tree or install) */
     bool no_shm;
+    /* lmpipe-http: started when http_listen ("HOST:PORT") is set; the keys
+     * are "k1,k2" lists.  Strings are borrowed until lp_pipeline_destroy(). */
+    const char *http_listen;
+    const char *http_api_keys;
+    const char *http_admin_keys;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
 } lp_pipeline_opts_t;
 

@@ -1,0 +1,110 @@
+/* main.c - lmpipe-http: the HTTP gateway's flags (docs/HTTP.md). */
+#include "gw.h"
+
+#include "error.h"
+#include "log.h"
+#include "service.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: lmpipe-http --coordinator EP [--listen HOST:PORT] [--api-key KEY]...\n"
+            "                   [--admin-key KEY]... [--model-name NAME] [--max-body BYTES]\n"
+            "                   [--max-connections N] [--header-timeout-ms MS] [--idle-timeout-ms MS]\n"
+            "                   [--metrics-auth]\n"
+            "OpenAI- and llama.cpp-compatible HTTP in front of an lmpipe coordinator.\n"
+            "API keys also come from LMPIPE_API_KEY.  No TLS: terminate it in front.\n");
+}
+
+static int num(const char *flag, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    long long x = strtoll(s, &end, 10);
+    if (!*s || *end || x < lo || x > hi) {
+        fprintf(stderr, "lmpipe-http: %s: '%s' is not an integer in [%lld, %lld]\n", flag, s, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static void on_signal(uv_signal_t *h, int signum) { uv_stop(h->loop); }
+
+int main(int argc, char **argv)
+{
+    lp_log_init("lmpipe-http");
+    lp_gw_opts_t o = {.listen = "127.0.0.1:8080", .max_body = 1u << 20, .max_connections = 256,
+                      .header_timeout_ms = 10000, .idle_timeout_ms = 60000};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has = i + 1 < argc;
+        long long x;
+        if (!strcmp(a, "--coordinator") && has) o.coordinator = argv[++i];
+        else if (!strcmp(a, "--listen") && has) o.listen = argv[++i];
+        else if ((!strcmp(a, "--api-key") || !strcmp(a, "--admin-key")) && has) {
+            bool admin = a[2] == 'a' && a[3] == 'd';
+            int *n = admin ? &o.n_admin_keys : &o.n_api_keys;
+            if (*n >= LP_GW_MAX_KEYS || !argv[i + 1][0]) {
+                fprintf(stderr, "lmpipe-http: %s: at most %d non-empty keys\n", a, LP_GW_MAX_KEYS);
+                return 2;
+            }
+            (admin ? o.admin_keys : o.api_keys)[(*n)++] = argv[++i];
+        } else if (!strcmp(a, "--model-name") && has) o.model_name = argv[++i];
+        else if (!strcmp(a, "--max-body") && has) {
+            if (num(a, argv[++i], 1, 1LL << 30, &x)) return 2;
+            o.max_body = (size_t)x;
+        } else if (!strcmp(a, "--max-connections") && has) {
+            if (num(a, argv[++i], 1, 100000, &x)) return 2;
+            o.max_connections = (int)x;
+        } else if (!strcmp(a, "--header-timeout-ms") && has) {
+            if (num(a, argv[++i], 1, 3600000, &x)) return 2;
+            o.header_timeout_ms = (int)x;
+        } else if (!strcmp(a, "--idle-timeout-ms") && has) {
+            if (num(a, argv[++i], 1, 3600000, &x)) return 2;
+            o.idle_timeout_ms = (int)x;
+        } else if (!strcmp(a, "--metrics-auth")) o.metrics_auth = true;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "lmpipe-http: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.coordinator) {
+        fprintf(stderr, "lmpipe-http: --coordinator EP is required\n");
+        usage(stderr);
+        return 2;
+    }
+    const char *env = getenv("LMPIPE_API_KEY");
+    if (env && env[0] && o.n_api_keys < LP_GW_MAX_KEYS) o.api_keys[o.n_api_keys++] = env;
+
+    signal(SIGPIPE, SIG_IGN);
+    lp_service_watch_parent();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    uv_signal_t sigint, sigterm;
+    uv_signal_init(&loop, &sigint);
+    uv_signal_init(&loop, &sigterm);
+    uv_signal_start(&sigint, on_signal, SIGINT);
+    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    lp_gw_t *gw;
+    if (lp_gw_start(&loop, &o, &gw) != 0) {
+        fprintf(stderr, "lmpipe-http: %s\n", lp_error_msg());
+        return 1;
+    }
+    LP_INFO("lmpipe-http: listening on %s", o.listen);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    lp_gw_stop(gw);
+    uv_close((uv_handle_t *)&sigint, NULL);
+    uv_close((uv_handle_t *)&sigterm, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    lp_gw_destroy(&gw);
+    return 0;
+}

@@ -1,0 +1,173 @@
+/* metrics.c - GET /metrics: the coordinator's StatsReply in the Prometheus
+ * text format (0.0.4), with vLLM's metric names under the lmpipe: prefix,
+ * and the gateway's own HTTP counters. */
+#include "gw.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct metrics_call {
+    lp_gw_call_t base;
+    lp_gw_op_t op;
+    lp_gw_conn_t *conn;
+    lp_gw_t *gw;
+} metrics_call_t;
+
+static void metrics_abort(lp_gw_call_t *base)
+{
+    metrics_call_t *m = (metrics_call_t *)base;
+    lp_gw_link_forget(m->gw, &m->op);
+    free(m);
+}
+
+static void label_value(lp_sb_t *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\') lp_sb_puts(b, "\\\\");
+        else if (*s == '"') lp_sb_puts(b, "\\\"");
+        else if (*s == '\n') lp_sb_puts(b, "\\n");
+        else lp_sb_putn(b, s, 1);
+    }
+}
+
+static void meta(lp_sb_t *b, const char *name, const char *type, const char *help)
+{
+    lp_sb_printf(b, "# HELP lmpipe:%s %s\n# TYPE lmpipe:%s %s\n", name, help, name, type);
+}
+
+static void sample(lp_sb_t *b, const lp_gw_t *gw, const char *name, const char *label, const char *lv,
+                   double x)
+{
+    lp_sb_printf(b, "lmpipe:%s{model_name=\"", name);
+    label_value(b, gw->model);
+    lp_sb_puts(b, "\"");
+    if (label) {
+        lp_sb_printf(b, ",%s=\"", label);
+        label_value(b, lv);
+        lp_sb_puts(b, "\"");
+    }
+    lp_sb_puts(b, "} ");
+    lp_sb_json_num(b, x);
+    lp_sb_puts(b, "\n");
+}
+
+static const double lat_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                    0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80};
+static const double step_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                     0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5};
+
+static void histogram(lp_sb_t *b, const lp_gw_t *gw, const char *name, const char *help,
+                      const Lmpipe__Histogram *h, bool step)
+{
+    meta(b, name, "histogram", help);
+    size_t nb = h ? h->n_bounds : step ? sizeof(step_bounds) / sizeof(double) : sizeof(lat_bounds) / sizeof(double);
+    const double *bounds = h ? h->bounds : step ? step_bounds : lat_bounds;
+    char bucket[128], le[64];
+    snprintf(bucket, sizeof(bucket), "%s_bucket", name);
+    for (size_t i = 0; i < nb; i++) {
+        snprintf(le, sizeof(le), "%.15g", bounds[i]);
+        if (!strchr(le, '.') && !strchr(le, 'e')) strncat(le, ".0", sizeof(le) - strlen(le) - 1);
+        sample(b, gw, bucket, "le", le, h && i < h->n_counts ? (double)h->counts[i] : 0);
+    }
+    sample(b, gw, bucket, "le", "+Inf", h ? (double)h->count : 0);
+    char n[128];
+    snprintf(n, sizeof(n), "%s_sum", name);
+    sample(b, gw, n, NULL, NULL, h ? h->sum : 0);
+    snprintf(n, sizeof(n), "%s_count", name);
+    sample(b, gw, n, NULL, NULL, h ? (double)h->count : 0);
+}
+
+static void kinds(lp_sb_t *b, const lp_gw_t *gw, const char *name, const char *help, const char *label,
+                  Lmpipe__KindCount **k, size_t n, const char *const *always)
+{
+    meta(b, name, "counter", help);
+    /* The known kinds always appear, at 0 until they happen, so that rate()
+     * sees the first one. */
+    for (int i = 0; always[i]; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < n; j++) seen |= !strcmp(k[j]->kind, always[i]);
+        if (!seen) sample(b, gw, name, label, always[i], 0);
+    }
+    for (size_t j = 0; j < n; j++) sample(b, gw, name, label, k[j]->kind, (double)k[j]->n);
+}
+
+static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
+{
+    metrics_call_t *mc = op->arg;
+    lp_gw_conn_t *conn = mc->conn;
+    lp_gw_t *gw = mc->gw;
+    lp_gw_link_forget(gw, &mc->op);
+    lp_gw_conn_set_call(conn, NULL);
+    free(mc);
+    if (m->body_case != LMPIPE__MSG__BODY_STATS_REPLY) {
+        lp_gw_error(conn, 503, "server_error", NULL, NULL, "the coordinator gave no stats: %s",
+                    m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : lp_msg_body_name(m->body_case));
+        return;
+    }
+    const Lmpipe__StatsReply *s = m->stats_reply;
+    lp_sb_t b = {0};
+    meta(&b, "num_requests_running", "gauge", "Requests in the engine's steps.");
+    sample(&b, gw, "num_requests_running", NULL, NULL, (double)s->n_running);
+    meta(&b, "num_requests_waiting", "gauge", "Requests tokenizing or waiting for a sequence slot.");
+    sample(&b, gw, "num_requests_waiting", NULL, NULL, (double)s->n_waiting);
+    meta(&b, "prompt_tokens_total", "counter", "Prompt tokens of the requests admitted.");
+    sample(&b, gw, "prompt_tokens_total", NULL, NULL, (double)s->prompt_tokens);
+    meta(&b, "generation_tokens_total", "counter", "Tokens generated.");
+    sample(&b, gw, "generation_tokens_total", NULL, NULL, (double)s->generation_tokens);
+    histogram(&b, gw, "time_to_first_token_seconds", "From arrival to the first token.", s->ttft_s, false);
+    histogram(&b, gw, "inter_token_latency_seconds", "Between two tokens of a request.", s->itl_s, true);
+    histogram(&b, gw, "e2e_request_latency_seconds", "From arrival to the final event.", s->e2e_s, false);
+    histogram(&b, gw, "request_queue_time_seconds", "From arrival to the request's first step.", s->queue_s,
+              false);
+    histogram(&b, gw, "engine_step_seconds", "Engine compute of one step.", s->engine_step_s, true);
+    histogram(&b, gw, "sampler_step_seconds", "Sampler time for one step's rows.", s->sampler_step_s, true);
+    histogram(&b, gw, "pipeline_overhead_step_seconds", "A step's wall time less engine and sampler time.",
+              s->overhead_step_s, true);
+    meta(&b, "shm_ring_slots", "gauge", "Slots in the engine's shared-memory logits ring (0: rows go inline).");
+    sample(&b, gw, "shm_ring_slots", NULL, NULL, s->ring_slots);
+    meta(&b, "shm_ring_slots_used", "gauge", "Ring slots holding rows of steps in flight.");
+    sample(&b, gw, "shm_ring_slots_used", NULL, NULL, s->ring_used);
+    meta(&b, "sampler_strategy_version", "gauge", "The sampler's strategy version, as last seen.");
+    sample(&b, gw, "sampler_strategy_version", NULL, NULL, (double)s->strategy_version);
+    static const char *const reasons[] = {"stop", "length", "context", "cancelled", "error", NULL};
+    kinds(&b, gw, "request_success_total", "Requests ended, by finish reason.", "finished_reason",
+          s->finish_reasons, s->n_finish_reasons, reasons);
+    static const char *const errs[] = {"bad_request", "tokenizer", "engine", "sampler", "internal", NULL};
+    kinds(&b, gw, "errors_total", "Errors, by kind.", "kind", s->error_kinds, s->n_error_kinds, errs);
+    meta(&b, "http_requests_total", "counter", "HTTP responses of this gateway, by status code.");
+    static const char *const codes[LP_GW_N_CODES] = {"200", "400", "401", "404", "405", "413", "500", "503"};
+    /* This response counts too: it is 200 unless it fails to build. */
+    gw->n_http[0]++;
+    for (int i = 0; i < LP_GW_N_CODES; i++) sample(&b, gw, "http_requests_total", "code", codes[i], (double)gw->n_http[i]);
+    gw->n_http[0]--;
+    meta(&b, "http_connections", "gauge", "Open HTTP connections of this gateway.");
+    sample(&b, gw, "http_connections", NULL, NULL, gw->n_conns);
+    if (b.oom) lp_gw_error(conn, 500, "server_error", NULL, NULL, "out of memory");
+    else lp_gw_respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len, NULL);
+    lp_sb_free(&b);
+}
+
+void lp_gw_metrics(lp_gw_conn_t *conn)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(conn);
+    metrics_call_t *mc = calloc(1, sizeof(*mc));
+    if (!mc) {
+        lp_gw_error(conn, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    mc->base.abort = metrics_abort;
+    mc->conn = conn;
+    mc->gw = gw;
+    mc->op.arg = mc;
+    mc->op.on_msg = metrics_reply;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STATS;
+    m.stats = &sr;
+    if (lp_gw_link_send(gw, &m, &mc->op) != 0) {
+        free(mc);
+        lp_gw_error(conn, 503, "server_error", NULL, NULL, "cannot send to the coordinator");
+        return;
+    }
+    lp_gw_conn_set_call(conn, &mc->base);
+}

@@ -1,0 +1,243 @@
+/* router.c - the gateway's routes: method checks, API keys, JSON bodies,
+ * and the small endpoints (/, /health, /v1/models). */
+#include "gw.h"
+
+#include "error.h"
+
+#include <errno.h>
+#include <llhttp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+void lp_gw_error(lp_gw_conn_t *c, int status, const char *type, const char *param, const char *code,
+                 const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    lp_sb_t b = {0};
+    lp_sb_puts(&b, "{\"error\":{\"message\":");
+    lp_sb_json_str(&b, msg, strlen(msg));
+    lp_sb_puts(&b, ",\"type\":");
+    lp_sb_json_str(&b, type, strlen(type));
+    lp_sb_puts(&b, ",\"param\":");
+    if (param) lp_sb_json_str(&b, param, strlen(param));
+    else lp_sb_puts(&b, "null");
+    lp_sb_puts(&b, ",\"code\":");
+    if (code) lp_sb_json_str(&b, code, strlen(code));
+    else lp_sb_printf(&b, "%d", status);
+    lp_sb_puts(&b, "}}\n");
+    const char *extra = status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL;
+    lp_gw_respond(c, status, "application/json", b.p ? b.p : "", b.len, extra);
+    lp_sb_free(&b);
+}
+
+int lp_gw_status_of(int code, const char *msg)
+{
+    if (code == LP_ERR(EINVAL) || code == LP_ERR(ERANGE) || code == LP_ERR(E2BIG)) return 400;
+    if (code == LP_ERR(EAGAIN) || code == LP_ERR(EPROTO) || code == LP_ERR(ETIMEDOUT) ||
+        code == LP_ERR(EHOSTUNREACH))
+        return 503;
+    return 500;
+}
+
+/* Compare without an early exit, so that timing does not reveal a key's prefix. */
+static bool key_eq(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la; i++) d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return d == 0 && lb;
+}
+
+static const char *bearer(const lp_gw_req_t *r)
+{
+    if (!r->auth || strncasecmp(r->auth, "Bearer ", 7)) return NULL;
+    const char *k = r->auth + 7;
+    while (*k == ' ') k++;
+    return k;
+}
+
+static bool in_keys(const char *k, const char *const *keys, int n)
+{
+    bool ok = false;
+    for (int i = 0; i < n; i++) ok |= key_eq(k, keys[i]);
+    return ok;
+}
+
+/* 0 when the request may go on; else answered with 401. */
+static int check_key(lp_gw_conn_t *c, const lp_gw_req_t *r)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    if (!gw->o.n_api_keys) return 0; /* open, as vLLM without --api-key */
+    const char *k = bearer(r);
+    if (!k) {
+        lp_gw_error(c, 401, "invalid_request_error", NULL, "invalid_api_key",
+                    "missing API key: send it as 'Authorization: Bearer KEY'");
+        return -1;
+    }
+    if (!in_keys(k, gw->o.api_keys, gw->o.n_api_keys) && !in_keys(k, gw->o.admin_keys, gw->o.n_admin_keys)) {
+        lp_gw_error(c, 401, "invalid_request_error", NULL, "invalid_api_key", "incorrect API key");
+        return -1;
+    }
+    return 0;
+}
+
+static int check_admin(lp_gw_conn_t *c, const lp_gw_req_t *r)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    if (!gw->o.n_admin_keys) {
+        lp_gw_error(c, 403, "permission_error", NULL, "admin_disabled",
+                    "changing the sampler needs an admin key: start lmpipe-http with --admin-key");
+        return -1;
+    }
+    const char *k = bearer(r);
+    if (!k || !in_keys(k, gw->o.admin_keys, gw->o.n_admin_keys)) {
+        lp_gw_error(c, 401, "invalid_request_error", NULL, "invalid_api_key",
+                    k ? "this endpoint needs an admin key (--admin-key)"
+                      : "missing admin key: send it as 'Authorization: Bearer KEY'");
+        return -1;
+    }
+    return 0;
+}
+
+static bool ready_or_503(lp_gw_conn_t *c)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    if (gw->ready) return true;
+    lp_gw_error(c, 503, "server_error", NULL, "not_ready", "the pipeline is not ready: %s", gw->reason);
+    return false;
+}
+
+static void health(lp_gw_conn_t *c)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    lp_sb_t b = {0};
+    if (gw->ready) lp_sb_puts(&b, "{\"status\":\"ok\"}\n");
+    else {
+        lp_sb_puts(&b, "{\"status\":\"unavailable\",\"reason\":");
+        lp_sb_json_str(&b, gw->reason, strlen(gw->reason));
+        lp_sb_puts(&b, "}\n");
+    }
+    lp_gw_respond(c, gw->ready ? 200 : 503, "application/json", b.p, b.len, NULL);
+    lp_sb_free(&b);
+}
+
+static void models(lp_gw_conn_t *c)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    lp_sb_t b = {0};
+    lp_sb_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    lp_sb_json_str(&b, gw->model, strlen(gw->model));
+    lp_sb_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"lmpipe\",\"max_model_len\":%u}]}\n",
+                 (long long)time(NULL), gw->n_ctx);
+    lp_gw_respond(c, 200, "application/json", b.p, b.len, NULL);
+    lp_sb_free(&b);
+}
+
+typedef struct route {
+    const char *path;
+    unsigned methods;   /* bit 1<<HTTP_GET, 1<<HTTP_POST */
+    const char *allow;  /* the Allow header's value */
+    int kind;
+} route_t;
+
+enum { R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_COMPL, R_CHAT, R_LLAMA, R_TOKENIZE, R_DETOKENIZE,
+       R_TEMPLATE, R_SAMPLER };
+
+#define GET (1u << HTTP_GET)
+#define POST (1u << HTTP_POST)
+static const route_t routes[] = {
+    {"/", GET, "GET", R_PAGE},
+    {"/health", GET, "GET", R_HEALTH},
+    {"/metrics", GET, "GET", R_METRICS},
+    {"/v1/models", GET, "GET", R_MODELS},
+    {"/models", GET, "GET", R_MODELS},
+    {"/v1/completions", POST, "POST", R_COMPL},
+    {"/v1/chat/completions", POST, "POST", R_CHAT},
+    {"/completion", POST, "POST", R_LLAMA},
+    {"/tokenize", POST, "POST", R_TOKENIZE},
+    {"/detokenize", POST, "POST", R_DETOKENIZE},
+    {"/apply-template", POST, "POST", R_TEMPLATE},
+    {"/sampler", GET | POST, "GET, POST", R_SAMPLER},
+};
+
+void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    const route_t *rt = NULL;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (!strcmp(r->path, routes[i].path)) rt = &routes[i];
+    if (!rt) {
+        lp_gw_error(c, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s", r->path);
+        return;
+    }
+    if (!(rt->methods & (1u << r->method))) {
+        char allow[64];
+        snprintf(allow, sizeof(allow), "Allow: %s\r\n", rt->allow);
+        char msg[1024];
+        lp_sb_t b = {0};
+        snprintf(msg, sizeof(msg), "%s does not take %s; use %s", r->path,
+                 llhttp_method_name((llhttp_method_t)r->method), rt->allow);
+        lp_sb_puts(&b, "{\"error\":{\"message\":");
+        lp_sb_json_str(&b, msg, strlen(msg));
+        lp_sb_puts(&b, ",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"method_not_allowed\"}}\n");
+        lp_gw_respond(c, 405, "application/json", b.p, b.len, allow);
+        lp_sb_free(&b);
+        return;
+    }
+    switch (rt->kind) {
+    case R_PAGE:
+        lp_gw_respond(c, 200, "text/html; charset=utf-8", (const char *)lp_gw_page, lp_gw_page_len, NULL);
+        return;
+    case R_HEALTH:
+        if (gw->o.metrics_auth && check_key(c, r)) return;
+        health(c);
+        return;
+    case R_METRICS:
+        if (gw->o.metrics_auth && check_key(c, r)) return;
+        if (ready_or_503(c)) lp_gw_metrics(c);
+        return;
+    default: break;
+    }
+    if (rt->kind == R_SAMPLER && r->method == HTTP_POST) {
+        if (check_admin(c, r)) return;
+    } else if (check_key(c, r))
+        return;
+    if (!ready_or_503(c)) return;
+    if (rt->kind == R_MODELS) {
+        models(c);
+        return;
+    }
+    if (rt->kind == R_SAMPLER && r->method == HTTP_GET) {
+        lp_gw_proxy(c, r, NULL, "sampler");
+        return;
+    }
+    lp_json_doc_t *doc = NULL;
+    if (lp_json_parse(r->body, r->body_len, &doc) != 0) {
+        lp_gw_error(c, 400, "invalid_request_error", NULL, "invalid_json", "the body is not valid JSON: %s",
+                    lp_error_msg());
+        return;
+    }
+    const lp_json_t *root = lp_json_root(doc);
+    if (root->type != LP_JSON_OBJECT) {
+        lp_gw_error(c, 400, "invalid_request_error", NULL, "invalid_json",
+                    "the body must be a JSON object, got %s", lp_json_type_name(root->type));
+    } else {
+        switch (rt->kind) {
+        case R_COMPL: lp_gw_openai_completions(c, r, root, false); break;
+        case R_CHAT: lp_gw_openai_completions(c, r, root, true); break;
+        case R_LLAMA: lp_gw_llama_completion(c, r, root); break;
+        case R_TOKENIZE: lp_gw_proxy(c, r, root, "tokenize"); break;
+        case R_DETOKENIZE: lp_gw_proxy(c, r, root, "detokenize"); break;
+        case R_TEMPLATE: lp_gw_proxy(c, r, root, "apply-template"); break;
+        case R_SAMPLER: lp_gw_proxy(c, r, root, "sampler"); break;
+        default: break;
+        }
+    }
+    lp_json_doc_destroy(&doc);
+}
