@@ -1,5 +1,6 @@
 /* client-api.c - the coordinator's client API: the hello, Generate (prompt
- * text or ids, llama.cpp /completion parameters) and Cancel. */
+ * text, ids or chat messages; llama.cpp /completion parameters), Cancel, and
+ * the messages passed on to a service (proxy.c). */
 #include "coord-internal.h"
 
 #include "error.h"
@@ -74,14 +75,43 @@ static int set_stops(lp__req_t *r, const Lmpipe__GenerateRequest *g, const lp_js
  * that the sampler never sees one), and prompt, n_predict, stop and
  * ignore_eos taken where the request's own fields leave them unset
  * (llama.cpp /completion bodies). */
+/* The same bound as tokenizer-svc's, so that a conversation it would refuse
+ * is refused here, before anything is queued. */
+#define MAX_CHAT_MESSAGES 4096
+
+static int check_messages(const Lmpipe__GenerateRequest *g)
+{
+    if (!g->n_messages) {
+        if (g->chat_template && g->chat_template[0])
+            return lp_error_set(LP_ERR(EINVAL), "chat_template: only with messages");
+        return 0;
+    }
+    if (g->prompt.len || g->n_prompt_ids)
+        return lp_error_set(LP_ERR(EINVAL), "messages: not together with %s",
+                            g->prompt.len ? "prompt" : "prompt_ids");
+    if (g->n_messages > MAX_CHAT_MESSAGES)
+        return lp_error_set(LP_ERR(EINVAL), "messages: %zu messages (at most %d)", g->n_messages,
+                            MAX_CHAT_MESSAGES);
+    for (size_t i = 0; i < g->n_messages; i++) {
+        const Lmpipe__ChatMessage *m = g->messages[i];
+        if (!m->role || !m->role[0])
+            return lp_error_set(LP_ERR(EINVAL), "messages[%zu].role: empty", i);
+        if (!m->content || !m->content[0])
+            return lp_error_set(LP_ERR(EINVAL), "messages[%zu].content: empty", i);
+    }
+    return 0;
+}
+
 static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, char **prompt_text)
 {
     *prompt_text = NULL;
+    int rc = check_messages(g);
+    if (rc) return rc;
     if (g->n_predict < -1)
         return lp_error_set(LP_ERR(EINVAL), "n_predict: must be >= -1, got %d", g->n_predict);
     if (!g->params_json || !g->params_json[0]) return set_stops(r, g, NULL);
     lp_json_doc_t *doc;
-    int rc = lp_json_parse(g->params_json, strlen(g->params_json), &doc);
+    rc = lp_json_parse(g->params_json, strlen(g->params_json), &doc);
     if (rc) {
         lp_error_prefix("params_json: ");
         return rc;
@@ -114,6 +144,10 @@ static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, char **
         r->ignore_eos = r->ignore_eos || v->u.b;
     }
     if ((rc = set_stops(r, g, lp_json_get(root, "stop"))) != 0) goto out;
+    if (g->n_messages && lp_json_get(root, "prompt")) {
+        rc = lp_error_set(LP_ERR(EINVAL), "messages: not together with params_json's prompt");
+        goto out;
+    }
     if (!g->prompt.len && !g->n_prompt_ids && (v = lp_json_get(root, "prompt"))) {
         if (v->type != LP_JSON_STRING) {
             rc = lp_error_set(LP_ERR(EINVAL), "prompt: only a string prompt is supported in "
@@ -153,31 +187,37 @@ static int take_prompt_ids(lp_coord_t *c, lp__req_t *r, const Lmpipe__GenerateRe
 void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
 {
     if (r->state != R_TOKENIZING) return;
-    if (m->body_case != LMPIPE__MSG__BODY_TOKENIZE_REPLY) {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
-                         m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "tokenizer: bad reply");
+    const int32_t *ids;
+    size_t n_ids;
+    if (m->body_case == LMPIPE__MSG__BODY_TOKENIZE_REPLY) {
+        ids = m->tokenize_reply->ids;
+        n_ids = m->tokenize_reply->n_ids;
+    } else if (m->body_case == LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY) {
+        ids = m->chat_template_reply->ids;
+        n_ids = m->chat_template_reply->n_ids;
+    } else {
+        lp__coord_fail(c, r, E_TOKENIZER,
+                       m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "tokenizer: bad reply");
         return;
     }
-    const Lmpipe__TokenizeReply *t = m->tokenize_reply;
-    if (t->n_ids == 0) {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
-                         "the prompt has no tokens (and the model adds no BOS)");
+    if (n_ids == 0) {
+        lp__coord_fail(c, r, E_BAD_REQUEST, "the prompt has no tokens (and the model adds no BOS)");
         return;
     }
-    if ((int64_t)t->n_ids >= c->n_ctx) {
+    if ((int64_t)n_ids >= c->n_ctx) {
         char msg[160];
-        snprintf(msg, sizeof(msg), "the prompt has %zu tokens; the context holds %d", t->n_ids, c->n_ctx);
-        r->s.n_prompt = (int32_t)(t->n_ids < INT32_MAX ? t->n_ids : INT32_MAX);
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, msg);
+        snprintf(msg, sizeof(msg), "the prompt has %zu tokens; the context holds %d", n_ids, c->n_ctx);
+        r->s.n_prompt = (int32_t)(n_ids < INT32_MAX ? n_ids : INT32_MAX);
+        lp__coord_fail(c, r, E_BAD_REQUEST, msg);
         return;
     }
-    if (!(r->prompt = malloc(t->n_ids * sizeof(int32_t)))) {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "out of memory");
+    if (!(r->prompt = malloc(n_ids * sizeof(int32_t)))) {
+        lp__coord_fail(c, r, E_INTERNAL, "out of memory");
         return;
     }
-    memcpy(r->prompt, t->ids, t->n_ids * sizeof(int32_t));
+    memcpy(r->prompt, ids, n_ids * sizeof(int32_t));
     r->s.prompt = r->prompt;
-    r->s.n_prompt = (int32_t)t->n_ids;
+    r->s.n_prompt = (int32_t)n_ids;
     r->state = R_WAIT_SLOT;
 }
 
@@ -213,7 +253,22 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         lp__req_free(r);
         return rc;
     }
-    if (!g->n_prompt_ids) {
+    if (g->n_messages) {
+        /* The chat template's text, tokenized with special-token parsing
+         * (and BOS where the model adds it), is the prompt. */
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__ChatTemplateRequest ct = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;
+        ct.n_messages = g->n_messages;
+        ct.messages = g->messages;
+        ct.template_ = g->chat_template ? g->chat_template : "";
+        ct.add_assistant = true;
+        ct.tokenize = true;
+        m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE;
+        m.chat_template = &ct;
+        r->state = R_TOKENIZING;
+        if (lp__link_send(&c->tok, OP_TOKENIZE, r->s.key, &m, NULL, 0))
+            lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");
+    } else if (!g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
         if (prompt_text) {
@@ -228,7 +283,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         m.tokenize = &t;
         r->state = R_TOKENIZING;
         if (lp__link_send(&c->tok, OP_TOKENIZE, r->s.key, &m, NULL, 0))
-            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach tokenizer-svc");
+            lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");
     }
     free(prompt_text);
     (void)svc;
@@ -246,17 +301,28 @@ static int on_cancel(lp_coord_t *c, const lp_frame_t *f)
     return 0;
 }
 
-int lp__coord_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
+static int on_client(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
 {
-    lp_coord_t *c = ctx;
     if (f->has_raw) return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
                                         lp_msg_body_name(f->msg->body_case));
     if (!c->ready) return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready");
     switch (f->msg->body_case) {
     case LMPIPE__MSG__BODY_GENERATE: return on_generate(c, svc, f);
     case LMPIPE__MSG__BODY_CANCEL: return on_cancel(c, f);
+    case LMPIPE__MSG__BODY_TOKENIZE:
+    case LMPIPE__MSG__BODY_DETOKENIZE:
+    case LMPIPE__MSG__BODY_CHAT_TEMPLATE:
+    case LMPIPE__MSG__BODY_SAMPLER_CONTROL: return lp__proxy_send(c, f);
     default:
         return lp_error_set(LP_ERR(EPROTO), "the coordinator does not serve '%s' messages",
                             lp_msg_body_name(f->msg->body_case));
     }
+}
+
+int lp__coord_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
+{
+    lp_coord_t *c = ctx;
+    int rc = on_client(c, svc, f);
+    if (rc) c->m.errors[rc == LP_ERR(ENOMEM) ? E_INTERNAL : E_BAD_REQUEST]++;
+    return rc;
 }

@@ -4,6 +4,9 @@
  *   requests.c    the request table and a request's life and final event
  *   links.c       the service links: connect, hello, the FIFO of pending
  *                 operations, send, reply routing
+ *   metrics.c     the request and step metrics of StatsReply
+ *   proxy.c       client messages passed on to a service (tokenizer-svc,
+ *                 every group's sampler-svc) and their replies passed back
  *   scheduler.c   the pure planner of a group's next step (scheduler.h)
  *   steps.c       plans to StepRequests and SampleRequests, and their replies
  *   text.c        token text and stop strings
@@ -25,7 +28,7 @@
 #include "textstream.h"
 #include "zloop.h"
 
-enum lp__opkind { OP_NONE, OP_HELLO, OP_TOKENIZE, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE };
+enum lp__opkind { OP_NONE, OP_HELLO, OP_TOKENIZE, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE, OP_PROXY };
 
 typedef struct lp__op {
     uint64_t id;
@@ -60,6 +63,35 @@ typedef struct lp__tokinfo { /* a sampled token and its text */
     Lmpipe__TokenProb top[32];
 } lp__tokinfo_t;
 
+/* ---- metrics (metrics.c; defined in docs/PIPELINE.md) ---- */
+
+#define LP__HIST_MAX 19 /* bucket bounds of the longest histogram */
+
+typedef struct lp__hist {
+    const double *bounds;      /* upper bounds, seconds */
+    size_t n;
+    uint64_t in[LP__HIST_MAX]; /* observations in (bounds[i-1], bounds[i]] */
+    double sum;
+    uint64_t count;            /* all of them, the +Inf bucket too */
+    uint64_t cum[LP__HIST_MAX]; /* StatsReply's cumulative counts */
+    Lmpipe__Histogram msg;
+} lp__hist_t;
+
+enum lp__hist_id { H_TTFT, H_ITL, H_E2E, H_QUEUE, H_ENGINE, H_SAMPLER, H_OVERHEAD, H_COUNT };
+/* Error kinds, in StatsReply.error_kinds order. */
+enum lp__errkind { E_BAD_REQUEST, E_TOKENIZER, E_ENGINE, E_SAMPLER, E_INTERNAL, E_COUNT };
+/* Finish reasons as counted: EOS and stop strings are both "stop". */
+enum lp__finkind { F_STOP, F_LENGTH, F_CONTEXT, F_CANCELLED, F_ERROR, F_COUNT };
+
+typedef struct lp__metrics {
+    lp__hist_t h[H_COUNT];
+    Lmpipe__Histogram *hp[H_COUNT];
+    uint64_t prompt_tokens, generation_tokens, strategy_version;
+    uint64_t finished[F_COUNT], errors[E_COUNT];
+    Lmpipe__KindCount kc_fin[F_COUNT], kc_err[E_COUNT];
+    Lmpipe__KindCount *kcp_fin[F_COUNT], *kcp_err[E_COUNT];
+} lp__metrics_t;
+
 typedef struct lp__group {
     lp__link_t eng, samp;
     lp__sched_group_t s;
@@ -70,6 +102,8 @@ typedef struct lp__group {
      * clients once the next step is out (max_seqs). */
     struct lp__text { uint64_t req; lp__tokinfo_t ti; const uint8_t *data; size_t len; } *texts;
     size_t n_texts;
+    size_t n_queue_pending;  /* requests running whose first step is still to go out */
+    uint64_t t_sampled;      /* when the group's last SampleReply came */
 } lp__group_t;
 
 enum lp__rstate { R_TOKENIZING, R_WAIT_SLOT, R_OPENING, R_RUNNING, R_DONE };
@@ -96,7 +130,20 @@ typedef struct lp__req {
     char *tail;                /* text released by the final flush */
     size_t tail_len;
     uint64_t t_start, t_first, t_last;
+    uint64_t t_queue;          /* its first step went out; 0 until then */
+    bool queue_pending;        /* running, its first step not yet out */
 } lp__req_t;
+
+/* A client message passed on to one or more services: the reply goes back
+ * to the client once every service has answered (the first Error wins). */
+typedef struct lp__proxy {
+    uint64_t key;              /* OP_PROXY's request key */
+    uint8_t peer[LP_FRAME_MAX_PEER];
+    size_t peer_len;
+    uint64_t client_id;        /* the client's Msg.id, echoed */
+    size_t pending;            /* replies still due */
+    Lmpipe__Msg *reply;        /* the reply to pass back (owned) */
+} lp__proxy_t;
 
 struct lp_coord {
     lp_coord_params_t p;
@@ -113,6 +160,10 @@ struct lp_coord {
     uint8_t *eog;              /* n_vocab flags: end-of-generation tokens */
     int32_t *eog_ids;          /* the same as a list */
     size_t n_eog_ids;
+    lp__proxy_t **proxies;     /* proxied client messages awaiting replies */
+    size_t n_proxies, cap_proxies;
+    uint64_t next_proxy;
+    lp__metrics_t m;
 };
 
 /* requests.c */
@@ -127,6 +178,8 @@ bool lp__req_text_wanted(const lp__req_t *r);
 void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m);
 /* End a request; its final event goes out once the end of its text is back. */
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error);
+/* End it with FINISH_ERROR, counting the error's kind. */
+void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error);
 /* Send the final event and free the request, once it is done and nothing
  * is pending. */
 void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r);
@@ -160,6 +213,23 @@ void lp__coord_pump(lp_coord_t *c);
 void lp__text_send(lp_coord_t *c, lp__group_t *g);
 /* sampler-svc's answer to SamplerClose: the final flush. */
 void lp__text_on_closed(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m);
+
+/* metrics.c */
+void lp__metrics_init(lp__metrics_t *m);
+void lp__metrics_observe(lp__hist_t *h, uint64_t ns);
+/* A request's first step has gone out (queue time). */
+void lp__metrics_queued(lp_coord_t *c, lp__req_t *r, uint64_t now);
+/* A step's SampleReply came back: its engine, sampler and overhead times. */
+void lp__metrics_step(lp_coord_t *c, lp__group_t *g, const lp__sched_step_t *st,
+                      const Lmpipe__SampleReply *rep);
+void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out);
+
+/* proxy.c */
+/* Pass a Tokenize, Detokenize or ChatTemplate request to tokenizer-svc, a
+ * SamplerControl to every group's sampler-svc. */
+int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f);
+void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f);
+void lp__proxy_free_all(lp_coord_t *c);
 
 /* client-api.c */
 int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine);

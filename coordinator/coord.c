@@ -109,7 +109,7 @@ static void on_hello_reply(lp_coord_t *c, lp__link_t *l, lp_frame_t *f)
 
 void lp__coord_on_reply(lp_coord_t *c, lp__link_t *l, const lp__op_t *op, lp_frame_t *f)
 {
-    lp__req_t *r = op->req && op->kind != OP_STEP && op->kind != OP_SAMPLE ? lp__req_find(c, op->req) : NULL;
+    lp__req_t *r = op->req && op->kind != OP_STEP && op->kind != OP_SAMPLE && op->kind != OP_PROXY ? lp__req_find(c, op->req) : NULL;
     switch (op->kind) {
     case OP_NONE: break;
     case OP_HELLO: on_hello_reply(c, l, f); break;
@@ -117,6 +117,7 @@ void lp__coord_on_reply(lp_coord_t *c, lp__link_t *l, const lp__op_t *op, lp_fra
     case OP_STEP: lp__steps_on_stepped(c, l->group, op->req, f); break;
     case OP_SOPEN: if (r) lp__steps_on_opened(c, r, f->msg); break;
     case OP_SCLOSE: lp__text_on_closed(c, r, f->msg); break;
+    case OP_PROXY: lp__proxy_on_reply(c, op->req, f); break;
     case OP_SAMPLE:
         lp__steps_on_sampled(c, l->group, op->req, f->msg);
         lp__coord_pump(c);            /* the next step first ... */
@@ -163,6 +164,7 @@ int lp_coord_new(const lp_coord_params_t *p, lp_coord_t **out)
     lp_coord_t *c = calloc(1, sizeof(*c));
     if (!c) return LP_ERR(ENOMEM);
     c->p = *p;
+    lp__metrics_init(&c->m);
     c->n_groups = 1;
     if (!(c->groups = calloc(c->n_groups, sizeof(lp__group_t)))) {
         free(c);
@@ -178,6 +180,7 @@ void lp_coord_destroy(lp_coord_t **self_p)
     lp_coord_t *c = *self_p;
     for (size_t i = 0; i < c->n_reqs; i++) lp__req_free(c->reqs[i]);
     free(c->reqs);
+    lp__proxy_free_all(c);
     lp__link_free(&c->tok);
     for (size_t i = 0; i < c->n_groups; i++) {
         lp__group_t *g = &c->groups[i];
@@ -196,7 +199,9 @@ void lp_coord_destroy(lp_coord_t **self_p)
 
 static void on_stats(void *ctx, Lmpipe__StatsReply *out)
 {
-    out->n_active = ((lp_coord_t *)ctx)->n_reqs;
+    lp_coord_t *c = ctx;
+    out->n_active = c->n_reqs;
+    lp__metrics_fill(c, out);
 }
 
 const lp_service_ops_t lp_coord_ops = {

@@ -124,9 +124,18 @@ void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
             f.tail.len = r->tail_len + n;
         }
     }
+    uint64_t now = lp_now_ns();
+    static const enum lp__finkind fin[] = {
+        [LMPIPE__FINISH_REASON__FINISH_EOS] = F_STOP,        [LMPIPE__FINISH_REASON__FINISH_STOP] = F_STOP,
+        [LMPIPE__FINISH_REASON__FINISH_LENGTH] = F_LENGTH,   [LMPIPE__FINISH_REASON__FINISH_CONTEXT] = F_CONTEXT,
+        [LMPIPE__FINISH_REASON__FINISH_CANCELLED] = F_CANCELLED, [LMPIPE__FINISH_REASON__FINISH_ERROR] = F_ERROR,
+    };
+    if (r->reason > 0 && (size_t)r->reason < sizeof(fin) / sizeof(fin[0])) c->m.finished[fin[r->reason]]++;
+    lp__metrics_observe(&c->m.h[H_E2E], now - r->t_start);
+    f.queue_ms = (double)((r->t_queue ? r->t_queue : now) - r->t_start) / 1e6;
     f.n_prompt = (uint32_t)r->s.n_prompt;
     f.n_generated = (uint32_t)r->s.n_gen;
-    uint64_t t_first = r->t_first ? r->t_first : lp_now_ns();
+    uint64_t t_first = r->t_first ? r->t_first : now;
     f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
     f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
     if (r->error[0]) f.error = r->error;
@@ -138,6 +147,12 @@ void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
     req_remove(c, r);
 }
 
+void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error)
+{
+    if (r->state != R_DONE) c->m.errors[kind]++;
+    lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, error);
+}
+
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error)
 {
     if (r->state == R_DONE) {
@@ -147,6 +162,10 @@ void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, 
     }
     r->state = R_DONE;
     r->reason = reason;
+    if (r->queue_pending) { /* ended before its first step went out */
+        r->queue_pending = false;
+        r->group->n_queue_pending--;
+    }
     if (error) snprintf(r->error, sizeof(r->error), "%s", error);
     lp__sched_release(&r->group->s, &r->s);
     if (r->session_open) {

@@ -61,6 +61,8 @@ typedef struct lp__sched_step {
     uint32_t ring_base;     /* early: its rows are in slots ring_base.. (cyclic) */
     bool step_wait;         /* a StepReply is due */
     bool sample_wait;       /* a SampleReply is due */
+    uint64_t t_sent;        /* when the step went out (metrics) */
+    uint64_t engine_ns;     /* its StepReply's compute_ns, when it had one */
 } lp__sched_step_t;
 
 /* An engine group's capacity and what it has in flight. */

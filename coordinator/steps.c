@@ -26,6 +26,7 @@ void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
         if (slot < 0) return;
         r->s.slot = slot;
         r->s.n_past = 0;
+        c->m.prompt_tokens += (uint64_t)r->s.n_prompt;
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
         so.session = r->s.key;
@@ -43,7 +44,7 @@ void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
         r->session_open = true;
         if (lp__link_send(&g->samp, OP_SOPEN, r->s.key, &m, NULL, 0)) {
             r->session_open = false;
-            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, "cannot reach sampler-svc");
+            lp__coord_fail(c, r, E_SAMPLER, "cannot reach sampler-svc");
         }
     }
 }
@@ -53,19 +54,21 @@ void lp__steps_on_opened(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     if (r->state != R_OPENING) return;
     if (m->body_case != LMPIPE__MSG__BODY_SAMPLER_OPEN) {
         r->session_open = false;
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR,
-                         m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply");
+        lp__coord_fail(c, r, E_SAMPLER,
+                       m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply");
         return;
     }
     r->state = R_RUNNING;
     r->s.running = true;
+    r->queue_pending = true;
+    r->group->n_queue_pending++;
 }
 
-static void fail_entries(lp_coord_t *c, lp__sched_step_t *st, const char *err)
+static void fail_entries(lp_coord_t *c, lp__sched_step_t *st, enum lp__errkind kind, const char *err)
 {
     for (size_t i = 0; i < st->n_entries; i++) {
         lp__req_t *r = lp__req_find(c, st->entries[i].req);
-        if (r) lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+        if (r) lp__coord_fail(c, r, kind, err);
     }
 }
 
@@ -122,11 +125,18 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
     m.body_case = LMPIPE__MSG__BODY_STEP;
     m.step = &sr;
     if (lp__link_send(&g->eng, st->early ? OP_NONE : OP_STEP, st->no, &m, NULL, 0) != 0) {
-        fail_entries(c, st, "cannot reach engine-svc");
+        fail_entries(c, st, E_ENGINE, "cannot reach engine-svc");
         st->no = 0;
         return false;
     }
     st->step_wait = !st->early;
+    st->t_sent = lp_now_ns();
+    st->engine_ns = 0;
+    /* Queue time ends with a request's first step out. */
+    for (size_t i = 0; g->n_queue_pending && i < n_seqs; i++) {
+        lp__req_t *r = lp__req_find(c, st->entries[i].req);
+        if (r && r->queue_pending) lp__metrics_queued(c, r, st->t_sent);
+    }
     if (st->early) {
         Lmpipe__SampleRequest sq = LMPIPE__SAMPLE_REQUEST__INIT;
         sq.n_items = n_rows;
@@ -138,7 +148,7 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
         sm.sample = &sq;
         if (lp__link_send(&g->samp, OP_SAMPLE, st->no, &sm, NULL, 0) != 0) {
             /* The quiet step's rows will not be read: end the requests. */
-            fail_entries(c, st, "cannot reach sampler-svc");
+            fail_entries(c, st, E_SAMPLER, "cannot reach sampler-svc");
             st->no = 0;
             return false;
         }
@@ -166,11 +176,13 @@ void lp__steps_on_stepped(lp_coord_t *c, lp__group_t *g, uint64_t no, const lp_f
     const Lmpipe__Msg *m = f->msg;
     st->step_wait = false;
     if (m->body_case != LMPIPE__MSG__BODY_STEP_REPLY) {
-        fail_entries(c, st, m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "engine: bad reply");
+        fail_entries(c, st, E_ENGINE,
+                     m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "engine: bad reply");
         lp__sched_retire(st);
         return;
     }
     const Lmpipe__StepReply *sr = m->step_reply;
+    st->engine_ns = sr->compute_ns;
     size_t n_rows = st->n_rows;
     size_t raw_len;
     const void *raw = lp_frame_raw(f, &raw_len);
@@ -179,7 +191,7 @@ void lp__steps_on_stepped(lp_coord_t *c, lp__group_t *g, uint64_t no, const lp_f
     if (!rows_ok) {
         LP_ERROR("coordinator: engine returned the wrong rows (%zu refs, %zu raw bytes; %zu rows)",
                  sr->n_rows, raw_len, n_rows);
-        fail_entries(c, st, "engine: wrong logit rows");
+        fail_entries(c, st, E_ENGINE, "engine: wrong logit rows");
         lp__sched_retire(st);
         return;
     }
@@ -211,7 +223,7 @@ void lp__steps_on_stepped(lp_coord_t *c, lp__group_t *g, uint64_t no, const lp_f
                       g->s.ring ? 0 : raw_len) == 0)
         st->sample_wait = true;
     else
-        fail_entries(c, st, "cannot reach sampler-svc");
+        fail_entries(c, st, E_SAMPLER, "cannot reach sampler-svc");
     lp__sched_retire(st);
 }
 
@@ -222,18 +234,25 @@ static void on_token(lp_coord_t *c, lp__req_t *r, const Lmpipe__SampleResult *re
 {
     lp__sched_token(&r->s, res->token);
     if (res->error && res->error[0]) {
-        lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, res->error);
+        lp__coord_fail(c, r, E_SAMPLER, res->error);
         return;
     }
     int32_t t = res->token;
     uint64_t now = lp_now_ns();
-    if (!r->t_first) r->t_first = now;
+    if (!r->t_first) {
+        r->t_first = now;
+        lp__metrics_observe(&c->m.h[H_TTFT], now - r->t_start);
+    } else {
+        lp__metrics_observe(&c->m.h[H_ITL], now - r->t_last);
+    }
     r->t_last = now;
+    if (res->strategy_version > c->m.strategy_version) c->m.strategy_version = res->strategy_version;
     if (t >= 0 && t < c->n_vocab && c->eog[t] && !r->ignore_eos) {
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_EOS, NULL);
         return;
     }
     r->s.n_gen++;
+    c->m.generation_tokens++;
     lp__group_t *g = r->group;
     /* The sampler's decoder gave the text with the token: it goes to the
      * client once the next step is out (lp__text_send). */
@@ -267,6 +286,7 @@ void lp__steps_on_sampled(lp_coord_t *c, lp__group_t *g, uint64_t no, const Lmpi
     st->sample_wait = false;
     size_t row = 0;
     bool ok = m->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY;
+    if (ok && st->n_rows) lp__metrics_step(c, g, st, m->sample_reply);
     const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply";
     for (size_t i = 0; i < st->n_entries; i++) {
         if (!st->entries[i].n_logits) continue;
@@ -274,7 +294,7 @@ void lp__steps_on_sampled(lp_coord_t *c, lp__group_t *g, uint64_t no, const Lmpi
         size_t k = row++;
         if (!r || r->state != R_RUNNING) continue;
         if (!ok || k >= m->sample_reply->n_results)
-            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, err);
+            lp__coord_fail(c, r, E_SAMPLER, err);
         else
             on_token(c, r, m->sample_reply->results[k], &st->entries[i]);
     }

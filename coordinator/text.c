@@ -83,6 +83,7 @@ void lp__text_on_closed(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
             text_tail(r, m->sampler_close->flushed.data, m->sampler_close->flushed.len);
         } else {
             r->reason = LMPIPE__FINISH_REASON__FINISH_ERROR;
+            c->m.errors[E_SAMPLER]++;
             snprintf(r->error, sizeof(r->error), "sampler: %s",
                      m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "bad reply");
         }

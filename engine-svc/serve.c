@@ -347,7 +347,7 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
                 uint64_t seq = s->refs[row].seq;
                 if ((rc || dropped[i]) && sr->n_rows) lp_shm_ring_fail(s->ring, slot, seq);
                 else if (rc) lp_shm_ring_abandon(s->ring, slot, seq);
-                else lp_shm_ring_publish(s->ring, slot, seq);
+                else lp_shm_ring_publish_timed(s->ring, slot, seq, t1 - t0);
             }
         }
     }

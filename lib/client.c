@@ -171,6 +171,7 @@ int lp_generation_add(lp_generation_t *out, const Lmpipe__Msg *m)
         append(&out->text, &out->text_len, f->tail.data, f->tail.len);
         out->reason = f->reason;
         out->prompt_ms = f->prompt_ms;
+        out->queue_ms = f->queue_ms;
         out->generate_ms = f->generate_ms;
         out->n_prompt = f->n_prompt;
         out->n_generated = f->n_generated;

@@ -38,7 +38,7 @@ typedef struct lp_generation {
     size_t text_len;
     Lmpipe__FinishReason reason;
     char error[512];    /* the Error or FinalEvent.error */
-    double prompt_ms, generate_ms;
+    double prompt_ms, generate_ms, queue_ms;
     uint32_t n_prompt, n_generated; /* FinalEvent's counts */
     uint32_t n_ctx;     /* the coordinator's context size, from its hello (0: unknown) */
 } lp_generation_t;

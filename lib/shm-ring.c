@@ -326,6 +326,14 @@ static int end_write(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint32_t sta
 
 int lp_shm_ring_publish(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)
 {
+    return lp_shm_ring_publish_timed(r, slot, seq, 0);
+}
+
+int lp_shm_ring_publish_timed(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint64_t compute_ns)
+{
+    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_WRITING);
+    if (rc) return rc;
+    r->slots[slot].compute_ns = compute_ns; /* ordered before READY by its release store */
     return end_write(r, slot, seq, LP_SHM_SLOT_READY);
 }
 
@@ -368,6 +376,14 @@ int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const 
     if (rc) return rc;
     *row = row_at(r, slot);
     return 0;
+}
+
+int lp_shm_ring_compute_ns(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint64_t *ns)
+{
+    *ns = 0;
+    int rc = check_ref(r, slot, seq, LP_SHM_SLOT_READY);
+    if (!rc) *ns = r->slots[slot].compute_ns;
+    return rc;
 }
 
 int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq)

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define LP_SHM_RING_MAGIC 0x314752524d48534cULL /* "LSHMRRG1" */
-#define LP_SHM_RING_VERSION 2u
+#define LP_SHM_RING_VERSION 3u
 #define LP_SHM_RING_MAX_SLOTS 4096u
 #define LP_SHM_RING_DATA_ALIGN 4096u
 
@@ -63,7 +63,9 @@ typedef struct lp_shm_slot_header {
     _Atomic uint64_t seq;   /* sequence number of the current contents */
     _Atomic int32_t token;  /* SAMPLED: the token chosen from the row */
     uint32_t pad;
-    uint64_t reserved[5];
+    uint64_t compute_ns;    /* READY: the engine's compute time of the step
+                             * that wrote the row (the same for all its rows) */
+    uint64_t reserved[4];
 } lp_shm_slot_header_t;
 
 _Static_assert(sizeof(lp_shm_ring_header_t) == 64, "ring header is 64 bytes");
@@ -72,6 +74,7 @@ _Static_assert(sizeof(_Atomic uint32_t) == 4 && sizeof(_Atomic uint64_t) == 8,
                "atomics have their plain size");
 _Static_assert(offsetof(lp_shm_slot_header_t, seq) == 8, "slot seq at offset 8");
 _Static_assert(offsetof(lp_shm_slot_header_t, token) == 16, "slot token at offset 16");
+_Static_assert(offsetof(lp_shm_slot_header_t, compute_ns) == 24, "slot compute_ns at offset 24");
 _Static_assert(offsetof(lp_shm_ring_header_t, slot_stride) == 24, "stride at offset 24");
 
 typedef struct lp_shm_ring lp_shm_ring_t;
@@ -109,6 +112,9 @@ int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
 int lp_shm_ring_fail(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
 /* Writer: make an acquired slot readable. */
 int lp_shm_ring_publish(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
+/* The same, with the compute time of the step that wrote the row, for the
+ * reader's step metrics (lp_shm_ring_compute_ns). */
+int lp_shm_ring_publish_timed(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint64_t compute_ns);
 /* Writer: give back an acquired slot that was never published. */
 int lp_shm_ring_abandon(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
 
@@ -120,6 +126,9 @@ int lp_shm_ring_read(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, const 
  * read it; LP_ERR(EIO) when the writer failed it; LP_ERR(EPIPE) when the
  * writer's process has exited; LP_ERR(ETIMEDOUT). */
 int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms);
+/* Reader: the compute_ns a published slot holding `seq` was stamped with
+ * (0: none); same checks as read. */
+int lp_shm_ring_compute_ns(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, uint64_t *ns);
 /* Reader: hand the slot back to the writer (same checks as read; a failed
  * slot is freed too), waking a writer that waits for its token. */
 int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "sampler.h"
 #include "shm-ring.h"
+#include "sysinfo.h"
 #include "tokenizer.h"
 #include "vocab-facts.h"
 #include "vocab-text.h"
@@ -236,10 +237,13 @@ static int do_close(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *re
 
 /* ---- sampling -------------------------------------------------------------- */
 
+/* `t_ready` (the first item's only): when its row was there, and the
+ * engine's compute time stamped in its slot: the step metrics (SampleReply
+ * sample_ns, engine_ns). */
 static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool wait,
                        const void *raw, size_t n_raw_rows, Lmpipe__SampleResult *res, lp_sampler_result_t *r,
                        Lmpipe__TokenProb *tp, Lmpipe__TokenProb **tpp, char **piece, char *err,
-                       size_t errcap)
+                       size_t errcap, uint64_t *t_ready, uint64_t *engine_ns)
 {
     res->token = -1;
     const float *row = NULL;
@@ -262,6 +266,10 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         if (wrc || lp_shm_ring_read(s->ring, it->ref->slot, it->ref->seq, &row) != 0) {
             snprintf(err, errcap, "%s", lp_error_msg());
             goto out;
+        }
+        if (t_ready) {
+            *t_ready = lp_now_ns();
+            lp_shm_ring_compute_ns(s->ring, it->ref->slot, it->ref->seq, engine_ns);
         }
     } else {
         if (!raw || it->row >= n_raw_rows) {
@@ -371,15 +379,21 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
         rc = LP_ERR(ENOMEM);
         goto out;
     }
+    /* The sampler's time starts once the first row is there (the rows of
+     * one step are published together), so that the wait is not in it. */
+    uint64_t t0 = lp_now_ns(), engine_ns = 0;
     for (size_t i = 0; i < n; i++) {
         lmpipe__sample_result__init(&res[i]);
         resp[i] = &res[i];
         sample_one(s, sr->items[i], sr->wait, raw, n_raw_rows, &res[i], &r[i], tp + i * LP_SAMPLER_MAX_N_PROBS,
-                   tpp + i * LP_SAMPLER_MAX_N_PROBS, &pieces[i], errs[i], sizeof(errs[i]));
+                   tpp + i * LP_SAMPLER_MAX_N_PROBS, &pieces[i], errs[i], sizeof(errs[i]),
+                   i == 0 && sr->wait ? &t0 : NULL, &engine_ns);
     }
     Lmpipe__SampleReply rep = LMPIPE__SAMPLE_REPLY__INIT;
     rep.n_results = n;
     rep.results = resp;
+    rep.sample_ns = lp_now_ns() - t0;
+    rep.engine_ns = engine_ns;
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_SAMPLE_REPLY;
     m.sample_reply = &rep;

@@ -28,7 +28,16 @@
  *       a bad sampling parameter gets an Error naming it before any
  *       tokenization (tokenizer-svc's message count does not move); a
  *       prompt longer than the context: prompt_ids get an Error at once, a
- *       text prompt a FinalEvent FINISH_ERROR naming both counts */
+ *       text prompt a FinalEvent FINISH_ERROR naming both counts
+ *   pipeline_test api MODEL [--no-shm]
+ *       the client API the HTTP gateway uses: a chat Generate runs
+ *       tokenizer-svc's ChatTemplateReply ids as its prompt; Tokenize,
+ *       Detokenize, ChatTemplate and SamplerControl sent to the coordinator
+ *       get the service's own reply (or Error) with the client's id, also
+ *       after a client that went away; a SamplerControl through it changes
+ *       the strategy version of the next tokens; bad chat requests get an
+ *       Error naming the field; StatsReply's request metrics agree with the
+ *       FinalEvents of the requests that ran */
 #include "client.h"
 #include "error.h"
 #include "fileio.h"
@@ -840,6 +849,411 @@ static void test_edge(const char *model)
     finish(&loop, &c, &p);
 }
 
+/* ---- the client API of the HTTP gateway ------------------------------------ */
+
+/* Send `m` as `id` on `sock` (hello said) and wait up to 10 s for the reply
+ * with that id; the caller clears *f.  0 when one came. */
+static int ask(void *sock, Lmpipe__Msg *m, uint64_t id, lp_frame_t *f)
+{
+    m->id = id;
+    memset(f, 0, sizeof(*f));
+    if (lp_frame_send(sock, NULL, 0, m, NULL, 0)) return -1;
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, 10000) == 1) {
+        if (lp_frame_recv(sock, false, f)) continue;
+        if (f->msg->id == id) return 0;
+        lp_frame_clear(f);
+    }
+    return -1;
+}
+
+/* A DEALER to `ep` that has said hello as a client. */
+static void *hello_sock(void *ctx, const char *ep)
+{
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_connect(s, ep);
+    Lmpipe__Hello h;
+    lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_HELLO;
+    m.hello = &h;
+    lp_frame_t f;
+    int rc = ask(s, &m, 1, &f);
+    CHECK(rc == 0 && f.msg->body_case == LMPIPE__MSG__BODY_HELLO, "hello to %s", ep);
+    lp_frame_clear(&f);
+    return s;
+}
+
+static Lmpipe__Msg chat_msg(Lmpipe__ChatTemplateRequest *ct, Lmpipe__ChatMessage **msgs, size_t n)
+{
+    lmpipe__chat_template_request__init(ct);
+    ct->messages = msgs;
+    ct->n_messages = n;
+    ct->template_ = "chatml";
+    ct->add_assistant = true;
+    ct->tokenize = true;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE;
+    m.chat_template = ct;
+    return m;
+}
+
+/* Two replies are the same message: same body and the same bytes once
+ * their ids are equal. */
+static bool same_reply(Lmpipe__Msg *a, Lmpipe__Msg *b)
+{
+    uint64_t ia = a->id, ib = b->id;
+    a->id = b->id = 0;
+    size_t na = lmpipe__msg__get_packed_size(a), nb = lmpipe__msg__get_packed_size(b);
+    uint8_t *pa = malloc(na + 1), *pb = malloc(nb + 1);
+    bool same = pa && pb && na == nb && lmpipe__msg__pack(a, pa) == na &&
+                lmpipe__msg__pack(b, pb) == nb && !memcmp(pa, pb, na);
+    free(pa);
+    free(pb);
+    a->id = ia;
+    b->id = ib;
+    return same;
+}
+
+/* Ask the coordinator (`cs`) and tokenizer-svc (`ts`) the same thing: the
+ * coordinator's reply must carry our id and equal the service's. */
+static void proxied_equal(void *cs, void *ts, Lmpipe__Msg *m, uint64_t id, int want_body,
+                          const char *what)
+{
+    lp_frame_t a, b;
+    int ra = ask(cs, m, id, &a), rb = ask(ts, m, id + 1, &b);
+    CHECK(ra == 0 && rb == 0, "%s: no reply", what);
+    if (!ra && !rb) {
+        CHECK(a.msg->id == id);
+        CHECK((int)a.msg->body_case == want_body, "%s: body %d", what, a.msg->body_case);
+        CHECK(same_reply(a.msg, b.msg), "%s: the coordinator's reply is not tokenizer-svc's", what);
+        printf("api: %s through the coordinator: %s, as tokenizer-svc's\n", what,
+               lp_msg_body_name(a.msg->body_case));
+    }
+    lp_frame_clear(&a);
+    lp_frame_clear(&b);
+}
+
+/* The coordinator's StatsReply (the frame stays the caller's to clear). */
+static const Lmpipe__StatsReply *coord_stats(void *cs, uint64_t id, lp_frame_t *f)
+{
+    Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STATS;
+    m.stats = &sr;
+    if (ask(cs, &m, id, f) || f->msg->body_case != LMPIPE__MSG__BODY_STATS_REPLY) {
+        CHECK(0, "no StatsReply from the coordinator");
+        return NULL;
+    }
+    return f->msg->stats_reply;
+}
+
+static uint64_t kind_n(Lmpipe__KindCount **k, size_t n, const char *kind)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k[i]->kind, kind)) return k[i]->n;
+    CHECK(0, "kind '%s' missing", kind);
+    return 0;
+}
+
+/* A histogram's shape: the bounds the gateway's plan fixes, cumulative
+ * counts, and its count at least the last bucket's. */
+static void check_hist(const Lmpipe__Histogram *h, const char *name, size_t n_bounds, double first,
+                       double last)
+{
+    CHECK(h && h->n_bounds == n_bounds && h->n_counts == n_bounds, "%s: %zu bounds", name,
+          h ? h->n_bounds : 0);
+    if (!h || h->n_bounds != n_bounds || h->n_counts != n_bounds) return;
+    CHECK(h->bounds[0] == first && h->bounds[n_bounds - 1] == last, "%s: bounds %g..%g", name,
+          h->bounds[0], h->bounds[n_bounds - 1]);
+    for (size_t i = 1; i < n_bounds; i++) CHECK(h->counts[i] >= h->counts[i - 1], "%s: not cumulative", name);
+    CHECK(h->count >= h->counts[n_bounds - 1], "%s: count %llu", name, (unsigned long long)h->count);
+}
+
+/* Request metrics: counters and histograms move by exactly what a batch
+ * of requests did, per their FinalEvents. */
+static void api_stats(void *cs, lp_client_t *c, bool no_shm, uint64_t bad_before)
+{
+    lp_frame_t f0, f1, fm;
+    const Lmpipe__StatsReply *a = coord_stats(cs, 200, &f0);
+    if (!a) return;
+    /* The six bad chat requests were refused at the edge. */
+    CHECK(kind_n(a->error_kinds, a->n_error_kinds, "bad_request") == bad_before + 6,
+          "bad_request: %llu, %llu before", (unsigned long long)kind_n(a->error_kinds, a->n_error_kinds, "bad_request"),
+          (unsigned long long)bad_before);
+    CHECK(a->strategy_version == 2, "strategy_version %llu", (unsigned long long)a->strategy_version);
+    enum { N = 6 };
+    Lmpipe__GenerateRequest gs[N], *gp[N];
+    static const char *const prompts6[N] = {"Once", "Lily", "The sun", "A big dog", "Tim", "One day"};
+    for (int i = 0; i < N; i++) {
+        lmpipe__generate_request__init(&gs[i]);
+        gs[i].prompt = (ProtobufCBinaryData){strlen(prompts6[i]), (uint8_t *)prompts6[i]};
+        gs[i].n_predict = 10 + 3 * i;
+        gs[i].ignore_eos = true;
+        gp[i] = &gs[i];
+    }
+    lp_generation_t out[N];
+    for (int i = 0; i < N; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        CHECK_RC(lp_client_send_generate(c, 210 + (uint64_t)i, gp[i]), 0);
+    }
+    /* While they run (the StatsRequest follows the Generates on the same
+     * connection, so it is handled after them): they are running or
+     * waiting, and the ring holds at most its slots. */
+    Lmpipe__StatsRequest sreq = LMPIPE__STATS_REQUEST__INIT;
+    Lmpipe__Msg sm = LMPIPE__MSG__INIT;
+    sm.id = 201;
+    sm.body_case = LMPIPE__MSG__BODY_STATS;
+    sm.stats = &sreq;
+    CHECK_RC(lp_frame_send(lp_client_socket(c), NULL, 0, &sm, NULL, 0), 0);
+    size_t done = 0;
+    bool got_mid = false;
+    while (done < N || !got_mid) {
+        if (lp_client_recv(c, 60000, &fm)) {
+            lp_frame_clear(&fm);
+            CHECK(0, "stats batch: %s", lp_error_msg());
+            break;
+        }
+        uint64_t id = fm.msg->id;
+        if (id >= 210 && id < 210 + N) done += (size_t)lp_generation_add(&out[id - 210], fm.msg);
+        if (id == 201 && fm.msg->body_case == LMPIPE__MSG__BODY_STATS_REPLY) {
+            const Lmpipe__StatsReply *mid = fm.msg->stats_reply;
+            got_mid = true;
+            CHECK(mid->n_running + mid->n_waiting > 0 && mid->n_running + mid->n_waiting <= N,
+                  "while running: %llu running, %llu waiting", (unsigned long long)mid->n_running,
+                  (unsigned long long)mid->n_waiting);
+            CHECK(mid->ring_used <= mid->ring_slots, "ring %u of %u", mid->ring_used, mid->ring_slots);
+            CHECK(no_shm ? mid->ring_slots == 0 : mid->ring_slots > 0, "ring_slots %u", mid->ring_slots);
+        }
+        lp_frame_clear(&fm);
+    }
+    uint64_t sum_prompt = 0, sum_gen = 0, sum_itl = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK(out[i].reason == LMPIPE__FINISH_REASON__FINISH_LENGTH, "request %d: reason %d", i, out[i].reason);
+        CHECK(out[i].queue_ms > 0 && out[i].queue_ms <= out[i].prompt_ms, "request %d: queue_ms %g, prompt_ms %g",
+              i, out[i].queue_ms, out[i].prompt_ms);
+        sum_prompt += out[i].n_prompt;
+        sum_gen += out[i].n_generated;
+        sum_itl += out[i].n_generated - 1; /* ignore_eos: every token counts */
+    }
+    const Lmpipe__StatsReply *b = coord_stats(cs, 202, &f1);
+    if (b) {
+        CHECK(b->n_running == 0 && b->n_waiting == 0, "after: %llu running, %llu waiting",
+              (unsigned long long)b->n_running, (unsigned long long)b->n_waiting);
+        CHECK(b->ring_used == 0, "after: ring_used %u", b->ring_used);
+        CHECK(b->prompt_tokens - a->prompt_tokens == sum_prompt, "prompt tokens +%llu, FinalEvents %llu",
+              (unsigned long long)(b->prompt_tokens - a->prompt_tokens), (unsigned long long)sum_prompt);
+        CHECK(b->generation_tokens - a->generation_tokens == sum_gen, "generation tokens +%llu, FinalEvents %llu",
+              (unsigned long long)(b->generation_tokens - a->generation_tokens), (unsigned long long)sum_gen);
+        CHECK(b->ttft_s->count - a->ttft_s->count == N, "ttft count +%llu",
+              (unsigned long long)(b->ttft_s->count - a->ttft_s->count));
+        CHECK(b->e2e_s->count - a->e2e_s->count == N, "e2e count +%llu",
+              (unsigned long long)(b->e2e_s->count - a->e2e_s->count));
+        CHECK(b->queue_s->count - a->queue_s->count == N, "queue count +%llu",
+              (unsigned long long)(b->queue_s->count - a->queue_s->count));
+        CHECK(b->itl_s->count - a->itl_s->count == sum_itl, "itl count +%llu, want %llu",
+              (unsigned long long)(b->itl_s->count - a->itl_s->count), (unsigned long long)sum_itl);
+        uint64_t steps = b->engine_step_s->count - a->engine_step_s->count;
+        CHECK(steps >= (uint64_t)(10 + 3 * (N - 1)) && steps <= sum_gen + N, "engine steps +%llu",
+              (unsigned long long)steps);
+        CHECK(b->sampler_step_s->count - a->sampler_step_s->count == steps &&
+              b->overhead_step_s->count - a->overhead_step_s->count == steps, "step histograms disagree");
+        CHECK(b->engine_step_s->sum > a->engine_step_s->sum && b->sampler_step_s->sum > a->sampler_step_s->sum,
+              "engine or sampler time did not grow");
+        CHECK(kind_n(b->finish_reasons, b->n_finish_reasons, "length") -
+                  kind_n(a->finish_reasons, a->n_finish_reasons, "length") == N, "finish 'length'");
+        CHECK(kind_n(b->error_kinds, b->n_error_kinds, "bad_request") ==
+                  kind_n(a->error_kinds, a->n_error_kinds, "bad_request"), "bad_request moved");
+        check_hist(b->ttft_s, "ttft_s", 19, 0.001, 80);
+        check_hist(b->e2e_s, "e2e_s", 19, 0.001, 80);
+        check_hist(b->queue_s, "queue_s", 19, 0.001, 80);
+        check_hist(b->itl_s, "itl_s", 15, 0.0001, 2.5);
+        check_hist(b->engine_step_s, "engine_step_s", 15, 0.0001, 2.5);
+        check_hist(b->sampler_step_s, "sampler_step_s", 15, 0.0001, 2.5);
+        check_hist(b->overhead_step_s, "overhead_step_s", 15, 0.0001, 2.5);
+        printf("api: stats: +%llu prompt, +%llu generated tokens, %llu steps (engine %.3f ms, sampler %.3f ms, "
+               "overhead %.3f ms), ring %u slots\n",
+               (unsigned long long)sum_prompt, (unsigned long long)sum_gen, (unsigned long long)steps,
+               1e3 * (b->engine_step_s->sum - a->engine_step_s->sum) / (double)steps,
+               1e3 * (b->sampler_step_s->sum - a->sampler_step_s->sum) / (double)steps,
+               1e3 * (b->overhead_step_s->sum - a->overhead_step_s->sum) / (double)steps, b->ring_slots);
+    }
+    for (int i = 0; i < N; i++) lp_generation_clear(&out[i]);
+    lp_frame_clear(&f0);
+    lp_frame_clear(&f1);
+}
+
+static void test_api(const char *model, bool no_shm)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *c = NULL;
+    lp_pipeline_t *p = start(&loop, model, no_shm, &c);
+    if (!p) return;
+    char tok_ep[1100];
+    const char *ep = lp_pipeline_endpoint(p) + 6; /* ipc://DIR/coordinator.sock */
+    snprintf(tok_ep, sizeof(tok_ep), "ipc://%.*s/tokenizer.sock", (int)(strrchr(ep, '/') - ep), ep);
+    void *zctx = zmq_ctx_new();
+    void *cs = hello_sock(zctx, lp_pipeline_endpoint(p)), *ts = hello_sock(zctx, tok_ep);
+
+    /* The proxied tokenizer-svc messages, and an Error it gives. */
+    Lmpipe__ChatMessage m0 = LMPIPE__CHAT_MESSAGE__INIT, m1 = LMPIPE__CHAT_MESSAGE__INIT;
+    m0.role = "system";
+    m0.content = "You tell short stories.";
+    m1.role = "user";
+    m1.content = "Once upon a time there was a dog.";
+    Lmpipe__ChatMessage *msgs[2] = {&m0, &m1};
+    Lmpipe__ChatTemplateRequest ct;
+    Lmpipe__Msg m = chat_msg(&ct, msgs, 2);
+    proxied_equal(cs, ts, &m, 100, LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY, "ChatTemplateRequest");
+    ct.template_ = "no-such-template";
+    proxied_equal(cs, ts, &m, 102, LMPIPE__MSG__BODY_ERROR, "ChatTemplateRequest (unknown template)");
+    Lmpipe__TokenizeRequest tr = LMPIPE__TOKENIZE_REQUEST__INIT;
+    tr.text.data = (uint8_t *)"Lily saw a big dog.";
+    tr.text.len = strlen((char *)tr.text.data);
+    tr.add_special = true;
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_TOKENIZE;
+    m.tokenize = &tr;
+    proxied_equal(cs, ts, &m, 104, LMPIPE__MSG__BODY_TOKENIZE_REPLY, "TokenizeRequest");
+    int32_t dids[4] = {1, 200, 300, 400};
+    Lmpipe__DetokenizeRequest dr = LMPIPE__DETOKENIZE_REQUEST__INIT;
+    dr.ids = dids;
+    dr.n_ids = 4;
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
+    m.detokenize = &dr;
+    proxied_equal(cs, ts, &m, 106, LMPIPE__MSG__BODY_DETOKENIZE_REPLY, "DetokenizeRequest");
+
+    /* A client that goes before its reply comes breaks nothing. */
+    void *gone = hello_sock(zctx, lp_pipeline_endpoint(p));
+    m = chat_msg(&ct, msgs, 2);
+    m.id = 7;
+    lp_frame_send(gone, NULL, 0, &m, NULL, 0);
+    zmq_close(gone);
+    proxied_equal(cs, ts, &m, 108, LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY, "ChatTemplateRequest after a client left");
+
+    /* A chat Generate: the prompt is the ChatTemplateReply's ids, so its
+     * greedy tokens are those of the same ids sent as prompt_ids. */
+    lp_frame_t tf;
+    int32_t chat_ids[256];
+    size_t n_chat = 0;
+    m = chat_msg(&ct, msgs, 2);
+    if (ask(ts, &m, 110, &tf) == 0 && tf.msg->body_case == LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY) {
+        n_chat = tf.msg->chat_template_reply->n_ids < 256 ? tf.msg->chat_template_reply->n_ids : 256;
+        memcpy(chat_ids, tf.msg->chat_template_reply->ids, n_chat * sizeof(int32_t));
+    }
+    lp_frame_clear(&tf);
+    CHECK(n_chat > 10, "chat template ids: %zu", n_chat);
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.messages = msgs;
+    g.n_messages = 2;
+    g.chat_template = "chatml";
+    g.params_json = "{\"temperature\": 0}";
+    g.n_predict = 12;
+    lp_generation_t chat_gen, ids_gen;
+    CHECK_RC(lp_client_generate(c, 120, &g, 30000, NULL, NULL, &chat_gen), 0);
+    g = (Lmpipe__GenerateRequest)LMPIPE__GENERATE_REQUEST__INIT;
+    g.prompt_ids = chat_ids;
+    g.n_prompt_ids = n_chat;
+    g.params_json = "{\"temperature\": 0}";
+    g.n_predict = 12;
+    CHECK_RC(lp_client_generate(c, 121, &g, 30000, NULL, NULL, &ids_gen), 0);
+    CHECK(chat_gen.reason == LMPIPE__FINISH_REASON__FINISH_LENGTH && chat_gen.n_ids == 12,
+          "chat: reason %d, %zu tokens, '%s'", chat_gen.reason, chat_gen.n_ids, chat_gen.error);
+    CHECK(chat_gen.n_prompt == n_chat, "chat: %u prompt tokens, the template gave %zu",
+          chat_gen.n_prompt, n_chat);
+    CHECK(chat_gen.n_ids == ids_gen.n_ids &&
+          !memcmp(chat_gen.ids, ids_gen.ids, chat_gen.n_ids * sizeof(int32_t)),
+          "chat: its tokens are not those of the template's ids");
+    printf("api: chat Generate: %u prompt ids (the template's), '%s'\n", chat_gen.n_prompt, chat_gen.text);
+    lp_generation_clear(&chat_gen);
+    lp_generation_clear(&ids_gen);
+
+    /* Bad chat requests: an Error naming the field, at once. */
+    lp_frame_t bf;
+    const Lmpipe__StatsReply *bs = coord_stats(cs, 129, &bf);
+    uint64_t bad_before = bs ? kind_n(bs->error_kinds, bs->n_error_kinds, "bad_request") : 0;
+    lp_frame_clear(&bf);
+    Lmpipe__ChatMessage e_role = LMPIPE__CHAT_MESSAGE__INIT, e_content = LMPIPE__CHAT_MESSAGE__INIT;
+    e_role.role = "";
+    e_role.content = "hi";
+    e_content.role = "user";
+    e_content.content = "";
+    Lmpipe__ChatMessage *bad_role[2] = {&m1, &e_role}, *bad_content[1] = {&e_content};
+    int32_t one_id = 1;
+    static const char *const bad_field[] = {"messages", "messages", "messages", "messages[1].role",
+                                            "messages[0].content", "chat_template"};
+    for (int i = 0; i < 6; i++) {
+        g = (Lmpipe__GenerateRequest)LMPIPE__GENERATE_REQUEST__INIT;
+        g.messages = msgs;
+        g.n_messages = 2;
+        g.n_predict = 4;
+        if (i == 0) g.prompt = (ProtobufCBinaryData){4, (uint8_t *)"Once"};
+        if (i == 1) {
+            g.prompt_ids = &one_id;
+            g.n_prompt_ids = 1;
+        }
+        if (i == 2) g.params_json = "{\"prompt\": \"Once\"}";
+        if (i == 3) g.messages = bad_role;
+        if (i == 4) {
+            g.messages = bad_content;
+            g.n_messages = 1;
+        }
+        if (i == 5) {
+            g.n_messages = 0;
+            g.prompt = (ProtobufCBinaryData){4, (uint8_t *)"Once"};
+            g.chat_template = "chatml";
+        }
+        char err[512];
+        int body = first_reply(c, 130 + (uint64_t)i, &g, err, sizeof(err));
+        CHECK(body == LMPIPE__MSG__BODY_ERROR && strstr(err, bad_field[i]),
+              "bad chat %d: reply %d '%s' (want an Error naming %s)", i, body, err, bad_field[i]);
+        printf("api: bad chat request %d -> Error '%s'\n", i, err);
+    }
+
+    /* SamplerControl through the coordinator: the sampler's reply comes
+     * back, and the next tokens carry the new strategy version. */
+    Lmpipe__SamplerControl sc = LMPIPE__SAMPLER_CONTROL__INIT;
+    sc.json = "{\"op\":\"set\",\"params\":{\"top_k\":1}}";
+    m = (Lmpipe__Msg)LMPIPE__MSG__INIT;
+    m.body_case = LMPIPE__MSG__BODY_SAMPLER_CONTROL;
+    m.sampler_control = &sc;
+    lp_frame_t sf;
+    uint64_t version = 0;
+    CHECK(ask(cs, &m, 140, &sf) == 0 && sf.msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY &&
+          sf.msg->sampler_control_reply->ok, "SamplerControl set: no good reply");
+    if (sf.msg && sf.msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY)
+        version = sf.msg->sampler_control_reply->version;
+    lp_frame_clear(&sf);
+    CHECK(version == 2, "SamplerControl set: version %llu", (unsigned long long)version);
+    sc.json = "{\"op\":\"bogus\"}";
+    CHECK(ask(cs, &m, 141, &sf) == 0 && sf.msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY &&
+          !sf.msg->sampler_control_reply->ok && sf.msg->sampler_control_reply->version == 2,
+          "SamplerControl bogus: not refused");
+    lp_frame_clear(&sf);
+    g = (Lmpipe__GenerateRequest)LMPIPE__GENERATE_REQUEST__INIT;
+    g.prompt = (ProtobufCBinaryData){4, (uint8_t *)"Once"};
+    g.n_predict = 5;
+    CHECK_RC(lp_client_generate(c, 142, &g, 30000, NULL, NULL, &ids_gen), 0);
+    CHECK(ids_gen.n_ids == 5);
+    for (size_t i = 0; i < ids_gen.n_ids; i++)
+        CHECK(ids_gen.versions[i] == version, "token %zu: strategy version %llu", i,
+              (unsigned long long)ids_gen.versions[i]);
+    printf("api: SamplerControl through the coordinator: version %llu on the next tokens\n",
+           (unsigned long long)version);
+    lp_generation_clear(&ids_gen);
+
+    api_stats(cs, c, no_shm, bad_before);
+
+    zmq_close(cs);
+    zmq_close(ts);
+    zmq_ctx_term(zctx);
+    finish(&loop, &c, &p);
+}
+
 /* ---- fuzz -------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -1010,6 +1424,7 @@ int main(int argc, char **argv)
     else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
     else if (argc == 4 && !strcmp(argv[1], "context")) test_context(argv[2], argv[3], no_shm);
     else if (argc == 3 && !strcmp(argv[1], "edge")) test_edge(argv[2]);
+    else if (argc == 3 && !strcmp(argv[1], "api")) test_api(argv[2], no_shm);
     else if (argc == 5 && !strcmp(argv[1], "fuzz")) test_fuzz(argv[2], argv[3], atoi(argv[4]));
     else {
         fprintf(stderr, "usage: pipeline_test goldens MODELS GOLDENS | concurrent MODEL | robust MODEL GOLDEN [--no-shm]\n");

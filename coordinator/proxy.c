@@ -1,0 +1,94 @@
+/* proxy.c - client messages the coordinator passes on unchanged: Tokenize,
+ * Detokenize and ChatTemplate requests to tokenizer-svc, SamplerControl to
+ * the sampler of every group.  The service's reply (or Error) goes back with
+ * the client's Msg.id; with several services it goes once all have
+ * answered, the first Error if any.  A client that has gone by then is
+ * simply not answered. */
+#include "coord-internal.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Proxied messages outstanding at once; more are refused (the services
+ * answer in order, so this bounds the coordinator's memory, not theirs). */
+#define MAX_PROXIES 4096
+
+static void proxy_free(lp__proxy_t *p)
+{
+    if (p->reply) lmpipe__msg__free_unpacked(p->reply, NULL);
+    free(p);
+}
+
+static void proxy_remove(lp_coord_t *c, size_t i)
+{
+    proxy_free(c->proxies[i]);
+    memmove(&c->proxies[i], &c->proxies[i + 1], (c->n_proxies - i - 1) * sizeof(*c->proxies));
+    c->n_proxies--;
+}
+
+void lp__proxy_free_all(lp_coord_t *c)
+{
+    for (size_t i = 0; i < c->n_proxies; i++) proxy_free(c->proxies[i]);
+    free(c->proxies);
+    c->proxies = NULL;
+    c->n_proxies = c->cap_proxies = 0;
+}
+
+int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f)
+{
+    const char *what = lp_msg_body_name(f->msg->body_case);
+    if (c->n_proxies >= MAX_PROXIES)
+        return lp_error_set(LP_ERR(EBUSY), "%s: %zu proxied requests are pending", what, c->n_proxies);
+    if (c->n_proxies == c->cap_proxies) {
+        size_t cap = c->cap_proxies ? 2 * c->cap_proxies : 16;
+        lp__proxy_t **n = realloc(c->proxies, cap * sizeof(*n));
+        if (!n) return lp_error_set(LP_ERR(ENOMEM), "%s: out of memory", what);
+        c->proxies = n;
+        c->cap_proxies = cap;
+    }
+    lp__proxy_t *p = calloc(1, sizeof(*p));
+    if (!p) return lp_error_set(LP_ERR(ENOMEM), "%s: out of memory", what);
+    p->key = ++c->next_proxy;
+    memcpy(p->peer, f->peer, f->peer_len);
+    p->peer_len = f->peer_len;
+    p->client_id = f->msg->id;
+    /* The message goes out as the client sent it; only its id is the link's. */
+    Lmpipe__Msg m = *f->msg;
+    bool to_samplers = f->msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL;
+    size_t n_links = to_samplers ? c->n_groups : 1;
+    for (size_t i = 0; i < n_links; i++) {
+        lp__link_t *l = to_samplers ? &c->groups[i].samp : &c->tok;
+        if (lp__link_send(l, OP_PROXY, p->key, &m, NULL, 0) != 0) {
+            /* Replies already due for earlier links find no proxy and are
+             * dropped; the client gets this Error instead. */
+            proxy_free(p);
+            return lp_error_set(LP_ERR(EHOSTUNREACH), "%s: cannot reach %s", what, l->name);
+        }
+        p->pending++;
+    }
+    c->proxies[c->n_proxies++] = p;
+    return 0;
+}
+
+void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f)
+{
+    size_t i = 0;
+    while (i < c->n_proxies && c->proxies[i]->key != key) i++;
+    if (i == c->n_proxies) return;
+    lp__proxy_t *p = c->proxies[i];
+    bool is_error = f->msg->body_case == LMPIPE__MSG__BODY_ERROR;
+    if (!p->reply || (is_error && p->reply->body_case != LMPIPE__MSG__BODY_ERROR)) {
+        if (p->reply) lmpipe__msg__free_unpacked(p->reply, NULL);
+        p->reply = f->msg; /* keep it */
+        f->msg = NULL;
+    }
+    if (--p->pending > 0) return;
+    p->reply->id = p->client_id;
+    int rc = lp_service_send(c->svc, p->peer, p->peer_len, p->reply, NULL, 0);
+    if (rc) LP_DEBUG("coordinator: proxied reply %llu not delivered: %s",
+                     (unsigned long long)p->client_id, lp_error_msg());
+    proxy_remove(c, i);
+}
