@@ -140,6 +140,7 @@ const REPLY = `(() => {
   window.__obs.disconnect();
   return { text: last.querySelector(".text").textContent, toks: toks.map((t) => t.textContent),
            versions: toks.map((t) => t.dataset.v === undefined ? null : Number(t.dataset.v)),
+           badges: toks.flatMap((t, i) => t.classList.contains("vstart") ? [i] : []),
            finish: last.dataset.finish, tokens: Number(last.dataset.tokens),
            meta: last.querySelector(".meta").textContent, error: last.classList.contains("error"),
            counts: window.__rec.counts, clickedAt: window.__rec.clickedAt };
@@ -232,6 +233,8 @@ try {
   else if (vs.slice(0, firstNew).some((v) => v !== v0))
     fail(`between v${v0} and v${v1} tokens: ${[...new Set(vs.slice(0, firstNew))]}`);
   else ok(`swap mid-reply: tokens 1-${firstNew} show v${v0}, tokens ${firstNew + 1}-${vs.length} show v${v1} (clicked at token ${r2.clickedAt})`);
+  if (JSON.stringify(r2.badges) !== JSON.stringify([0, firstNew]))
+    fail(`version badges at tokens ${r2.badges}, not at 0 and ${firstNew}`);
   const legend = await page(`[...document.querySelectorAll("#legend li")].map((li) => li.textContent)`);
   const want = [`v${v0}: ${r1.toks.length + firstNew} tokens`, `v${v1}: ${vs.length - firstNew} tokens`];
   if (JSON.stringify(legend) !== JSON.stringify(want))
@@ -262,8 +265,7 @@ try {
   else if (JSON.stringify(JSON.parse(good.postData)) !== JSON.stringify({ op: "set", params: { temperature: 0.5, top_k: 20 } }))
     fail("POST /sampler body: " + good.postData);
 
-  // ---- the screenshot, with version tags on ----
-  await click("tag");
+  // ---- the screenshot ----
   await page(`document.getElementById("log").scrollTop = 0`);
   const { cssContentSize: size } = await cdp("Page.getLayoutMetrics");
   const shot = await cdp("Page.captureScreenshot", {

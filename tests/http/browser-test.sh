@@ -1,6 +1,7 @@
 #!/bin/bash
 # The web page at / in Debian's headless chromium: `lmpipe up --http` with
-# stories260K and an API and admin key, then browser-driver.mjs holds a
+# stories260K (a copy with tokenizer.chat_template "chatml": it has none, and
+# chat needs one) and an API and admin key, then browser-driver.mjs holds a
 # streamed two-turn chat on the page and swaps the sampler strategy from the
 # page's panel in the middle of the second reply (see the driver for the
 # checks).  The screenshot is kept as BUILD_DIR/meson-logs/http-page.png.
@@ -10,12 +11,11 @@ lmpipe=$1
 shared=$2
 build=$3
 here=$(cd "$(dirname "$0")" && pwd)
-model=$shared/models/stories260K.gguf
 api_key=page-test-key
 admin_key=page-test-admin
 shot=$build/meson-logs/http-page.png
 
-# CI installs both through deploy/setup-debian.sh: missing is a failure
+# CI installs them through deploy/setup-debian.sh: missing is a failure
 for tool in chromium node curl python3; do
     command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (deploy/setup-debian.sh)"; exit 1; }
 done
@@ -23,9 +23,12 @@ work=$(mktemp -d /tmp/lmpipe-page-test.XXXXXX)
 up=
 trap '[ -n "$up" ] && kill -TERM $up 2>/dev/null && wait $up; rm -rf "$work"' EXIT
 
+model=$work/stories260K-chatml.gguf
+python3 "$here/gguf-add-chat-template.py" "$shared/models/stories260K.gguf" "$model" chatml || {
+    echo "FAIL: could not add a chat template to stories260K"; exit 1; }
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-LMPIPE_API_KEY=$api_key "$lmpipe" up --model "$model" --http 127.0.0.1:$port \
-    --http-admin-key "$admin_key" >"$work/out" 2>"$work/err" &
+"$lmpipe" up --model "$model" --http 127.0.0.1:$port --api-key "$api_key" \
+    --admin-key "$admin_key" >"$work/out" 2>"$work/err" &
 up=$!
 ready=
 for _ in $(seq 1 300); do
