@@ -5,11 +5,12 @@
 # streamed two-turn chat on the page and swaps the sampler strategy from the
 # page's panel in the middle of the second reply (see the driver for the
 # checks).  The screenshot is kept as BUILD_DIR/meson-logs/http-page.png.
-# usage: browser-test.sh LMPIPE SHARED_DIR BUILD_DIR
+# usage: browser-test.sh LMPIPE SHARED_DIR BUILD_DIR PACE_PLUGIN
 set -u
 lmpipe=$1
 shared=$2
 build=$3
+pace=$4
 here=$(cd "$(dirname "$0")" && pwd)
 api_key=page-test-key
 admin_key=page-test-admin
@@ -44,7 +45,7 @@ done
 mkdir -p "$(dirname "$shot")"
 rm -f "$shot"
 node "$here/browser-driver.mjs" http://127.0.0.1:$port/ \
-    "$api_key" "$admin_key" "$shot"
+    "$api_key" "$admin_key" "$shot" "$pace"
 rc=$?
 [ $rc -eq 0 ] && [ ! -s "$shot" ] && { echo "FAIL: no screenshot at $shot"; rc=1; }
 [ $rc -eq 0 ] && echo "ok: the page streams, keeps the conversation and shows the swap"
