@@ -133,6 +133,8 @@ lp_gw_t *lp_gw_conn_gw(lp_gw_conn_t *c);
 void lp_gw_respond(lp_gw_conn_t *c, int status, const char *ctype, const char *body, size_t len,
                    const char *extra);
 void lp_gw_count(lp_gw_t *gw, int status);
+/* Serve a connection on an open stream socket (the fuzz target's socketpair). */
+int lp__gw_conn_adopt(lp_gw_t *gw, int fd);
 
 /* ---- routes (router.c) ---- */
 void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r);

@@ -366,22 +366,23 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     if (n > 0) feed(c, buf->base, (size_t)n);
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* A new connection: accepted from `server`, or (server NULL) on the open
+ * socket `fd` (lp__gw_conn_adopt). */
+static int conn_new(lp_gw_t *gw, uv_stream_t *server, uv_os_sock_t fd)
 {
-    lp_gw_t *gw = server->data;
-    if (status < 0) return;
     lp_gw_conn_t *c = calloc(1, sizeof(*c));
-    if (!c) return;
+    if (!c) return LP_ERR(ENOMEM);
     c->gw = gw;
     uv_tcp_init(gw->loop, &c->tcp);
     uv_timer_init(gw->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
     c->n_handles = 2;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+    int e = server ? uv_accept(server, (uv_stream_t *)&c->tcp) : uv_tcp_open(&c->tcp, fd);
+    if (e < 0) {
         c->closing = true;
         uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_handle_closed);
-        return;
+        return lp_error_set(LP_ERR(-e), "accept: %s", uv_strerror(e));
     }
     uv_tcp_nodelay(&c->tcp, 1);
     gw->n_conns++;
@@ -393,11 +394,19 @@ static void on_connection(uv_stream_t *server, int status)
         c->busy = true;
         lp_gw_error(c, 503, "server_error", NULL, "too_many_connections",
                     "too many connections (--max-connections %d)", gw->o.max_connections);
-        return;
+        return 0;
     }
     arm(c, gw->o.header_timeout_ms);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    return 0;
 }
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    if (status >= 0) conn_new(server->data, server, -1);
+}
+
+int lp__gw_conn_adopt(lp_gw_t *gw, int fd) { return conn_new(gw, NULL, fd); }
 
 static int parse_listen(const char *s, char *host, size_t cap, int *port)
 {
