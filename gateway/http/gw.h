@@ -103,6 +103,10 @@ struct lp_gw {
     uint32_t vocab_n;
     lp_gw_op_t vocab_op;
     bool vocab_failed;
+    /* liveness: a StatsRequest every 2 s; no answer in 5 s fails every
+     * outstanding request, so that none waits forever on a dead coordinator */
+    lp_gw_op_t ping_op;
+    uint64_t ping_sent_ms, last_rx_ms;
 };
 
 int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out);

@@ -76,7 +76,7 @@ static void conn_close(lp_gw_conn_t *c)
 static void on_timeout(uv_timer_t *t)
 {
     lp_gw_conn_t *c = t->data;
-    LP_DEBUG("lmpipe-http: closing a connection: timed out");
+    LP_DEBUG("closing a connection: timed out");
     conn_close(c);
 }
 
@@ -108,6 +108,11 @@ static void on_written(uv_write_t *w, int status)
 void lp_gw_conn_write(lp_gw_conn_t *c, const void *data, size_t len)
 {
     if (c->closing || len == 0) return;
+    /* A client that does not read its stream is dropped, not buffered for. */
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > (64u << 20)) {
+        conn_close(c);
+        return;
+    }
     wreq_t *r = malloc(sizeof(*r) + len);
     if (!r) {
         conn_close(c);
