@@ -84,6 +84,7 @@ struct lp_gw {
     uv_loop_t *loop;
     lp_gw_opts_t o;
     uv_tcp_t server;
+    lp_gw_conn_t *conns;  /* open connections */
     int n_conns;
     uint64_t n_http[LP_GW_N_CODES];  /* responses by status, see lp_gw_code_slot */
     /* the coordinator link */

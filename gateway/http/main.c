@@ -104,7 +104,8 @@ int main(int argc, char **argv)
     lp_gw_stop(gw);
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
-    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_run(&loop, UV_RUN_DEFAULT); /* the close callbacks */
+    uv_loop_close(&loop);
     lp_gw_destroy(&gw);
     return 0;
 }

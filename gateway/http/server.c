@@ -29,6 +29,7 @@ struct lp_gw_conn {
     lp_gw_call_t *call;
     lp_sb_t pending;    /* bytes read while busy */
     int n_handles;      /* open handles; freed when 0 */
+    lp_gw_conn_t *prev, *next; /* gw->conns, while open */
 };
 
 static llhttp_settings_t settings;
@@ -64,6 +65,9 @@ static void conn_close(lp_gw_conn_t *c)
     if (c->closing) return;
     c->closing = true;
     if (c->counted) c->gw->n_conns--;
+    if (c->prev) c->prev->next = c->next;
+    else if (c->gw->conns == c) c->gw->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
     if (c->call) {
         lp_gw_call_t *call = c->call;
         c->call = NULL;
@@ -390,6 +394,9 @@ static int conn_new(lp_gw_t *gw, uv_stream_t *server, uv_os_sock_t fd)
         return lp_error_set(LP_ERR(-e), "accept: %s", uv_strerror(e));
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    c->next = gw->conns;
+    if (c->next) c->next->prev = c;
+    gw->conns = c;
     gw->n_conns++;
     c->counted = true;
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
@@ -481,6 +488,7 @@ int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out)
 void lp_gw_stop(lp_gw_t *gw)
 {
     uv_close((uv_handle_t *)&gw->server, NULL);
+    while (gw->conns) conn_close(gw->conns);
     lp_gw_link_stop(gw);
 }
 
