@@ -323,6 +323,7 @@ int lp__coord_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
 {
     lp_coord_t *c = ctx;
     int rc = on_client(c, svc, f);
-    if (rc) c->m.errors[rc == LP_ERR(ENOMEM) ? E_INTERNAL : E_BAD_REQUEST]++;
+    /* "Not ready yet" is no error of the client's: it retries. */
+    if (rc && rc != LP_ERR(EAGAIN)) c->m.errors[rc == LP_ERR(ENOMEM) ? E_INTERNAL : E_BAD_REQUEST]++;
     return rc;
 }

@@ -57,6 +57,21 @@ static void test_basic(void)
     CHECK_RC(lp_shm_ring_release(r, s[1], q[1]), LP_ERR(ESTALE));
     CHECK_RC(lp_shm_ring_read(r, s[3], q[3], &p), 0);
 
+    /* The step's compute time travels with a published row, and only to
+     * a reference that names it. */
+    uint64_t ns;
+    CHECK_RC(lp_shm_ring_compute_ns(r, s[3], q[3], &ns), 0);
+    CHECK(ns == 0, "plain publish: compute_ns %llu", (unsigned long long)ns);
+    CHECK_RC(lp_shm_ring_release(r, s[3], q[3]), 0);
+    CHECK_RC(lp_shm_ring_acquire(w, &s[3], &q[3], &row[3]), 0);
+    CHECK_RC(lp_shm_ring_compute_ns(r, s[3], q[3], &ns), LP_ERR(ESTALE)); /* not published */
+    CHECK_RC(lp_shm_ring_publish_timed(w, s[3], q[3], 123456789), 0);
+    CHECK_RC(lp_shm_ring_compute_ns(r, s[3], q[3], &ns), 0);
+    CHECK(ns == 123456789, "compute_ns %llu", (unsigned long long)ns);
+    CHECK_RC(lp_shm_ring_compute_ns(r, s[3], q[3] + 1, &ns), LP_ERR(ESTALE));
+    CHECK(ns == 0);
+    CHECK_RC(lp_shm_ring_publish_timed(w, s[3], q[3], 1), LP_ERR(ESTALE)); /* published already */
+
     /* Only the creator writes. */
     uint32_t ss;
     uint64_t qq;
