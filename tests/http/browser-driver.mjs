@@ -200,7 +200,17 @@ try {
   const v0 = Number((await text("sv-version")).slice(1));
   ok(`model ${await page(`document.getElementById("model").value`)}, strategy v${v0}, health: ${await text("health")}`);
 
+  // ---- a refused chat: stories260K has no chat template ----
+  await fill("max_tokens", "8");
+  const r0 = await turn("Hello", 1, 0);
+  if (!r0.error || !/HTTP 400/.test(r0.meta) || !/chat_template/.test(r0.meta))
+    fail("a chat without a template: the page shows " + JSON.stringify(r0.meta) + ", not the 400 naming chat_template");
+  else ok("the page shows the gateway's refusal: " + r0.meta);
+  await click("clear");
+
   // ---- turn 1: greedy ----
+  // name a chat template in the page's free JSON field
+  await fill("extra", '{"chat_template": "chatml"}');
   await fill("temperature", "0");
   await fill("max_tokens", "48");
   const r1 = await turn("Once upon a time", 1, 0);
@@ -218,7 +228,7 @@ try {
 
   // ---- turn 2: long, with a swap from the panel after the 3rd token ----
   await fill("adminkey", adminKey);
-  await fill("extra", '{"ignore_eos": true}');
+  await fill("extra", '{"chat_template": "chatml", "ignore_eos": true}');
   await fill("max_tokens", "300");
   await fill("sv-json", '{"temperature": 0.5, "top_k": 20}');
   const r2 = await turn("What happened next?", 2, 3);
@@ -251,14 +261,15 @@ try {
   else ok("legend: " + legend.join("; "));
 
   // ---- what the page sent ----
-  const chats = chatBodies();
-  if (chats.length !== 2) fail(`${chats.length} chat requests, not 2`);
+  const chats = chatBodies().slice(1); // after the refused one
+  if (chats.length !== 2) fail(`${chats.length + 1} chat requests, not 3`);
   else {
     const [a, b] = chats;
     const auth = (h) => h.Authorization || h.authorization;
     if (auth(a.headers) !== "Bearer " + apiKey || auth(b.headers) !== "Bearer " + apiKey)
       fail("a chat request without the API key as Authorization: Bearer");
-    if (a.body.stream !== true || a.body.temperature !== 0 || a.body.max_tokens !== 48)
+    if (a.body.stream !== true || a.body.temperature !== 0 || a.body.max_tokens !== 48 ||
+        a.body.chat_template !== "chatml")
       fail("turn 1's body: " + JSON.stringify(a.body));
     const m = b.body.messages.map((x) => x.role + ":" + x.content);
     const wantM = ["user:Once upon a time", "assistant:" + r1.text, "user:What happened next?"];
@@ -287,7 +298,7 @@ try {
 
   // ---- "New chat" starts an empty conversation ----
   await click("clear");
-  await fill("extra", "");
+  await fill("extra", '{"chat_template": "chatml"}');
   await fill("max_tokens", "8");
   const r3 = await turn("Hello", 1, 0);
   checkReply(r3, "new chat", 1);
