@@ -8,9 +8,10 @@ set -eu
 pkgs="build-essential meson ninja-build pkg-config
       libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev node-llhttp
       clang libclang-rt-14-dev python3 libpcre2-dev unicode-data
-      python3-prometheus-client"
-# node and npm run the HTTP tests with the npm packages pinned in
-# tests/http/package-lock.json; a machine with its own node keeps it.
+      python3-prometheus-client chromium curl"
+# node and npm run the HTTP tests (the npm packages pinned in
+# tests/http/package-lock.json; the web page's test drives chromium from
+# node over DevTools); a machine with its own node keeps it.
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 missing=""
 for p in $pkgs; do

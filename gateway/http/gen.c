@@ -107,7 +107,7 @@ static void fail(gen_call_t *g, int status, const char *msg)
     if (!g->head_sent) {
         char param[64] = "";
         /* The coordinator names the field first: "top_k: must be >= 0". */
-        size_t n = strcspn(msg, ": ");
+        size_t n = strspn(msg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.[]");
         if (status == 400 && n > 0 && n < sizeof(param) && msg[n] == ':') {
             memcpy(param, msg, n);
             param[n] = '\0';
@@ -485,8 +485,10 @@ static void on_final(gen_call_t *g, choice_t *c, const Lmpipe__FinalEvent *f)
     }
     if (f->reason == LMPIPE__FINISH_REASON__FINISH_ERROR || f->reason == LMPIPE__FINISH_REASON__FINISH_CANCELLED) {
         const char *msg = f->error && f->error[0] ? f->error : "the generation was cancelled";
-        /* A prompt longer than the context is the request's fault. */
-        fail(g, c->n_tokens == 0 && strstr(msg, "the context holds") ? 400 : 500, msg);
+        /* A prompt longer than the context, or chat with a model that has
+         * no template, is the request's fault. */
+        bool bad = c->n_tokens == 0 && (strstr(msg, "the context holds") || strstr(msg, "chat_template"));
+        fail(g, bad ? 400 : 500, msg);
         return;
     }
     const char *tail = (const char *)f->tail.data;
@@ -524,7 +526,7 @@ static void on_msg(lp_gw_op_t *op, const Lmpipe__Msg *m)
 static const char *const own_fields[] = {
     "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "stop", "n", "stream",
     "stream_options", "logprobs", "top_logprobs", "echo", "user", "seed", "suffix", "best_of", "n_probs",
-    NULL,
+    "chat_template", NULL,
 };
 
 static bool is_own(const lp_json_t *it)
@@ -718,6 +720,7 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
     const lp_json_t *v;
     int64_t n = 1, max_tokens = 0, seed = 0, top = 0;
     bool given, has_seed = false, stream = false, echo = false;
+    const char *chat_template = NULL;
 
     if ((v = lp_json_get(root, "model")) && v->type != LP_JSON_NULL) {
         if (v->type != LP_JSON_STRING) BAD("model", "model: must be a string");
@@ -791,6 +794,10 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
         if (lp_json_get(root, "prompt")) BAD("prompt", "prompt: chat takes messages, not prompt");
         if (read_messages(lp_json_get(root, "messages"), &msgs, &mptrs, &mtexts, &n_msgs, why, sizeof(why)))
             BAD("messages", "%s", why);
+        if ((v = lp_json_get(root, "chat_template")) && v->type != LP_JSON_NULL) {
+            if (v->type != LP_JSON_STRING) BAD("chat_template", "chat_template: must be a string");
+            chat_template = v->u.str;
+        }
     } else if (read_prompts(lp_json_get(root, "prompt"), &prompts, &n_prompts, why, sizeof(why)))
         BAD("prompt", "%s", why);
 
@@ -837,6 +844,7 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
         if (chat) {
             q->messages = mptrs;
             q->n_messages = n_msgs;
+            if (chat_template) q->chat_template = (char *)chat_template;
         } else if (prompts[pi].ids) {
             q->prompt_ids = prompts[pi].ids;
             q->n_prompt_ids = prompts[pi].n_ids;

@@ -84,6 +84,7 @@ struct lp_gw {
     uv_loop_t *loop;
     lp_gw_opts_t o;
     uv_tcp_t server;
+    lp_gw_conn_t *conns;  /* open connections */
     int n_conns;
     uint64_t n_http[LP_GW_N_CODES];  /* responses by status, see lp_gw_code_slot */
     /* the coordinator link */
@@ -103,6 +104,10 @@ struct lp_gw {
     uint32_t vocab_n;
     lp_gw_op_t vocab_op;
     bool vocab_failed;
+    /* liveness: a StatsRequest every 2 s; no answer in 5 s fails every
+     * outstanding request, so that none waits forever on a dead coordinator */
+    lp_gw_op_t ping_op;
+    uint64_t ping_sent_ms, last_rx_ms;
 };
 
 int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out);
@@ -133,6 +138,8 @@ lp_gw_t *lp_gw_conn_gw(lp_gw_conn_t *c);
 void lp_gw_respond(lp_gw_conn_t *c, int status, const char *ctype, const char *body, size_t len,
                    const char *extra);
 void lp_gw_count(lp_gw_t *gw, int status);
+/* Serve a connection on an open stream socket (the fuzz target's socketpair). */
+int lp__gw_conn_adopt(lp_gw_t *gw, int fd);
 
 /* ---- routes (router.c) ---- */
 void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r);

@@ -74,7 +74,7 @@ static void on_vocab(lp_gw_op_t *op, const Lmpipe__Msg *m)
     lp_gw_t *gw = op->arg;
     lp_gw_link_forget(gw, op);
     if (m->body_case != LMPIPE__MSG__BODY_DETOKENIZE_REPLY) {
-        LP_WARN("lmpipe-http: the coordinator gave no vocabulary (%s): logprobs are not available",
+        LP_WARN("the coordinator gave no vocabulary (%s): logprobs are not available",
                 m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : lp_msg_body_name(m->body_case));
         gw->vocab_failed = true;
         return;
@@ -141,11 +141,49 @@ static void on_hello_reply(lp_gw_t *gw, const Lmpipe__Msg *m)
         gw->n_vocab = h->n_tokens ? h->n_tokens : h->n_vocab;
         gw->ready = true;
         gw->reason[0] = '\0';
-        LP_INFO("lmpipe-http: connected to the coordinator (model %s, context %u)", gw->model, gw->n_ctx);
+        gw->vocab_failed = false;
+        LP_INFO("connected to the coordinator (model %s, context %u)", gw->model, gw->n_ctx);
         ask_vocab(gw);
     } else if (m->body_case == LMPIPE__MSG__BODY_ERROR) {
         snprintf(gw->reason, sizeof(gw->reason), "%s", m->error->message);
     }
+}
+
+static void on_pong(lp_gw_op_t *op, const Lmpipe__Msg *m)
+{
+    lp_gw_link_forget(op->arg, op);
+}
+
+/* Answer every outstanding request with an Error: the coordinator is gone. */
+static void fail_all(lp_gw_t *gw, const char *why)
+{
+    size_t n = 0, cap = 0;
+    lp_gw_op_t **all = NULL;
+    for (size_t b = 0; b < N_BUCKETS; b++)
+        for (lp_gw_op_t *op = gw->ops[b]; op; op = op->next) {
+            if (n == cap) {
+                lp_gw_op_t **a = realloc(all, (cap = cap ? 2 * cap : 64) * sizeof(*a));
+                if (!a) break;
+                all = a;
+            }
+            all[n++] = op;
+        }
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__Error e = LMPIPE__ERROR__INIT;
+    e.code = LP_ERR(EHOSTUNREACH);
+    e.message = (char *)why;
+    m.body_case = LMPIPE__MSG__BODY_ERROR;
+    m.error = &e;
+    /* Each handler forgets its own op (and may free others of its call, so
+     * each is looked up again before it is called). */
+    for (size_t i = 0; i < n; i++) {
+        bool still = false;
+        for (lp_gw_op_t *op = *bucket(gw, all[i]->id); op && !still; op = op->next) still = op == all[i];
+        if (!still) continue;
+        m.id = all[i]->id;
+        all[i]->on_msg(all[i], &m); /* it forgets the op */
+    }
+    free(all);
 }
 
 static void on_msg(lp_zsock_t *zs, void *sock, void *arg)
@@ -157,6 +195,7 @@ static void on_msg(lp_zsock_t *zs, void *sock, void *arg)
         lp_frame_clear(&f);
         return;
     }
+    gw->last_rx_ms = lp_now_ms();
     const Lmpipe__Msg *m = f.msg;
     if (m->id == gw->hello_id) {
         on_hello_reply(gw, m);
@@ -181,8 +220,26 @@ static void on_msg(lp_zsock_t *zs, void *sock, void *arg)
 static void on_hello_timer(uv_timer_t *t)
 {
     lp_gw_t *gw = t->data;
+    uint64_t now = lp_now_ms();
     if (gw->ready) {
         if (!gw->vocab && !gw->vocab_failed) ask_vocab(gw);
+        if (gw->ping_op.registered && now - gw->ping_sent_ms > 5000 && now - gw->last_rx_ms > 5000) {
+            LP_WARN("the coordinator has not answered for 5 s: failing its requests");
+            gw->ready = false;
+            snprintf(gw->reason, sizeof(gw->reason), "the coordinator at %s does not answer", gw->o.coordinator);
+            lp_gw_link_forget(gw, &gw->ping_op);
+            fail_all(gw, gw->reason);
+            send_hello(gw);
+        } else if (!gw->ping_op.registered && now - gw->ping_sent_ms >= 2000) {
+            Lmpipe__Msg m = LMPIPE__MSG__INIT;
+            Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
+            m.body_case = LMPIPE__MSG__BODY_STATS;
+            m.stats = &sr;
+            gw->ping_op.on_msg = on_pong;
+            gw->ping_op.arg = gw;
+            gw->ping_sent_ms = now;
+            lp_gw_link_send(gw, &m, &gw->ping_op);
+        }
         return;
     }
     if (lp_now_ms() - gw->hello_sent_ms >= 500) send_hello(gw);

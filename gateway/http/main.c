@@ -99,12 +99,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "lmpipe-http: %s\n", lp_error_msg());
         return 1;
     }
-    LP_INFO("lmpipe-http: listening on %s", o.listen);
+    LP_INFO("listening on %s", o.listen);
     uv_run(&loop, UV_RUN_DEFAULT);
     lp_gw_stop(gw);
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
-    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_run(&loop, UV_RUN_DEFAULT); /* the close callbacks */
+    uv_loop_close(&loop);
     lp_gw_destroy(&gw);
     return 0;
 }

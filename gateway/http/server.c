@@ -29,6 +29,7 @@ struct lp_gw_conn {
     lp_gw_call_t *call;
     lp_sb_t pending;    /* bytes read while busy */
     int n_handles;      /* open handles; freed when 0 */
+    lp_gw_conn_t *prev, *next; /* gw->conns, while open */
 };
 
 static llhttp_settings_t settings;
@@ -64,6 +65,9 @@ static void conn_close(lp_gw_conn_t *c)
     if (c->closing) return;
     c->closing = true;
     if (c->counted) c->gw->n_conns--;
+    if (c->prev) c->prev->next = c->next;
+    else if (c->gw->conns == c) c->gw->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
     if (c->call) {
         lp_gw_call_t *call = c->call;
         c->call = NULL;
@@ -76,7 +80,7 @@ static void conn_close(lp_gw_conn_t *c)
 static void on_timeout(uv_timer_t *t)
 {
     lp_gw_conn_t *c = t->data;
-    LP_DEBUG("lmpipe-http: closing a connection: timed out");
+    LP_DEBUG("closing a connection: timed out");
     conn_close(c);
 }
 
@@ -108,6 +112,11 @@ static void on_written(uv_write_t *w, int status)
 void lp_gw_conn_write(lp_gw_conn_t *c, const void *data, size_t len)
 {
     if (c->closing || len == 0) return;
+    /* A client that does not read its stream is dropped, not buffered for. */
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > (64u << 20)) {
+        conn_close(c);
+        return;
+    }
     wreq_t *r = malloc(sizeof(*r) + len);
     if (!r) {
         conn_close(c);
@@ -366,24 +375,28 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     if (n > 0) feed(c, buf->base, (size_t)n);
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* A new connection: accepted from `server`, or (server NULL) on the open
+ * socket `fd` (lp__gw_conn_adopt). */
+static int conn_new(lp_gw_t *gw, uv_stream_t *server, uv_os_sock_t fd)
 {
-    lp_gw_t *gw = server->data;
-    if (status < 0) return;
     lp_gw_conn_t *c = calloc(1, sizeof(*c));
-    if (!c) return;
+    if (!c) return LP_ERR(ENOMEM);
     c->gw = gw;
     uv_tcp_init(gw->loop, &c->tcp);
     uv_timer_init(gw->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
     c->n_handles = 2;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+    int e = server ? uv_accept(server, (uv_stream_t *)&c->tcp) : uv_tcp_open(&c->tcp, fd);
+    if (e < 0) {
         c->closing = true;
         uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_handle_closed);
-        return;
+        return lp_error_set(LP_ERR(-e), "accept: %s", uv_strerror(e));
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    c->next = gw->conns;
+    if (c->next) c->next->prev = c;
+    gw->conns = c;
     gw->n_conns++;
     c->counted = true;
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
@@ -393,11 +406,19 @@ static void on_connection(uv_stream_t *server, int status)
         c->busy = true;
         lp_gw_error(c, 503, "server_error", NULL, "too_many_connections",
                     "too many connections (--max-connections %d)", gw->o.max_connections);
-        return;
+        return 0;
     }
     arm(c, gw->o.header_timeout_ms);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    return 0;
 }
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    if (status >= 0) conn_new(server->data, server, -1);
+}
+
+int lp__gw_conn_adopt(lp_gw_t *gw, int fd) { return conn_new(gw, NULL, fd); }
 
 static int parse_listen(const char *s, char *host, size_t cap, int *port)
 {
@@ -467,6 +488,7 @@ int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out)
 void lp_gw_stop(lp_gw_t *gw)
 {
     uv_close((uv_handle_t *)&gw->server, NULL);
+    while (gw->conns) conn_close(gw->conns);
     lp_gw_link_stop(gw);
 }
 
