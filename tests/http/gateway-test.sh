@@ -305,4 +305,18 @@ grep -q '^4th: 503 .*too many connections' "$work/limit" && grep -q '^after: 200
 # the gateways survived all of it (lmpipe up would have restarted its own)
 [ "$(curl -s $U/health)" = '{"status":"ok"}' ] && kill -0 $gw2 && ! grep -q 'lmpipe-http exited' "$work/up.err" &&
     ok "both gateways still up" || bad "a gateway died: $(cat "$work/up.err" "$work/gw2.err")"
+
+# a gateway crash does not harm the pipeline: lmpipe up restarts it
+gwpid=$(ps -o pid=,comm= --ppid $up | awk '$2 == "lmpipe-http" {print $1}')
+kill -KILL $gwpid
+for _ in $(seq 1 50); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' $U/health)" = 200 ] && break
+    sleep 0.1
+done
+s=$(curl -s -o "$work/r" -w '%{http_code}' -H "$AUTH" $U/v1/completions -d '{"prompt":"Once upon a time","max_tokens":4}')
+s2=$(curl -s -o /dev/null -w '%{http_code}' $V/v1/completions -d '{"prompt":"Once upon a time","max_tokens":4}')
+newpid=$(ps -o pid=,comm= --ppid $up | awk '$2 == "lmpipe-http" {print $1}')
+if [ -n "$gwpid" ] && [ "$s" = 200 ] && [ "$s2" = 200 ] && kill -0 $up && [ -n "$newpid" ] && [ "$newpid" != "$gwpid" ]; then
+    ok "a killed gateway is restarted by lmpipe up; the pipeline and the other gateway go on"
+else bad "gateway crash: pid $gwpid -> '$newpid', $s, other $s2"; fi
 exit $fail
