@@ -29,7 +29,7 @@ typedef struct choice {
     lp_sb_t ids;          /* /completion: the token ids */
     size_t text_off;
     uint32_t n_tokens;
-    bool done, sent_role;
+    bool done, sent_role, echoed;
     Lmpipe__FinishReason reason;
     char *stop_word;
     uint32_t n_prompt, n_gen;
@@ -443,6 +443,14 @@ static void stream_end(gen_call_t *g)
     finish(g);
 }
 
+/* Streamed completions with echo: the prompt goes first, as its own chunk. */
+static void stream_echo(gen_call_t *g, choice_t *c)
+{
+    if (!g->echo || !c->prompt || c->echoed) return;
+    c->echoed = true;
+    stream_chunk(g, c, NULL, c->prompt, c->prompt_len, NULL);
+}
+
 static void on_token(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t)
 {
     g->version = t->strategy_version;
@@ -450,6 +458,7 @@ static void on_token(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t)
     size_t len = t->piece.len;
     if (g->stream) {
         head(g);
+        stream_echo(g, c);
         if (g->kind == K_CHAT && !c->sent_role && len == 0 && g->n_probs < 0) {
             /* nothing to say yet */
         } else if (len || g->n_probs >= 0)
@@ -494,6 +503,7 @@ static void on_final(gen_call_t *g, choice_t *c, const Lmpipe__FinalEvent *f)
     const char *tail = (const char *)f->tail.data;
     if (g->stream) {
         head(g);
+        stream_echo(g, c);
         if (f->tail.len) stream_chunk(g, c, NULL, tail, f->tail.len, NULL);
         if (g->kind != K_LLAMA) stream_chunk(g, c, NULL, "", 0, reason_name(f->reason));
     } else

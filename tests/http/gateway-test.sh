@@ -168,6 +168,16 @@ curl -sN -H "$AUTH" $U/v1/chat/completions -d '{"messages":[{"role":"user","cont
 check_sse "$work/sse2" chat >/dev/null && grep -q '"role":"assistant"' "$work/sse2" &&
     grep -q '"index":1' "$work/sse2" && ok "SSE framing (chat, n=2)" || bad "SSE chat: $(head -c 600 "$work/sse2")"
 
+curl -sN -H "$AUTH" $U/v1/completions -d '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"echo":true,
+    "stream":true,"stream_options":{"include_usage":true}}' >"$work/sse3"
+curl -s -H "$AUTH" $U/v1/completions -d '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"echo":true}' >"$work/whole3"
+python3 - "$(check_sse "$work/sse3" completions)" "$work/whole3" <<'PY' && ok "echo: the prompt first, streamed and not" || bad "echo"
+import json, sys
+streamed = json.loads(sys.argv[1])["0"]
+whole = json.load(open(sys.argv[2]))["choices"][0]["text"]
+assert streamed == whole and whole.startswith("Once upon a time") and len(whole) > 16, (streamed, whole)
+PY
+
 # ---- bad input ----
 s=$(status "$work/r" POST /v1/completions -H "$AUTH" -d '{"prompt": "x",')
 [ "$s" = 400 ] && expect_error "$work/r" && ok "400 for bad JSON" || bad "bad JSON: $s $(cat "$work/r")"
