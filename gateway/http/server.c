@@ -353,6 +353,16 @@ static void feed(lp_gw_conn_t *c, const char *data, size_t len)
             len -= used;
             continue;
         }
+        if (e == HPE_PAUSED_UPGRADE) {
+            /* No protocol switch here: the request is answered as plain
+             * HTTP, then the connection closes. */
+            c->keep_alive = false;
+            if (!c->busy) {
+                c->busy = c->close_after = true;
+                if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0) conn_close(c);
+            }
+            return;
+        }
         if (c->busy || c->closing) return; /* answered already (413) */
  refuse(c, 400, "malformed HTTP request: %s", llhttp_get_error_reason(&c->parser));
         return;
