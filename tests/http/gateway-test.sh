@@ -244,6 +244,12 @@ if [ "$running" = 1 ] && [ "$(metric num_requests_running)" = 0 ] && [ "$cancell
 else
     bad "disconnect: running=$running now=$(metric num_requests_running) cancelled $cancelled0 -> $cancelled1"
 fi
+curl -s $U/metrics >"$work/m"
+python3 - "$work/m" <<'PY' && ok "/metrics: http_requests_total by code counts this test's answers" || bad "http_requests_total: $(grep http_requests "$work/m")"
+import re, sys
+n = {m.group(1): float(m.group(2)) for m in re.finditer(r'^lmpipe:http_requests_total\{[^}]*code="(\d+)"\} (\S+)$', open(sys.argv[1]).read(), re.M)}
+assert n["401"] >= 4 and n["404"] >= 2 and n["405"] >= 2 and n["400"] >= 5 and n["200"] >= 10, n
+PY
 gen=$(metric generation_tokens_total)
 [ "${gen:-0}" -gt 0 ] && ok "generation_tokens_total moved ($gen)" || bad "generation_tokens_total: '$gen'"
 
