@@ -360,7 +360,7 @@ static void stream_chunk(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t
         lp_sb_json_str(&b, piece, len);
         lp_sb_puts(&b, ",\"tokens\":[");
         if (t) lp_sb_printf(&b, "%d", t->id);
-        lp_sb_printf(&b, "],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%u", c->n_tokens);
+        lp_sb_printf(&b, "],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%u", c->n_tokens + (t ? 1 : 0));
         if (t && g->n_probs >= 0) {
             lp_sb_puts(&b, ",\"completion_probabilities\":[");
             put_content_entry(g, &b, t);
@@ -824,6 +824,10 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
     if (n_probs >= 0) {
         lp_sb_puts(&base, base.len ? "," : "{");
         lp_sb_printf(&base, "\"n_probs\":%d", n_probs > 0 ? n_probs : 1);
+    }
+    if (n_prompts * (size_t)n > 128) {
+        lp_sb_free(&base);
+        BAD("n", "n: %lld choices for each of %zu prompts is more than 128 in all", (long long)n, n_prompts);
     }
     n_total = (int)(n_prompts * (size_t)n);
     reqs = calloc((size_t)n_total, sizeof(*reqs));
