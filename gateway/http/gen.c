@@ -734,12 +734,11 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
 
     if ((v = lp_json_get(root, "model")) && v->type != LP_JSON_NULL) {
         if (v->type != LP_JSON_STRING) BAD("model", "model: must be a string");
-        if (strcmp(v->u.str, gw->model))
-            do {
-                lp_gw_error(conn, 404, "invalid_request_error", "model", "model_not_found",
-                            "the model '%s' does not exist; this server has '%s'", v->u.str, gw->model);
-                goto out;
-            } while (0);
+        if (strcmp(v->u.str, gw->model)) {
+            lp_gw_error(conn, 404, "invalid_request_error", "model", "model_not_found",
+                        "the model '%s' does not exist; this server has '%s'", v->u.str, gw->model);
+            goto out;
+        }
     }
     if (get_int(root, "n", 1, 128, &n, &given)) BAD("n", "n: must be an integer in [1, 128]");
     if (get_int(root, "max_tokens", 1, 1 << 30, &max_tokens, &given))
