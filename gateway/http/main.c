@@ -99,6 +99,10 @@ int main(int argc, char **argv)
     if (lp_gw_start(&loop, &o, &gw) != 0) {
         /* 2, as for bad flags: lmpipe up does not restart a gateway that cannot listen */
         fprintf(stderr, "lmpipe-http: %s\n", lp_error_msg());
+        uv_close((uv_handle_t *)&sigint, NULL);
+        uv_close((uv_handle_t *)&sigterm, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
         return 2;
     }
     LP_INFO("listening on %s", o.listen);
