@@ -105,8 +105,10 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int term_signal)
     k->status = status;
     k->term_signal = term_signal;
     lp_pipeline_t *p = k->owner;
-    if ((int)(k - p->kids) == P_HTTP) {
-        /* The gateway is a client: the pipeline goes on, and it comes back. */
+    if ((int)(k - p->kids) == P_HTTP && !(status == 2 && !p->stopping && !p->failed)) {
+        /* The gateway is a client: the pipeline goes on, and it comes back.
+         * Status 2 (bad flags, cannot listen) would only come back again: that
+         * one fails like a service. */
         if (!p->stopping) {
             LP_ERROR("lmpipe: lmpipe-http exited (status %lld, signal %d); restarting it in 1 s",
                      (long long)status, term_signal);

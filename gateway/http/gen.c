@@ -29,7 +29,7 @@ typedef struct choice {
     lp_sb_t ids;          /* /completion: the token ids */
     size_t text_off;
     uint32_t n_tokens;
-    bool done, sent_role;
+    bool done, sent_role, echoed;
     Lmpipe__FinishReason reason;
     char *stop_word;
     uint32_t n_prompt, n_gen;
@@ -360,7 +360,7 @@ static void stream_chunk(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t
         lp_sb_json_str(&b, piece, len);
         lp_sb_puts(&b, ",\"tokens\":[");
         if (t) lp_sb_printf(&b, "%d", t->id);
-        lp_sb_printf(&b, "],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%u", c->n_tokens);
+        lp_sb_printf(&b, "],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%u", c->n_tokens + (t ? 1 : 0));
         if (t && g->n_probs >= 0) {
             lp_sb_puts(&b, ",\"completion_probabilities\":[");
             put_content_entry(g, &b, t);
@@ -443,6 +443,14 @@ static void stream_end(gen_call_t *g)
     finish(g);
 }
 
+/* Streamed completions with echo: the prompt goes first, as its own chunk. */
+static void stream_echo(gen_call_t *g, choice_t *c)
+{
+    if (!g->echo || !c->prompt || c->echoed) return;
+    c->echoed = true;
+    stream_chunk(g, c, NULL, c->prompt, c->prompt_len, NULL);
+}
+
 static void on_token(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t)
 {
     g->version = t->strategy_version;
@@ -450,6 +458,7 @@ static void on_token(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t)
     size_t len = t->piece.len;
     if (g->stream) {
         head(g);
+        stream_echo(g, c);
         if (g->kind == K_CHAT && !c->sent_role && len == 0 && g->n_probs < 0) {
             /* nothing to say yet */
         } else if (len || g->n_probs >= 0)
@@ -494,6 +503,7 @@ static void on_final(gen_call_t *g, choice_t *c, const Lmpipe__FinalEvent *f)
     const char *tail = (const char *)f->tail.data;
     if (g->stream) {
         head(g);
+        stream_echo(g, c);
         if (f->tail.len) stream_chunk(g, c, NULL, tail, f->tail.len, NULL);
         if (g->kind != K_LLAMA) stream_chunk(g, c, NULL, "", 0, reason_name(f->reason));
     } else
@@ -724,12 +734,11 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
 
     if ((v = lp_json_get(root, "model")) && v->type != LP_JSON_NULL) {
         if (v->type != LP_JSON_STRING) BAD("model", "model: must be a string");
-        if (strcmp(v->u.str, gw->model))
-            do {
-                lp_gw_error(conn, 404, "invalid_request_error", "model", "model_not_found",
-                            "the model '%s' does not exist; this server has '%s'", v->u.str, gw->model);
-                goto out;
-            } while (0);
+        if (strcmp(v->u.str, gw->model)) {
+            lp_gw_error(conn, 404, "invalid_request_error", "model", "model_not_found",
+                        "the model '%s' does not exist; this server has '%s'", v->u.str, gw->model);
+            goto out;
+        }
     }
     if (get_int(root, "n", 1, 128, &n, &given)) BAD("n", "n: must be an integer in [1, 128]");
     if (get_int(root, "max_tokens", 1, 1 << 30, &max_tokens, &given))
@@ -814,6 +823,10 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
     if (n_probs >= 0) {
         lp_sb_puts(&base, base.len ? "," : "{");
         lp_sb_printf(&base, "\"n_probs\":%d", n_probs > 0 ? n_probs : 1);
+    }
+    if (n_prompts * (size_t)n > 128) {
+        lp_sb_free(&base);
+        BAD("n", "n: %lld choices for each of %zu prompts is more than 128 in all", (long long)n, n_prompts);
     }
     n_total = (int)(n_prompts * (size_t)n);
     reqs = calloc((size_t)n_total, sizeof(*reqs));

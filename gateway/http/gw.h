@@ -1,6 +1,7 @@
 /* gw.h - lmpipe-http, the HTTP gateway: internal interfaces between its
  * parts (server.c: connections and llhttp; link.c: the coordinator's client
- * API; router.c: routes, auth, errors; openai.c, llama.c: the endpoints;
+ * API; router.c: routes, auth, errors; gen.c: completions, chat and
+ * /completion; proxy.c: tokenize, detokenize, apply-template, sampler;
  * metrics.c: /metrics; sb.c: output buffers and JSON writing). */
 #ifndef LP_GW_H
 #define LP_GW_H
@@ -79,7 +80,7 @@ typedef struct lp_gw_req {
     const char *auth;            /* the Authorization header, or NULL */
 } lp_gw_req_t;
 
-#define LP_GW_N_CODES 8
+#define LP_GW_N_CODES 9
 struct lp_gw {
     uv_loop_t *loop;
     lp_gw_opts_t o;
@@ -149,7 +150,7 @@ void lp_gw_error(lp_gw_conn_t *c, int status, const char *type, const char *para
 /* The HTTP status for a coordinator Error (EINVAL and friends: 400). */
 int lp_gw_status_of(int code, const char *msg);
 
-/* ---- endpoints ---- */
+/* ---- endpoints (gen.c, proxy.c, metrics.c) ---- */
 void lp_gw_openai_completions(lp_gw_conn_t *c, const lp_gw_req_t *r, const lp_json_t *root, bool chat);
 void lp_gw_llama_completion(lp_gw_conn_t *c, const lp_gw_req_t *r, const lp_json_t *root);
 /* /tokenize, /detokenize, /apply-template, and /sampler: one message, one reply. */

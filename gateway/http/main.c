@@ -18,7 +18,8 @@ static void usage(FILE *f)
             "                   [--max-connections N] [--header-timeout-ms MS] [--idle-timeout-ms MS]\n"
             "                   [--metrics-auth]\n"
             "OpenAI- and llama.cpp-compatible HTTP in front of an lmpipe coordinator.\n"
-            "API keys also come from LMPIPE_API_KEY.  No TLS: terminate it in front.\n");
+            "API keys also come from LMPIPE_API_KEY.  No TLS: terminate it in front.\n"
+            "Exit status: 0 after SIGINT/SIGTERM, 2 for bad flags or an address it cannot listen on.\n");
 }
 
 static int num(const char *flag, const char *s, long long lo, long long hi, long long *out)
@@ -96,8 +97,13 @@ int main(int argc, char **argv)
     uv_signal_start(&sigterm, on_signal, SIGTERM);
     lp_gw_t *gw;
     if (lp_gw_start(&loop, &o, &gw) != 0) {
+        /* 2, as for bad flags: lmpipe up does not restart a gateway that cannot listen */
         fprintf(stderr, "lmpipe-http: %s\n", lp_error_msg());
-        return 1;
+        uv_close((uv_handle_t *)&sigint, NULL);
+        uv_close((uv_handle_t *)&sigterm, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+        return 2;
     }
     LP_INFO("listening on %s", o.listen);
     uv_run(&loop, UV_RUN_DEFAULT);

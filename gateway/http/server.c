@@ -38,13 +38,13 @@ lp_gw_t *lp_gw_conn_gw(lp_gw_conn_t *c) { return c->gw; }
 
 void lp_gw_count(lp_gw_t *gw, int status)
 {
-    static const int codes[LP_GW_N_CODES] = {200, 400, 401, 404, 405, 413, 500, 503};
+    static const int codes[LP_GW_N_CODES] = {200, 400, 401, 403, 404, 405, 413, 500, 503};
     for (int i = 0; i < LP_GW_N_CODES; i++)
         if (codes[i] == status) {
             gw->n_http[i]++;
             return;
         }
-    gw->n_http[6]++; /* anything else counts with 500 */
+    gw->n_http[7]++; /* anything else counts with 500 */
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -352,6 +352,16 @@ static void feed(lp_gw_conn_t *c, const char *data, size_t len)
             data += used;
             len -= used;
             continue;
+        }
+        if (e == HPE_PAUSED_UPGRADE) {
+            /* No protocol switch here: the request is answered as plain
+             * HTTP, then the connection closes. */
+            c->keep_alive = false;
+            if (!c->busy) {
+                c->busy = c->close_after = true;
+                if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0) conn_close(c);
+            }
+            return;
         }
         if (c->busy || c->closing) return; /* answered already (413) */
  refuse(c, 400, "malformed HTTP request: %s", llhttp_get_error_reason(&c->parser));

@@ -65,6 +65,14 @@ if want_param:
 PY
 }
 
+# ---- an address in use: lmpipe up fails instead of restarting the gateway ----
+timeout 30 "$lmpipe" up --model "$model" --http 127.0.0.1:$P1 >"$work/up2.out" 2>"$work/up2.err"
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "lmpipe-http: --listen 127.0.0.1:$P1: address already in use" "$work/up2.err" &&
+   grep -q "lmpipe-http exited" "$work/up2.err"; then
+    ok "lmpipe up --http on a port in use: exit $rc, naming the address"
+else bad "port in use: rc=$rc $(cat "$work/up2.err")"; fi
+
 # ---- a gateway with nothing behind it: 503 with the reason ----
 P0=$(free_port)
 "$gateway" --coordinator ipc://$work/nobody.sock --listen 127.0.0.1:$P0 2>/dev/null &
@@ -168,6 +176,16 @@ curl -sN -H "$AUTH" $U/v1/chat/completions -d '{"messages":[{"role":"user","cont
 check_sse "$work/sse2" chat >/dev/null && grep -q '"role":"assistant"' "$work/sse2" &&
     grep -q '"index":1' "$work/sse2" && ok "SSE framing (chat, n=2)" || bad "SSE chat: $(head -c 600 "$work/sse2")"
 
+curl -sN -H "$AUTH" $U/v1/completions -d '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"echo":true,
+    "stream":true,"stream_options":{"include_usage":true}}' >"$work/sse3"
+curl -s -H "$AUTH" $U/v1/completions -d '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"echo":true}' >"$work/whole3"
+python3 - "$(check_sse "$work/sse3" completions)" "$work/whole3" <<'PY' && ok "echo: the prompt first, streamed and not" || bad "echo"
+import json, sys
+streamed = json.loads(sys.argv[1])["0"]
+whole = json.load(open(sys.argv[2]))["choices"][0]["text"]
+assert streamed == whole and whole.startswith("Once upon a time") and len(whole) > 16, (streamed, whole)
+PY
+
 # ---- bad input ----
 s=$(status "$work/r" POST /v1/completions -H "$AUTH" -d '{"prompt": "x",')
 [ "$s" = 400 ] && expect_error "$work/r" && ok "400 for bad JSON" || bad "bad JSON: $s $(cat "$work/r")"
@@ -234,6 +252,12 @@ if [ "$running" = 1 ] && [ "$(metric num_requests_running)" = 0 ] && [ "$cancell
 else
     bad "disconnect: running=$running now=$(metric num_requests_running) cancelled $cancelled0 -> $cancelled1"
 fi
+curl -s $U/metrics >"$work/m"
+python3 - "$work/m" <<'PY' && ok "/metrics: http_requests_total by code counts this test's answers" || bad "http_requests_total: $(grep http_requests "$work/m")"
+import re, sys
+n = {m.group(1): float(m.group(2)) for m in re.finditer(r'^lmpipe:http_requests_total\{[^}]*code="(\d+)"\} (\S+)$', open(sys.argv[1]).read(), re.M)}
+assert n["401"] >= 4 and n["404"] >= 2 and n["405"] >= 2 and n["400"] >= 5 and n["200"] >= 10, n
+PY
 gen=$(metric generation_tokens_total)
 [ "${gen:-0}" -gt 0 ] && ok "generation_tokens_total moved ($gen)" || bad "generation_tokens_total: '$gen'"
 
@@ -305,4 +329,18 @@ grep -q '^4th: 503 .*too many connections' "$work/limit" && grep -q '^after: 200
 # the gateways survived all of it (lmpipe up would have restarted its own)
 [ "$(curl -s $U/health)" = '{"status":"ok"}' ] && kill -0 $gw2 && ! grep -q 'lmpipe-http exited' "$work/up.err" &&
     ok "both gateways still up" || bad "a gateway died: $(cat "$work/up.err" "$work/gw2.err")"
+
+# a gateway crash does not harm the pipeline: lmpipe up restarts it
+gwpid=$(ps -o pid=,comm= --ppid $up | awk '$2 == "lmpipe-http" {print $1}')
+kill -KILL $gwpid
+for _ in $(seq 1 50); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' $U/health)" = 200 ] && break
+    sleep 0.1
+done
+s=$(curl -s -o "$work/r" -w '%{http_code}' -H "$AUTH" $U/v1/completions -d '{"prompt":"Once upon a time","max_tokens":4}')
+s2=$(curl -s -o /dev/null -w '%{http_code}' $V/v1/completions -d '{"prompt":"Once upon a time","max_tokens":4}')
+newpid=$(ps -o pid=,comm= --ppid $up | awk '$2 == "lmpipe-http" {print $1}')
+if [ -n "$gwpid" ] && [ "$s" = 200 ] && [ "$s2" = 200 ] && kill -0 $up && [ -n "$newpid" ] && [ "$newpid" != "$gwpid" ]; then
+    ok "a killed gateway is restarted by lmpipe up; the pipeline and the other gateway go on"
+else bad "gateway crash: pid $gwpid -> '$newpid', $s, other $s2"; fi
 exit $fail
