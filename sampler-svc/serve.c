@@ -139,7 +139,8 @@ static struct detok *detok_find(lp_sampler_svc_t *s, uint64_t session)
     return NULL;
 }
 
-static int detok_add(lp_sampler_svc_t *s, uint64_t session, const int32_t *end_ids, size_t n_end)
+static int detok_add(lp_sampler_svc_t *s, uint64_t session, const int32_t *end_ids, size_t n_end,
+                     const int32_t *prompt, size_t n_prompt)
 {
     if (!s->tok)
         return lp_error_set(LP_ERR(ENOTSUP), "sampler_open: detok: the model has no tokenizer "
@@ -158,9 +159,24 @@ static int detok_add(lp_sampler_svc_t *s, uint64_t session, const int32_t *end_i
     if (n_end && !(d->end_ids = malloc(n_end * sizeof(int32_t)))) return LP_ERR(ENOMEM);
     if (n_end) memcpy(d->end_ids, end_ids, n_end * sizeof(int32_t));
     int rc = lp_detok_new(s->tok, false, &d->d);
-    if (rc) free(d->end_ids);
-    else s->n_detoks++;
-    return rc;
+    if (rc) {
+        free(d->end_ids);
+        return rc;
+    }
+    /* The generated text continues the prompt's: where the prompt showed
+     * any text, its first token keeps its leading space (" went" after
+     * "... Tim", as llama-server streams it); after BOS alone it is the
+     * start of the text and loses it (as llama2.c and detokenize do). */
+    for (size_t i = 0; i < n_prompt; i++) {
+        const char *piece;
+        size_t len;
+        if (lp_token_piece(s->tok, prompt[i], false, &piece, &len) == 0 && len > 0) {
+            lp_detok_continue(d->d);
+            break;
+        }
+    }
+    s->n_detoks++;
+    return 0;
 }
 
 static void detok_remove(lp_sampler_svc_t *s, struct detok *d)
@@ -192,7 +208,8 @@ static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req
             return rc;
         }
     }
-    if (o->detok && (rc = detok_add(s, o->session, o->detok_end_ids, o->n_detok_end_ids)) != 0) {
+    if (o->detok && (rc = detok_add(s, o->session, o->detok_end_ids, o->n_detok_end_ids,
+                                        o->prompt_ids, o->n_prompt_ids)) != 0) {
         lp_sampler_seq_destroy(&seq);
         return rc;
     }

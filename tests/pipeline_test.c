@@ -271,10 +271,11 @@ static void test_concurrent(const char *model, bool no_shm)
         lp_generation_clear(&solo[i]);
         lp_generation_clear(&all[i]);
     }
-    /* Up to an end-of-generation token: the text of each request is the
-     * whole-sequence decoding of its ids (which leaves the EOG token out),
-     * however the text was streamed; tokens chained past the end (shared
-     * memory) change nothing. */
+    /* Up to an end-of-generation token: the text of each request is what
+     * the whole-sequence decoding of prompt + generated ids adds after the
+     * prompt's own text (it leaves the EOG token out, and the first token
+     * keeps its leading space after the prompt), however the text was
+     * streamed; tokens chained past the end (shared memory) change nothing. */
     lp_tokenizer_t *tok = NULL;
     CHECK_RC(lp_tokenizer_new(model, &tok), 0);
     char eos_params[8][128];
@@ -292,11 +293,24 @@ static void test_concurrent(const char *model, bool no_shm)
         n_eos += all[i].reason == LMPIPE__FINISH_REASON__FINISH_EOS;
         CHECK(all[i].reason == LMPIPE__FINISH_REASON__FINISH_EOS ||
               all[i].reason == LMPIPE__FINISH_REASON__FINISH_LENGTH);
-        char *want = NULL;
-        size_t want_len = 0;
-        CHECK_RC(lp_detokenize(tok, all[i].ids, all[i].n_ids, false, &want, &want_len), 0);
-        CHECK(want && all[i].text_len == want_len && !memcmp(all[i].text, want, want_len));
-        free(want);
+        char *whole = NULL, *head = NULL;
+        size_t whole_len = 0, head_len = 0, n_p = 0;
+        int32_t *seq = NULL;
+        CHECK_RC(lp_tokenize_alloc(tok, prompts[i], strlen(prompts[i]), true, false, &seq, &n_p), 0);
+        int32_t *grown = seq ? realloc(seq, (n_p + all[i].n_ids + 1) * sizeof(int32_t)) : NULL;
+        if (grown) {
+            seq = grown;
+            memcpy(seq + n_p, all[i].ids, all[i].n_ids * sizeof(int32_t));
+            CHECK_RC(lp_detokenize(tok, seq, n_p, false, &head, &head_len), 0);
+            CHECK_RC(lp_detokenize(tok, seq, n_p + all[i].n_ids, false, &whole, &whole_len), 0);
+        }
+        CHECK(head && whole && whole_len >= head_len && !memcmp(whole, head, head_len));
+        CHECK(whole && all[i].text_len == whole_len - head_len &&
+              !memcmp(all[i].text, whole + head_len, all[i].text_len),
+              "request %d: text differs from the decoding of prompt + ids", i);
+        free(seq);
+        free(head);
+        free(whole);
         lp_generation_clear(&all[i]);
     }
     printf("concurrent: %d of 8 requests ended on an end-of-generation token\n", n_eos);

@@ -149,6 +149,11 @@ void lp_detok_reset(lp_detok_t *d)
     d->out.n = 0;
 }
 
+void lp_detok_continue(lp_detok_t *d)
+{
+    d->at_start = false;
+}
+
 /* Bytes needed by a lead byte, and the valid range of the second byte
  * (Unicode Table 3-7); 0 when b cannot start a sequence. */
 static size_t lead_info(uint8_t b, uint8_t *lo, uint8_t *hi)

@@ -111,6 +111,10 @@ int lp_detok_new(const lp_tokenizer_t *tok, bool special, lp_detok_t **out);
 void lp_detok_destroy(lp_detok_t **self_p);
 /* Start a new sequence. */
 void lp_detok_reset(lp_detok_t *d);
+/* The sequence continues text already shown (a prompt that rendered some
+ * text): keep its first token's leading space, as llama.cpp's detokenize
+ * does for any token that is not the first of the text. */
+void lp_detok_continue(lp_detok_t *d);
 /* Feed one token; *text (borrowed, valid until the next call on d) gets the
  * newly complete text, possibly empty.  LP_ERR(EINVAL) for a bad id (the
  * decoder is unchanged). */

@@ -41,9 +41,15 @@ check(models.data.length >= 1 && typeof model === 'string' && models.data[0].obj
 
 const golden = JSON.parse(readFileSync(`${goldens}/stories260K.json`, 'utf8'));
 const fromBos = JSON.parse(readFileSync(`${goldens}/stories260K-from-bos.json`, 'utf8'));
-// A case's continuation as text, as `lmpipe run` prints it: the generated ids
-// detokenized on their own.
-const goldenText = (c) => detok(c.continuation_ids);
+// A case's continuation as text: what detokenizing prompt + continuation ids
+// as one sequence adds after the prompt's own text (so the first generated
+// token keeps its leading space, as llama-server streams it).
+const goldenText = (c) => {
+    const head = detok(c.prompt_ids);
+    const whole = detok(c.prompt_ids.concat(c.continuation_ids));
+    if (!whole.startsWith(head)) throw new Error(`detokenize of prompt + continuation does not start with the prompt's text (${c.prompt})`);
+    return whole.slice(head.length);
+};
 // `lmpipe run` (in-process, no HTTP) prints the text and one newline.
 function runText(p, n) {
     const out = execFileSync(lmpipe, ['run', '--model', modelPath, '--prompt', p, '--temperature', '0', '--max-tokens', String(n)]).toString();
