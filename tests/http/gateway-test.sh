@@ -42,7 +42,14 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 [ "$(curl -s $U/health)" = '{"status":"ok"}' ] || { bad "the gateway never got healthy: $(cat "$work/up.err")"; exit 1; }
-ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/up.out")
+# The gateway can answer before lmpipe up's own readiness check prints its
+# endpoint: wait for the line too.
+for _ in $(seq 1 100); do
+    ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/up.out")
+    [ -n "$ep" ] && break
+    sleep 0.1
+done
+[ -n "$ep" ] || { bad "lmpipe up never said where it is ready: $(cat "$work/up.out" "$work/up.err")"; exit 1; }
 ok "lmpipe up --http: /health is 200"
 
 # status BODY_FILE METHOD PATH [curl args...]: prints the HTTP status
