@@ -38,29 +38,18 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
 }
 
 /* The stop strings, from the request's field or else from params_json's
- * "stop": the one place they are read. */
+ * "stop" (already checked: an array of strings): the one place they are
+ * read. */
 static int set_stops(lp__req_t *r, const Lmpipe__GenerateRequest *g, const lp_json_t *json_stop)
 {
     size_t n = g->n_stop ? g->n_stop : json_stop ? json_stop->n : 0;
-    if (json_stop && !g->n_stop && json_stop->type != LP_JSON_ARRAY)
-        return lp_error_set(LP_ERR(EINVAL), "stop: must be an array of strings");
     if (n == 0) return 0;
     r->stops = calloc(n, sizeof(char *));
     r->stop_lens = calloc(n, sizeof(size_t));
     if (!r->stops || !r->stop_lens) return LP_ERR(ENOMEM);
     for (size_t i = 0; i < n; i++) {
-        const void *data;
-        size_t len;
-        if (g->n_stop) {
-            data = g->stop[i].data;
-            len = g->stop[i].len;
-        } else {
-            const lp_json_t *s = &json_stop->u.items[i];
-            if (s->type != LP_JSON_STRING)
-                return lp_error_set(LP_ERR(EINVAL), "stop[%zu]: must be a string", i);
-            data = s->u.str;
-            len = s->n;
-        }
+        const void *data = g->n_stop ? (const void *)g->stop[i].data : json_stop->u.items[i].u.str;
+        size_t len = g->n_stop ? g->stop[i].len : json_stop->u.items[i].n;
         if (!(r->stops[i] = malloc(len ? len : 1))) return LP_ERR(ENOMEM);
         if (len) memcpy(r->stops[i], data, len);
         r->stop_lens[i] = len;
@@ -116,7 +105,7 @@ static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, char **
         lp_error_prefix("params_json: ");
         return rc;
     }
-    const lp_json_t *root = lp_json_root(doc), *v;
+    const lp_json_t *root = lp_json_root(doc);
     lp_sampler_params_t *sp = NULL;
     if (root->type != LP_JSON_OBJECT) {
         rc = lp_error_set(LP_ERR(EINVAL), "params_json: not a JSON object");
@@ -128,34 +117,18 @@ static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, char **
     }
     lp_sampler_params_default(sp);
     if ((rc = lp_sampler_params_from_json(root, 0, sp)) != 0) goto out;
-    if (g->n_predict == 0 && (v = lp_json_get(root, "n_predict"))) {
-        int64_t x;
-        if (lp_json_int(v, -1, 1 << 30, &x) != 0) {
-            rc = lp_error_set(LP_ERR(EINVAL), "n_predict: must be an integer >= -1");
-            goto out;
-        }
-        r->s.n_predict = (int32_t)x;
-    }
-    if ((v = lp_json_get(root, "ignore_eos"))) {
-        if (v->type != LP_JSON_BOOL) {
-            rc = lp_error_set(LP_ERR(EINVAL), "ignore_eos: must be true or false");
-            goto out;
-        }
-        r->ignore_eos = r->ignore_eos || v->u.b;
-    }
-    if ((rc = set_stops(r, g, lp_json_get(root, "stop"))) != 0) goto out;
+    lp_completion_fields_t f;
+    if ((rc = lp_completion_fields_from_json(root, &f)) != 0) goto out;
+    if (g->n_predict == 0 && f.has_n_predict) r->s.n_predict = f.n_predict;
+    r->ignore_eos = r->ignore_eos || f.ignore_eos;
+    if ((rc = set_stops(r, g, f.stop)) != 0) goto out;
     if (g->n_messages && lp_json_get(root, "prompt")) {
         rc = lp_error_set(LP_ERR(EINVAL), "messages: not together with params_json's prompt");
         goto out;
     }
-    if (!g->prompt.len && !g->n_prompt_ids && (v = lp_json_get(root, "prompt"))) {
-        if (v->type != LP_JSON_STRING) {
-            rc = lp_error_set(LP_ERR(EINVAL), "prompt: only a string prompt is supported in "
-                              "params_json (send token ids in prompt_ids)");
-            goto out;
-        }
-        if (!(*prompt_text = strndup(v->u.str, v->n))) rc = LP_ERR(ENOMEM);
-    }
+    if (!g->prompt.len && !g->n_prompt_ids && f.prompt &&
+        !(*prompt_text = strndup(f.prompt, f.prompt_len)))
+        rc = LP_ERR(ENOMEM);
     /* The sampler reads its fields from the same text with the same parser. */
     if (!rc && !(r->params_json = strdup(g->params_json))) rc = LP_ERR(ENOMEM);
 out:
@@ -253,34 +226,32 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         lp__req_free(r);
         return rc;
     }
-    if (g->n_messages) {
-        /* The chat template's text, tokenized with special-token parsing
-         * (and BOS where the model adds it), is the prompt. */
+    if (g->n_messages || !g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__ChatTemplateRequest ct = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;
-        ct.n_messages = g->n_messages;
-        ct.messages = g->messages;
-        ct.template_ = g->chat_template ? g->chat_template : "";
-        ct.add_assistant = true;
-        ct.tokenize = true;
-        m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE;
-        m.chat_template = &ct;
-        r->state = R_TOKENIZING;
-        if (lp__link_send(&c->tok, OP_TOKENIZE, r->s.key, &m, NULL, 0))
-            lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");
-    } else if (!g->n_prompt_ids) {
-        Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
-        if (prompt_text) {
-            t.text.data = (uint8_t *)prompt_text;
-            t.text.len = strlen(prompt_text);
+        if (g->n_messages) {
+            /* The chat template's text, tokenized with special-token parsing
+             * (and BOS where the model adds it), is the prompt. */
+            ct.n_messages = g->n_messages;
+            ct.messages = g->messages;
+            ct.template_ = g->chat_template ? g->chat_template : "";
+            ct.add_assistant = true;
+            ct.tokenize = true;
+            m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE;
+            m.chat_template = &ct;
         } else {
-            t.text = g->prompt;
+            if (prompt_text) {
+                t.text.data = (uint8_t *)prompt_text;
+                t.text.len = strlen(prompt_text);
+            } else {
+                t.text = g->prompt;
+            }
+            t.add_special = !g->no_bos;
+            t.parse_special = false;
+            m.body_case = LMPIPE__MSG__BODY_TOKENIZE;
+            m.tokenize = &t;
         }
-        t.add_special = !g->no_bos;
-        t.parse_special = false;
-        m.body_case = LMPIPE__MSG__BODY_TOKENIZE;
-        m.tokenize = &t;
         r->state = R_TOKENIZING;
         if (lp__link_send(&c->tok, OP_TOKENIZE, r->s.key, &m, NULL, 0))
             lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");

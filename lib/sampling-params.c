@@ -584,3 +584,36 @@ size_t lp_sampler_params_given_to_json(const lp_sampler_params_t *p, char *buf, 
 {
     return to_json(p, p->set, buf, cap);
 }
+
+int lp_completion_fields_from_json(const lp_json_t *obj, lp_completion_fields_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    const lp_json_t *v;
+    if ((v = lp_json_get(obj, "n_predict"))) {
+        int64_t x;
+        if (lp_json_int(v, -1, 1 << 30, &x) != 0)
+            return lp_error_set(LP_ERR(EINVAL), "n_predict: must be an integer >= -1");
+        out->has_n_predict = true;
+        out->n_predict = (int32_t)x;
+    }
+    if ((v = lp_json_get(obj, "ignore_eos"))) {
+        if (v->type != LP_JSON_BOOL) return lp_error_set(LP_ERR(EINVAL), "ignore_eos: must be true or false");
+        out->has_ignore_eos = true;
+        out->ignore_eos = v->u.b;
+    }
+    if ((v = lp_json_get(obj, "stop"))) {
+        if (v->type != LP_JSON_ARRAY) return lp_error_set(LP_ERR(EINVAL), "stop: must be an array of strings");
+        for (size_t i = 0; i < v->n; i++)
+            if (v->u.items[i].type != LP_JSON_STRING)
+                return lp_error_set(LP_ERR(EINVAL), "stop[%zu]: must be a string", i);
+        out->stop = v;
+    }
+    if ((v = lp_json_get(obj, "prompt"))) {
+        if (v->type != LP_JSON_STRING)
+            return lp_error_set(LP_ERR(EINVAL), "prompt: only a string prompt is supported in "
+                                "params_json (send token ids in prompt_ids)");
+        out->prompt = v->u.str;
+        out->prompt_len = v->n;
+    }
+    return 0;
+}

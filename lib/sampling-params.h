@@ -123,6 +123,22 @@ size_t lp_sampler_params_to_json(const lp_sampler_params_t *p, char *buf, size_t
  * others keep the receiver's default: a request built from typed values. */
 size_t lp_sampler_params_given_to_json(const lp_sampler_params_t *p, char *buf, size_t cap);
 
+/* The request fields of a llama.cpp /completion body besides the sampling
+ * parameters, checked once here for every reader (the coordinator's edge,
+ * lmpipe's --params).  Pointers borrow from the JSON document. */
+typedef struct lp_completion_fields {
+    bool has_n_predict;
+    int32_t n_predict;        /* -1 .. 2^30 */
+    bool has_ignore_eos, ignore_eos;
+    const lp_json_t *stop;    /* NULL, or an array of strings */
+    const char *prompt;       /* NULL, or a string prompt (not NUL-terminated) */
+    size_t prompt_len;
+} lp_completion_fields_t;
+
+/* Read and check the fields present in obj; a bad one is LP_ERR(EINVAL)
+ * with lp_error_msg() naming it. */
+int lp_completion_fields_from_json(const lp_json_t *obj, lp_completion_fields_t *out);
+
 /* "top_k" for LP_SAMPLER_TOP_K, and so on. */
 const char *lp_sampler_kind_name(enum lp_sampler_kind k);
 

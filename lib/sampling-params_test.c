@@ -207,11 +207,46 @@ static void test_refusals(void)
     free(big);
 }
 
+/* The /completion request fields: read where given, and each bad one
+ * refused naming it. */
+static void test_completion_fields(void)
+{
+    static const char good[] = "{\"n_predict\": 7, \"ignore_eos\": true, \"stop\": [\"a\", \"bc\"], "
+                               "\"prompt\": \"hi\", \"top_k\": 3}";
+    lp_json_doc_t *doc = NULL;
+    lp_completion_fields_t f;
+    CHECK_RC(lp_json_parse(good, strlen(good), &doc), 0);
+    CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), 0);
+    CHECK(f.has_n_predict && f.n_predict == 7 && f.has_ignore_eos && f.ignore_eos);
+    CHECK(f.stop && f.stop->n == 2 && f.prompt && f.prompt_len == 2 && !memcmp(f.prompt, "hi", 2));
+    lp_json_doc_destroy(&doc);
+    CHECK_RC(lp_json_parse("{}", 2, &doc), 0);
+    CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), 0);
+    CHECK(!f.has_n_predict && !f.has_ignore_eos && !f.stop && !f.prompt);
+    lp_json_doc_destroy(&doc);
+    static const struct { const char *json, *msg; } bad[] = {
+        {"{\"n_predict\": -2}", "n_predict: "},
+        {"{\"n_predict\": 1.5}", "n_predict: "},
+        {"{\"ignore_eos\": 1}", "ignore_eos: "},
+        {"{\"stop\": \"a\"}", "stop: "},
+        {"{\"stop\": [\"a\", 2]}", "stop[1]: "},
+        {"{\"prompt\": [1, 2]}", "prompt: "},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_RC(lp_json_parse(bad[i].json, strlen(bad[i].json), &doc), 0);
+        CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), LP_ERR(EINVAL));
+        CHECK(!strncmp(lp_error_msg(), bad[i].msg, strlen(bad[i].msg)), "%s: got '%s'", bad[i].json,
+              lp_error_msg());
+        lp_json_doc_destroy(&doc);
+    }
+}
+
 int main(void)
 {
     test_defaults();
     test_parse();
     test_overlay_and_json();
     test_refusals();
+    test_completion_fields();
     return CHECK_DONE();
 }

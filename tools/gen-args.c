@@ -189,59 +189,41 @@ int lp_gen_args_take(lp_gen_args_t *a, const char *cmd, int argc, char **argv, i
 }
 
 /* The request fields --params may carry besides the sampling parameters,
- * as the coordinator reads them from a /completion body: each applies
- * where the flags leave its field unset.  Other keys are ignored, as
- * llama.cpp server ignores fields it does not use. */
+ * checked by the coordinator's own reader (lp_completion_fields_from_json):
+ * each applies where the flags leave its field unset.  Other keys are
+ * ignored, as llama.cpp server ignores fields it does not use. */
 static int take_request_fields(lp_gen_args_t *a, const char *cmd, const lp_json_t *root,
                                Lmpipe__GenerateRequest *g)
 {
-    const lp_json_t *v;
-    if (!g->n_predict && (v = lp_json_get(root, "n_predict"))) {
-        int64_t x;
-        if (lp_json_int(v, -1, 1 << 24, &x) || x == 0) {
-            fprintf(stderr, "lmpipe %s: --params: n_predict: must be a positive integer (or -1)\n",
-                    cmd);
-            return -1;
-        }
-        g->n_predict = (int32_t)x;
+    lp_completion_fields_t f;
+    if (lp_completion_fields_from_json(root, &f)) {
+        fprintf(stderr, "lmpipe %s: --params: %s\n", cmd, lp_error_msg());
+        return -1;
     }
-    if ((v = lp_json_get(root, "ignore_eos"))) {
-        if (v->type != LP_JSON_BOOL) {
-            fprintf(stderr, "lmpipe %s: --params: ignore_eos: must be true or false\n", cmd);
-            return -1;
-        }
-        g->ignore_eos = g->ignore_eos || v->u.b;
+    /* As --max-tokens: 0 would generate nothing. */
+    if (f.has_n_predict && (f.n_predict == 0 || f.n_predict > 1 << 24)) {
+        fprintf(stderr, "lmpipe %s: --params: n_predict: must be a positive integer (or -1)\n", cmd);
+        return -1;
     }
-    if (!g->n_stop && (v = lp_json_get(root, "stop"))) {
-        if (v->type != LP_JSON_ARRAY) {
-            fprintf(stderr, "lmpipe %s: --params: stop: must be an array of strings\n", cmd);
-            return -1;
-        }
+    if (!g->n_predict && f.has_n_predict) g->n_predict = f.n_predict;
+    g->ignore_eos = g->ignore_eos || f.ignore_eos;
+    if (!g->n_stop && f.stop) {
         free(a->stop_bin);
-        a->stop_bin = calloc(v->n ? v->n : 1, sizeof(*a->stop_bin));
+        a->stop_bin = calloc(f.stop->n ? f.stop->n : 1, sizeof(*a->stop_bin));
         if (!a->stop_bin) {
             fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
             return -1;
         }
-        for (size_t i = 0; i < v->n; i++) {
-            const lp_json_t *s = &v->u.items[i];
-            if (s->type != LP_JSON_STRING) {
-                fprintf(stderr, "lmpipe %s: --params: stop[%zu]: must be a string\n", cmd, i);
-                return -1;
-            }
-            a->stop_bin[i].data = (uint8_t *)s->u.str;
-            a->stop_bin[i].len = s->n;
+        for (size_t i = 0; i < f.stop->n; i++) {
+            a->stop_bin[i].data = (uint8_t *)f.stop->u.items[i].u.str;
+            a->stop_bin[i].len = f.stop->u.items[i].n;
         }
         g->stop = a->stop_bin;
-        g->n_stop = v->n;
+        g->n_stop = f.stop->n;
     }
-    if (!g->prompt.len && (v = lp_json_get(root, "prompt"))) {
-        if (v->type != LP_JSON_STRING) {
-            fprintf(stderr, "lmpipe %s: --params: prompt: must be a string\n", cmd);
-            return -1;
-        }
-        g->prompt.data = (uint8_t *)v->u.str;
-        g->prompt.len = v->n;
+    if (!g->prompt.len && f.prompt) {
+        g->prompt.data = (uint8_t *)f.prompt;
+        g->prompt.len = f.prompt_len;
     }
     return 0;
 }
