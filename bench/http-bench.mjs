@@ -316,6 +316,6 @@ for (const r of out.load)
     console.log(`| ${r.clients} | ${r.lmpipe.tok_s.toFixed(1)} | ${r['llama-server'].tok_s.toFixed(1)} | ${r.ratio.toFixed(2)}x | ` +
                 `${r.lmpipe.ttft_p50_ms.toFixed(0)} / ${r.lmpipe.ttft_p99_ms.toFixed(0)} | ${r['llama-server'].ttft_p50_ms.toFixed(0)} / ${r['llama-server'].ttft_p99_ms.toFixed(0)} |`);
 const e = out.event;
-console.log(`\ngateway SSE minus ZeroMQ client, per token event: p50 ${e.p50_us.toFixed(0)} us, p90 ${e.p90_us.toFixed(0)} us, mean ${e.mean_us.toFixed(0)} us ` +
+if (eventReps > 0 && e?.n) console.log(`\ngateway SSE minus ZeroMQ client, per token event: p50 ${e.p50_us.toFixed(0)} us, p90 ${e.p90_us.toFixed(0)} us, mean ${e.mean_us.toFixed(0)} us ` +
             `(${e.n} of ${e.events} SSE events paired with a ZeroMQ event of the same step; p50 with the SSE request sent 0 ms after the ZeroMQ client started ${e.p50_lead0_us?.toFixed(0)} us, 50 ms after ${e.p50_lead50_us?.toFixed(0)} us)`);
 process.exit(0);

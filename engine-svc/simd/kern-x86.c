@@ -99,20 +99,31 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
 
 /* ---- GEMM driver -------------------------------------------------------- */
 
-/* TILE(n, wrow, x[NT], nt, out[NT]) computes nt dots of one weight row. */
-#define DEFINE_GEMM(name, tile)                                                           \
+/* TILE(n, wrow, x[NT], nt, out[NT]) computes nt dots of one weight row.
+ * Rows are the outer loop, so a row read from memory serves every token
+ * tile from L1, and each row prefetches the one GEMM_PF rows on: a few
+ * tokens compute too little per byte to hide the loads otherwise. */
+#define GEMM_PF 4
+#define DEFINE_GEMM_W(name, tile, W)                                                     \
     static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
                      size_t xrb, int64_t nt, float *y, int64_t ys)                        \
     {                                                                                     \
-        for (int64_t t0 = 0; t0 < nt; t0 += NT) {                                         \
-            int m = nt - t0 < NT ? (int)(nt - t0) : NT;                                   \
-            const void *x[NT];                                                            \
-            _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++)                        \
-                x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;         \
-            for (int64_t r = 0; r < nr; r++) {                                            \
-                float out[NT];                                                            \
-                const void *wr = (const uint8_t *)w + (size_t)r * wrb;                    \
+        for (int64_t r = 0; r < nr; r++) {                                                \
+            const void *wr = (const uint8_t *)w + (size_t)r * wrb;                        \
+            if (r + GEMM_PF < nr)                                                         \
+                for (size_t o = 0; o < wrb; o += 64)                                      \
+                    _mm_prefetch((const char *)wr + GEMM_PF * wrb + o, _MM_HINT_T1);      \
+            for (int64_t t0 = 0; t0 < nt; t0 += W) {                                      \
+                int m = nt - t0 < W ? (int)(nt - t0) : W;                                 \
+                const void *x[W];                                                         \
+                _Pragma("GCC unroll 16") for (int t = 0; t < W; t++)                     \
+                    x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;     \
+                float out[W] = {0};                                                       \
                 switch (m) {                                                              \
+                case 8: if (W >= 8) { tile(n, wr, x, 8, out); break; } /* fall through */ \
+                case 7: if (W >= 8) { tile(n, wr, x, 7, out); break; } /* fall through */ \
+                case 6: if (W >= 8) { tile(n, wr, x, 6, out); break; } /* fall through */ \
+                case 5: if (W >= 8) { tile(n, wr, x, 5, out); break; } /* fall through */ \
                 case 4: tile(n, wr, x, 4, out); break;                                    \
                 case 3: tile(n, wr, x, 3, out); break;                                    \
                 case 2: tile(n, wr, x, 2, out); break;                                    \
@@ -122,6 +133,7 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
             }                                                                             \
         }                                                                                 \
     }
+#define DEFINE_GEMM(name, tile) DEFINE_GEMM_W(name, tile, NT)
 
 /* gemv: one token, rows [0, nr), prefetching up to row nr_pf; gemm: the
  * batches through the tiles, one token through gemv. */
@@ -138,6 +150,7 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
 #if defined(LP_KERN_AVX512)
 #define FV __m512
 #define FW 16
+#define FT 8 /* tokens per float tile: 32 registers hold 8 sums */
 #define f_zero _mm512_setzero_ps
 #define f_load _mm512_loadu_ps
 #define f_fmadd _mm512_fmadd_ps
@@ -148,6 +161,7 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
 #else
 #define FV __m256
 #define FW 8
+#define FT NT
 #define f_zero _mm256_setzero_ps
 #define f_load _mm256_loadu_ps
 #define f_fmadd _mm256_fmadd_ps
@@ -162,7 +176,7 @@ INLINE __m256i lane0(int v) { return _mm256_zextsi128_si256(_mm_cvtsi32_si128(v)
                      float *out)                                                          \
     {                                                                                     \
         const wtype *w = wv;                                                              \
-        FV acc[NT];                                                                       \
+        FV acc[FT];                                                                       \
         _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) acc[t] = f_zero();                                   \
         int64_t i = 0;                                                                    \
         for (; i + FW <= n; i += FW) {                                                    \
@@ -181,9 +195,9 @@ INLINE float id_f32(float f) { return f; }
 DEFINE_FLOAT_TILE(tile_f32, float, f_load, id_f32)
 DEFINE_FLOAT_TILE(tile_f16, uint16_t, f_cvt_f16, f16)
 DEFINE_FLOAT_TILE(tile_bf16, uint16_t, f_cvt_bf16, lp_bf16_to_f32)
-DEFINE_GEMM(gemm_f32, tile_f32)
-DEFINE_GEMM(gemm_f16, tile_f16)
-DEFINE_GEMM(gemm_bf16, tile_bf16)
+DEFINE_GEMM_W(gemm_f32, tile_f32, FT)
+DEFINE_GEMM_W(gemm_f16, tile_f16, FT)
+DEFINE_GEMM_W(gemm_bf16, tile_bf16, FT)
 
 /* ---- decode prefetch ---------------------------------------------------- */
 
@@ -1168,6 +1182,8 @@ static void repack_q5_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
     }
 }
 
+#define PP_PF_TOK 64 /* up to this many tokens, gemm_pp prefetches */
+
 /* Activation kinds of the batched tile. */
 enum { PP_K32, PP_K16, PP_A32 };
 
@@ -1235,6 +1251,12 @@ INLINE void gemm_pp(const int kind, repack_fn repack, lp__gemm_fn rows, int64_t 
     int64_t r = 0;
     for (; r + RG <= nr; r += RG) {
         repack(n, (const uint8_t *)w + (size_t)r * wrb, wrb, qv, sc, mn);
+        /* Few tokens leave the tiles too little work to hide the next
+         * group's loads behind, so fetch that group into L2 now. */
+        if (nt <= PP_PF_TOK && r + 2 * RG <= nr) {
+            const char *nx = (const char *)w + (size_t)(r + RG) * wrb;
+            for (size_t o = 0; o < (size_t)RG * wrb; o += 64) _mm_prefetch(nx + o, PF_HINT);
+        }
         for (int64_t t0 = 0; t0 < nt; t0 += PT) {
             int m = nt - t0 < PT ? (int)(nt - t0) : PT;
             const uint8_t *x[PT];
