@@ -195,9 +195,86 @@ INLINE float id_f32(float f) { return f; }
 DEFINE_FLOAT_TILE(tile_f32, float, f_load, id_f32)
 DEFINE_FLOAT_TILE(tile_f16, uint16_t, f_cvt_f16, f16)
 DEFINE_FLOAT_TILE(tile_bf16, uint16_t, f_cvt_bf16, lp_bf16_to_f32)
+#if defined(LP_KERN_AVX512)
+/* Three rows by up to FT tokens: each activation load feeds three FMAs and
+ * each converted weight vector FT, where one row at a time spent a load per
+ * FMA (batched decode on float weights is load-bound otherwise). */
+#define DEFINE_FLOAT_TILE3(name, wtype, load_w, scalar_w)                                 \
+    INLINE void name(int64_t n, const wtype *w0, size_t wrb, const float *const *x,       \
+                     const int nt, float *y, int64_t ys)                                  \
+    {                                                                                     \
+        const wtype *w1 = (const wtype *)((const uint8_t *)w0 + wrb);                     \
+        const wtype *w2 = (const wtype *)((const uint8_t *)w1 + wrb);                     \
+        FV a0[FT], a1[FT], a2[FT];                                                        \
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++)                            \
+            a0[t] = a1[t] = a2[t] = f_zero();                                             \
+        int64_t i = 0;                                                                    \
+        for (; i + FW <= n; i += FW) {                                                    \
+            FV f0 = load_w(w0 + i), f1 = load_w(w1 + i), f2 = load_w(w2 + i);             \
+            _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {                      \
+                FV xv = f_load(x[t] + i);                                                 \
+                a0[t] = f_fmadd(f0, xv, a0[t]);                                           \
+                a1[t] = f_fmadd(f1, xv, a1[t]);                                           \
+                a2[t] = f_fmadd(f2, xv, a2[t]);                                           \
+            }                                                                             \
+        }                                                                                 \
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {                          \
+            float s0 = f_hsum(a0[t]), s1 = f_hsum(a1[t]), s2 = f_hsum(a2[t]);             \
+            for (int64_t j = i; j < n; j++) {                                             \
+                s0 += scalar_w(w0[j]) * x[t][j];                                          \
+                s1 += scalar_w(w1[j]) * x[t][j];                                          \
+                s2 += scalar_w(w2[j]) * x[t][j];                                          \
+            }                                                                             \
+            y[t * ys] = s0, y[t * ys + 1] = s1, y[t * ys + 2] = s2;                       \
+        }                                                                                 \
+    }
+
+#define DEFINE_FLOAT_GEMM3(name, tile3, tile1, wtype)                                     \
+    DEFINE_GEMM_W(name##_rows, tile1, FT)                                                 \
+    static void name(int64_t n, const void *w, size_t wrb, int64_t nr, const void *xq,    \
+                     size_t xrb, int64_t nt, float *y, int64_t ys)                        \
+    {                                                                                     \
+        int64_t r = 0;                                                                    \
+        for (; nt > 1 && r + 3 <= nr; r += 3) {                                           \
+            const uint8_t *wr = (const uint8_t *)w + (size_t)r * wrb;                     \
+            if (r + 3 + GEMM_PF <= nr)                                                    \
+                for (size_t o = 0; o < 3 * wrb; o += 64)                                  \
+                    _mm_prefetch((const char *)wr + GEMM_PF * wrb + o, _MM_HINT_T1);      \
+            for (int64_t t0 = 0; t0 < nt; t0 += FT) {                                     \
+                int m = nt - t0 < FT ? (int)(nt - t0) : FT;                               \
+                const float *x[FT];                                                       \
+                for (int t = 0; t < FT; t++)                                              \
+                    x[t] = (const float *)((const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb); \
+                const wtype *w0 = (const wtype *)wr;                                      \
+                float *yt = y + t0 * ys + r;                                              \
+                switch (m) {                                                              \
+                case 8: tile3(n, w0, wrb, x, 8, yt, ys); break;                           \
+                case 7: tile3(n, w0, wrb, x, 7, yt, ys); break;                           \
+                case 6: tile3(n, w0, wrb, x, 6, yt, ys); break;                           \
+                case 5: tile3(n, w0, wrb, x, 5, yt, ys); break;                           \
+                case 4: tile3(n, w0, wrb, x, 4, yt, ys); break;                           \
+                case 3: tile3(n, w0, wrb, x, 3, yt, ys); break;                           \
+                case 2: tile3(n, w0, wrb, x, 2, yt, ys); break;                           \
+                default: tile3(n, w0, wrb, x, 1, yt, ys); break;                          \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+        if (r < nr)                                                                       \
+            name##_rows(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, nt, \
+                        y + r, ys);                                                       \
+    }
+
+DEFINE_FLOAT_TILE3(tile3_f32, float, f_load, id_f32)
+DEFINE_FLOAT_TILE3(tile3_f16, uint16_t, f_cvt_f16, f16)
+DEFINE_FLOAT_TILE3(tile3_bf16, uint16_t, f_cvt_bf16, lp_bf16_to_f32)
+DEFINE_FLOAT_GEMM3(gemm_f32, tile3_f32, tile_f32, float)
+DEFINE_FLOAT_GEMM3(gemm_f16, tile3_f16, tile_f16, uint16_t)
+DEFINE_FLOAT_GEMM3(gemm_bf16, tile3_bf16, tile_bf16, uint16_t)
+#else
 DEFINE_GEMM_W(gemm_f32, tile_f32, FT)
 DEFINE_GEMM_W(gemm_f16, tile_f16, FT)
 DEFINE_GEMM_W(gemm_bf16, tile_bf16, FT)
+#endif
 
 /* ---- decode prefetch ---------------------------------------------------- */
 
