@@ -10,7 +10,10 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sampler-svc --model M.gguf --endpoint EP [--default JSON] [--no-shm]\n");
+    fprintf(f, "usage: sampler-svc --model M.gguf --endpoint EP [--default JSON] [--no-shm]\n"
+               "                   [--plugin-dir DIR]\n"
+               "--plugin-dir: the only folder SamplerControl \"load\" takes plugins from\n"
+               "(without it every load is refused; docs/SAMPLER.md).\n");
 }
 
 int main(int argc, char **argv)
@@ -19,6 +22,7 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"endpoint", required_argument, 0, 'e'},
         {"default", required_argument, 0, 'd'}, {"no-shm", no_argument, 0, 'n'},
+        {"plugin-dir", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     lp_sampler_svc_params_t p = {0};
     const char *endpoint = NULL;
@@ -29,6 +33,7 @@ int main(int argc, char **argv)
         case 'e': endpoint = optarg; break;
         case 'd': p.default_json = optarg; break;
         case 'n': p.no_shm = true; break;
+        case 'P': p.plugin_dir = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

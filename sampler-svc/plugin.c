@@ -5,9 +5,13 @@
 #include "sampling-params.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct lp_plugin {
     atomic_int refs;
@@ -27,6 +31,117 @@ static bool name_ok(const char *s)
     }
     return true;
 }
+
+/* ---- where a plugin may come from ------------------------------------------ */
+
+/* One path as sshd's StrictModes sees it: of the right kind, owned by root
+ * or this process's user, writable by no one else.  `what` names the
+ * request in the message. */
+static int safe_node(const char *what, const char *node, bool want_dir)
+{
+    struct stat st;
+    if (stat(node, &st) != 0) {
+        int e = errno;
+        return lp_error_set(LP_ERR(e), "%s: cannot stat %s: %s", what, node, strerror(e));
+    }
+    if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+        return lp_error_set(LP_ERR(EPERM), "%s: refused: %s is not a %s", what, node,
+                            want_dir ? "directory" : "regular file");
+    if (st.st_uid != 0 && st.st_uid != geteuid())
+        return lp_error_set(LP_ERR(EPERM),
+                            "%s: refused: %s is owned by uid %u, neither root nor this "
+                            "service's user (uid %u)",
+                            what, node, (unsigned)st.st_uid, (unsigned)geteuid());
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return lp_error_set(LP_ERR(EPERM),
+                            "%s: refused: %s is writable by %s (mode %04o); a plugin, its folder "
+                            "and every directory above must be writable only by their owner",
+                            what, node, st.st_mode & S_IWOTH ? "others" : "its group",
+                            (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
+/* `real` (resolved, absolute) and every directory above it up to /: any
+ * one of them writable by someone else would let that someone swap the
+ * file. */
+static int safe_chain(const char *what, const char *real, bool is_dir)
+{
+    char *buf = strdup(real);
+    if (!buf) return lp_error_set(LP_ERR(ENOMEM), "%s: out of memory", what);
+    int rc = safe_node(what, buf, is_dir);
+    while (!rc && strcmp(buf, "/") != 0) {
+        char *slash = strrchr(buf, '/');
+        if (slash == buf) slash[1] = '\0';
+        else *slash = '\0';
+        rc = safe_node(what, buf, true);
+    }
+    free(buf);
+    return rc;
+}
+
+int lp_plugin_check_dir(const char *dir)
+{
+    char what[PATH_MAX + 32];
+    snprintf(what, sizeof(what), "plugin folder %s", dir ? dir : "");
+    if (!dir || !dir[0]) return lp_error_set(LP_ERR(EINVAL), "plugin folder: empty path");
+    char *rdir = realpath(dir, NULL);
+    if (!rdir) {
+        int e = errno;
+        return lp_error_set(LP_ERR(e), "%s: %s", what, strerror(e));
+    }
+    int rc = safe_chain(what, rdir, true);
+    free(rdir);
+    return rc;
+}
+
+int lp_plugin_resolve(const char *dir, const char *path, char **resolved)
+{
+    *resolved = NULL;
+    if (!dir || !dir[0])
+        return lp_error_set(LP_ERR(EPERM),
+                            "plugin %s: refused: no plugin folder is set; start sampler-svc with "
+                            "--plugin-dir DIR (config key sampler.plugin_dir) and put plugins there",
+                            path);
+    if (!path[0]) return lp_error_set(LP_ERR(EINVAL), "plugin: empty path");
+    char what[PATH_MAX + 32];
+    snprintf(what, sizeof(what), "plugin %s", path);
+    char *rdir = realpath(dir, NULL), *full = NULL, *rfile = NULL;
+    int rc = 0;
+    if (!rdir) {
+        int e = errno;
+        return lp_error_set(LP_ERR(e), "%s: plugin folder %s: %s", what, dir, strerror(e));
+    }
+    if (path[0] == '/') full = strdup(path);
+    else if (asprintf(&full, "%s/%s", rdir, path) < 0) full = NULL;
+    if (!full) {
+        rc = lp_error_set(LP_ERR(ENOMEM), "%s: out of memory", what);
+        goto out;
+    }
+    if (!(rfile = realpath(full, NULL))) {
+        int e = errno;
+        rc = lp_error_set(LP_ERR(e), "%s: cannot load: %s", what, strerror(e));
+        goto out;
+    }
+    /* Inside means below: the folder itself is no plugin. */
+    size_t nd = strlen(rdir);
+    bool inside = !strcmp(rdir, "/") ? rfile[1] != '\0'
+                                     : !strncmp(rfile, rdir, nd) && rfile[nd] == '/';
+    if (!inside) {
+        rc = lp_error_set(LP_ERR(EPERM), "%s: refused: it is %s, outside the plugin folder %s",
+                          what, rfile, rdir);
+        goto out;
+    }
+    if ((rc = safe_chain(what, rfile, false)) != 0) goto out;
+    *resolved = rfile;
+    rfile = NULL;
+out:
+    free(rdir);
+    free(full);
+    free(rfile);
+    return rc;
+}
+
+/* ---- loading ------------------------------------------------------------------ */
 
 int lp_plugin_open(const char *path, lp_plugin_t **out)
 {

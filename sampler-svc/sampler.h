@@ -51,9 +51,15 @@ uint64_t lp_sampler_store_version(lp_sampler_store_t *st);
 /* Lay `json` (strict: unknown keys are refused) over the current default. */
 int lp_sampler_store_swap(lp_sampler_store_t *st, const char *json, size_t len,
                           uint64_t *version_out);
+/* The folder plugins load from (see lp_plugin_resolve for the checks made
+ * on it and on each plugin): checked here, copied.  Until one is set, every
+ * load is refused. */
+int lp_sampler_store_set_plugin_dir(lp_sampler_store_t *st, const char *dir);
 /* Load a plugin (dlopen) and put its step first in the default "samplers"
  * (where logit bias acts, before any truncation).  `config` is handed to the plugin's init for
- * each sequence (NULL = "").  The step's name is the plugin's name. */
+ * each sequence (NULL = "").  The step's name is the plugin's name.
+ * `path` (relative: to the plugin folder) must resolve inside the plugin
+ * folder and pass its ownership and mode checks, or nothing is opened. */
 int lp_sampler_store_load_plugin(lp_sampler_store_t *st, const char *path, const char *config,
                                  uint64_t *version_out);
 /* Remove a plugin by name from the default chain and unload it once no

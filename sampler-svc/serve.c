@@ -74,6 +74,10 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
     s->n_tokens = vf.n_tokens;
     s->vocab_hash = vf.hash;
     if ((rc = lp_sampler_store_new(p->default_json, &s->store)) != 0) goto fail;
+    if (p->plugin_dir && (rc = lp_sampler_store_set_plugin_dir(s->store, p->plugin_dir)) != 0) {
+        lp_error_prefix("--plugin-dir: ");
+        goto fail;
+    }
     rc = lp_sampler_store_set_vocab(s->store, vf.n_tokens_real, vf.token_mask, vf.n_vocab);
     if (rc) goto fail;
     if ((rc = lp_tokenizer_new_from_gguf(g, &s->tok)) == 0) {

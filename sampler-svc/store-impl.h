@@ -30,6 +30,7 @@ struct lp_sampler_store {
     lp__config_t *history[LP_STORE_HISTORY]; /* older strategies, newest last */
     int n_history;
     uint64_t next_version;
+    char *plugin_dir;    /* the only folder plugins load from; NULL: none do */
     /* the vocabulary guard; set before sequences start, read without the lock */
     int32_t n_real;      /* 0: the row length */
     int32_t *masked;     /* ids < n_real that are never sampled */

@@ -122,6 +122,7 @@ void lp_sampler_store_destroy(lp_sampler_store_t **self_p)
         lp_dry_breakers_destroy(&st->breakers_cache[i].table);
     }
     pthread_mutex_destroy(&st->breakers_lock);
+    free(st->plugin_dir);
     free(st->masked);
     free(st->mask);
     free(st);
@@ -293,11 +294,36 @@ int lp_sampler_store_swap(lp_sampler_store_t *st, const char *json, size_t len,
     return rc;
 }
 
+int lp_sampler_store_set_plugin_dir(lp_sampler_store_t *st, const char *dir)
+{
+    int rc = lp_plugin_check_dir(dir);
+    if (rc) return rc;
+    char *d = strdup(dir);
+    if (!d) return lp_error_set(LP_ERR(ENOMEM), "sampler store: out of memory");
+    pthread_mutex_lock(&st->lock);
+    free(st->plugin_dir);
+    st->plugin_dir = d;
+    pthread_mutex_unlock(&st->lock);
+    return 0;
+}
+
 int lp_sampler_store_load_plugin(lp_sampler_store_t *st, const char *path, const char *config,
                                  uint64_t *version_out)
 {
+    /* The folder and mode checks come before dlopen: a library's
+     * constructor runs as soon as it is opened. */
+    pthread_mutex_lock(&st->lock);
+    char *dir = st->plugin_dir ? strdup(st->plugin_dir) : NULL;
+    bool oom = st->plugin_dir && !dir;
+    pthread_mutex_unlock(&st->lock);
+    if (oom) return lp_error_set(LP_ERR(ENOMEM), "sampler store: out of memory");
+    char *real = NULL;
+    int rc = lp_plugin_resolve(dir, path, &real);
+    free(dir);
+    if (rc) return rc;
     lp_plugin_t *pl;
-    int rc = lp_plugin_open(path, &pl);
+    rc = lp_plugin_open(real, &pl);
+    free(real);
     if (rc) return rc;
     const lp_sampler_plugin_t *d = lp_plugin_desc(pl);
     pthread_mutex_lock(&st->lock);

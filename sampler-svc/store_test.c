@@ -19,6 +19,7 @@
 #include <time.h>
 
 static const char *mask_so, *bad_abi_so, *no_symbol_so;
+static char plugin_dir[4096]; /* the plugins' build folder, as the plugin folder */
 
 static void sample_counts(lp_sampler_store_t *st, const char *params, const float *row, int n,
                           int draws, long *counts)
@@ -87,6 +88,7 @@ static void test_plugins(void)
 {
     lp_sampler_store_t *st;
     CHECK_RC(lp_sampler_store_new("{\"temperature\":1,\"samplers\":[]}", &st), 0);
+    CHECK_RC(lp_sampler_store_set_plugin_dir(st, plugin_dir), 0);
     uint64_t v = 0;
     /* refusals, each leaving version 1 in place */
     CHECK_RC(lp_sampler_store_load_plugin(st, bad_abi_so, NULL, &v), LP_ERR(EPROTO));
@@ -134,6 +136,7 @@ static void test_control(void)
 {
     lp_sampler_store_t *st;
     CHECK_RC(lp_sampler_store_new(NULL, &st), 0);
+    CHECK_RC(lp_sampler_store_set_plugin_dir(st, plugin_dir), 0);
     char *reply;
     const char *m1 = "{\"op\":\"set\",\"params\":{\"top_k\":5}}";
     CHECK_RC(lp_sampler_store_control(st, m1, strlen(m1), &reply), 0);
@@ -283,6 +286,7 @@ static void test_live_swap(void)
     /* greedy over logits 0.00, 0.01, ... 0.63: token 63 unless a bias moves it */
     for (int i = 0; i < N_TOK; i++) g_row[i] = i * 0.01f;
     CHECK_RC(lp_sampler_store_new("{\"temperature\":0}", &g_st), 0);
+    CHECK_RC(lp_sampler_store_set_plugin_dir(g_st, plugin_dir), 0);
     for (int v = 0; v < MAX_VERSIONS; v++) atomic_init(&g_expect[v], -1);
     atomic_store(&g_expect[1], 63);
     atomic_init(&g_done, 0);
@@ -383,6 +387,10 @@ int main(int argc, char **argv)
     mask_so = argv[1];
     bad_abi_so = argv[2];
     no_symbol_so = argv[3];
+    snprintf(plugin_dir, sizeof(plugin_dir), "%s", mask_so);
+    char *slash = strrchr(plugin_dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(plugin_dir, sizeof(plugin_dir), ".");
     test_versions();
     test_plugins();
     test_control();

@@ -312,6 +312,11 @@ int main(int argc, char **argv)
     o.run_dir = run_dir;
     o.threads = 1;
     o.sampler_default = "{\"top_k\":7}"; /* the service default, as sampler.default */
+    char plugin_dir[4096]; /* the plugins' build folder, as sampler.plugin_dir */
+    snprintf(plugin_dir, sizeof(plugin_dir), "%s", argv[2]);
+    char *slash = strrchr(plugin_dir, '/');
+    if (slash) *slash = '\0';
+    o.plugin_dir = slash ? plugin_dir : ".";
     lp_pipeline_t *p = NULL;
     lp_client_t *c = NULL;
     int rc = lp_pipeline_start(&loop, &o, &p);

@@ -22,7 +22,8 @@
     "  FILE holds one row of little-endian float32 logits; JSON uses llama.cpp\n"        \
     "  /completion names (or @FILE to read it); --mask-file holds one byte per token\n"  \
     "  (non-zero: never sample).  --model takes the real token count, the mask\n"      \
-    "  and the vocabulary (for DRY's text sequence breakers) from a GGUF."
+    "  and the vocabulary (for DRY's text sequence breakers) from a GGUF.  --plugin\n"   \
+    "  passes sampler-svc's ownership and mode checks, its folder as the plugin folder."
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -148,7 +149,15 @@ int lp_cmd_sample(int argc, char **argv)
         if (!path) goto fail;
         char *eq = strchr(path, '=');
         if (eq) *eq = '\0';
-        int rc = lp_sampler_store_load_plugin(st, path, eq ? eq + 1 : "", NULL);
+        /* The user named this file on their own command line: its folder is
+         * the plugin folder, and the same ownership and mode checks apply. */
+        char *dir = strdup(path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (dir && !slash) strcpy(dir, ".");
+        else if (slash) slash[slash == dir ? 1 : 0] = '\0';
+        int rc = dir ? lp_sampler_store_set_plugin_dir(st, dir) : LP_ERR(ENOMEM);
+        if (!rc) rc = lp_sampler_store_load_plugin(st, path, eq ? eq + 1 : "", NULL);
+        free(dir);
         free(path);
         if (rc) goto fail;
     }

@@ -14,7 +14,8 @@
     "usage: lmpipe sampler --endpoint EP COMMAND\n"                                    \
     "  get                      print the current strategy\n"                          \
     "  set JSON                 lay /completion sampling fields over the default\n"    \
-    "  load PATH [CONFIG]       load a sampler plugin (first in the chain)\n"          \
+    "  load PATH [CONFIG]       load a sampler plugin (first in the chain) from\n"     \
+    "                           sampler-svc's --plugin-dir (PATH relative to it)\n"    \
     "  unload NAME              unload a plugin\n"                                     \
     "  rollback                 go back to the strategy before the last change\n"      \
     "  EP is sampler-svc's endpoint (ipc://RUN_DIR/sampler.sock under lmpipe up)."

@@ -42,16 +42,18 @@ static void on_check(uv_timer_t *t)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmpipe up [--config F] [--model M] [--endpoint EP] [--no-shm]\n"
+               "                 [--plugin-dir DIR]\n"
                "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...]\n"
                "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n"
-               "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md).\n");
+               "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md).\n"
+               "--plugin-dir (config sampler.plugin_dir): the folder sampler plugins load from.\n");
 }
 
 int lp_cmd_up(int argc, char **argv)
 {
     lp_pipeline_opts_t o = {0};
     lp_config_t *cfg = NULL;
-    const char *model = NULL, *endpoint = NULL, *http = NULL;
+    const char *model = NULL, *endpoint = NULL, *http = NULL, *plugin_dir = NULL;
     char api_keys[4096] = "", admin_keys[4096] = "";
     bool no_shm = false;
     for (int i = 1; i < argc; i++) {
@@ -64,6 +66,7 @@ int lp_cmd_up(int argc, char **argv)
         } else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
         else if (!strcmp(argv[i], "--no-shm")) no_shm = true;
+        else if (!strcmp(argv[i], "--plugin-dir") && i + 1 < argc) plugin_dir = argv[++i];
         else if (!strcmp(argv[i], "--http") && i + 1 < argc) http = argv[++i];
         else if ((!strcmp(argv[i], "--api-key") || !strcmp(argv[i], "--admin-key")) && i + 1 < argc) {
             char *list = argv[i][3] == 'p' ? api_keys : admin_keys;
@@ -92,6 +95,7 @@ int lp_cmd_up(int argc, char **argv)
     if (model) o.model = model;
     if (endpoint) o.endpoint = endpoint;
     if (no_shm) o.no_shm = true;
+    if (plugin_dir) o.plugin_dir = plugin_dir;
     if (http) o.http_listen = http;
     if (api_keys[0]) o.http_api_keys = api_keys;
     if (admin_keys[0]) o.http_admin_keys = admin_keys;

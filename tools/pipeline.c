@@ -64,7 +64,7 @@ static void on_http_restart(uv_timer_t *t)
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
                              "max_seqs", "max_batch_tokens", "n_ctx", "threads",
-                             "sampler.default", "http.listen", "http.api_key", "http.admin_key"};
+                             "sampler.default", "sampler.plugin_dir", "http.listen", "http.api_key", "http.admin_key"};
 
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
 {
@@ -81,6 +81,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->engine_endpoint = lp_config_get(cfg, "engine.endpoint", o->engine_endpoint);
     o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
     o->sampler_default = lp_config_get(cfg, "sampler.default", o->sampler_default);
+    o->plugin_dir = lp_config_get(cfg, "sampler.plugin_dir", o->plugin_dir);
     o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
     o->http_listen = lp_config_get(cfg, "http.listen", o->http_listen);
     o->http_api_keys = lp_config_get(cfg, "http.api_key", o->http_api_keys);
@@ -203,6 +204,10 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     if (i == P_SAMP && o->sampler_default) {
         argv[n++] = "--default";
         argv[n++] = (char *)o->sampler_default;
+    }
+    if (i == P_SAMP && o->plugin_dir) {
+        argv[n++] = "--plugin-dir";
+        argv[n++] = (char *)o->plugin_dir;
     }
     if (i == P_COORD) {
         argv[n++] = "--tokenizer";

@@ -26,7 +26,7 @@ trap '[ -n "$up" ] && kill -TERM $up 2>/dev/null && wait $up; rm -rf "$work"' EX
 model=$shared/models/stories260K.gguf
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$lmpipe" up --model "$model" --http 127.0.0.1:$port --api-key "$api_key" \
-    --admin-key "$admin_key" >"$work/out" 2>"$work/err" &
+    --admin-key "$admin_key" --plugin-dir "$(dirname "$pace")" >"$work/out" 2>"$work/err" &
 up=$!
 ready=
 for _ in $(seq 1 300); do
