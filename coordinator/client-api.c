@@ -194,6 +194,27 @@ void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     r->state = R_WAIT_SLOT;
 }
 
+/* Who a request counts against in the waiting queue: the one place that
+ * says it.  The connection's routing id; a client that reconnects is
+ * another client. */
+static void client_key(const lp_frame_t *f, uint8_t *key, size_t *len)
+{
+    *len = f->peer_len < LP__FAIR_KEY_MAX ? f->peer_len : LP__FAIR_KEY_MAX;
+    memcpy(key, f->peer, *len);
+}
+
+/* Requests of this client not yet given a slot (tokenizing or queued). */
+static size_t client_waiting(const lp_coord_t *c, const uint8_t *key, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_reqs; i++) {
+        const lp__req_t *r = c->reqs[i];
+        n += (r->state == R_TOKENIZING || r->state == R_WAIT_SLOT) &&
+             !lp__fair_cmp(r->client, r->client_len, key, len);
+    }
+    return n;
+}
+
 static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
 {
     const Lmpipe__GenerateRequest *g = f->msg->generate;
@@ -203,8 +224,22 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     size_t max_req = c->p.max_requests > 0 ? (size_t)c->p.max_requests : 1024;
     if (c->n_reqs >= max_req)
         return lp_error_set(LP_ERR(EBUSY), "generate: %zu requests are queued or running", c->n_reqs);
+    /* One client alone cannot fill the queue: the others keep their share. */
+    uint8_t key[LP__FAIR_KEY_MAX];
+    size_t key_len;
+    client_key(f, key, &key_len);
+    size_t max_client = c->p.max_queued_per_client > 0 ? (size_t)c->p.max_queued_per_client
+                                                       : max_req / 4 > 0 ? max_req / 4 : 1;
+    size_t waiting = client_waiting(c, key, key_len);
+    if (waiting >= max_client)
+        return lp_error_set(LP_ERR(EBUSY),
+                            "generate: this client has %zu requests waiting for a slot "
+                            "(max_queued_per_client = %zu); send more as they finish",
+                            waiting, max_client);
     lp__req_t *r = calloc(1, sizeof(*r));
     if (!r) return LP_ERR(ENOMEM);
+    memcpy(r->client, key, key_len);
+    r->client_len = key_len;
     r->s.key = ++c->next_key;
     r->s.slot = -1;
     r->s.n_predict = g->n_predict != 0 ? g->n_predict : -1;

@@ -2,6 +2,7 @@
  *
  *   client-api.c  the client API: validation at the edge, Generate, Cancel
  *   requests.c    the request table and a request's life and final event
+ *   fairq.c       the pure round-robin across clients of the waiting queue
  *   links.c       the service links: connect, hello, the FIFO of pending
  *                 operations, send, reply routing
  *   metrics.c     the request and step metrics of StatsReply
@@ -23,6 +24,7 @@
 #include <stdint.h>
 
 #include "coord.h"
+#include "fairq.h"
 #include "frame.h"
 #include "scheduler.h"
 #include "textstream.h"
@@ -114,6 +116,8 @@ typedef struct lp__req {
     uint8_t peer[LP_FRAME_MAX_PEER];
     size_t peer_len;
     uint64_t client_id;        /* Msg.id of the client's Generate */
+    uint8_t client[LP__FAIR_KEY_MAX]; /* who it counts against in the waiting queue */
+    size_t client_len;
     enum lp__rstate state;
     int32_t *prompt;
     bool ignore_eos;
@@ -156,6 +160,7 @@ struct lp_coord {
     int32_t n_vocab, eos_id, bos_id, n_ctx, max_seqs, max_batch_tokens;
     lp__req_t **reqs;          /* every request, in arrival order */
     size_t n_reqs, cap_reqs;
+    lp__fair_t fair;           /* admission round-robin across clients */
     uint64_t next_key;
     uint8_t *eog;              /* n_vocab flags: end-of-generation tokens */
     int32_t *eog_ids;          /* the same as a list */

@@ -22,6 +22,7 @@ typedef struct lp_coord_params {
     int max_seqs;         /* 0: the engine's */
     int max_batch_tokens; /* 0: the engine's */
     int max_requests;     /* queued + active; 0: 1024 */
+    int max_queued_per_client; /* one client's requests waiting for a slot; 0: max_requests / 4 */
 } lp_coord_params_t;
 
 typedef struct lp_coord lp_coord_t;

@@ -12,7 +12,12 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP --engine EP --sampler EP\n"
-               "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n");
+               "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n"
+               "                   [--max-queued-per-client N]\n"
+               "--max-requests: queued and running requests in all (default 1024);\n"
+               "--max-queued-per-client: requests one client may have waiting for a slot\n"
+               "(default max-requests / 4); waiting requests are admitted round-robin across\n"
+               "clients.\n");
 }
 
 static int int_arg(const char *flag, const char *v, int *out)
@@ -35,7 +40,8 @@ int main(int argc, char **argv)
         {"engine", required_argument, 0, 'g'},   {"sampler", required_argument, 0, 's'},
         {"no-shm", no_argument, 0, 'n'},         {"max-seqs", required_argument, 0, 'S'},
         {"max-batch-tokens", required_argument, 0, 'b'},
-        {"max-requests", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
+        {"max-requests", required_argument, 0, 'r'},
+        {"max-queued-per-client", required_argument, 0, 'Q'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lp_coord_params_t p = {0};
     const char *endpoint = NULL;
@@ -50,6 +56,9 @@ int main(int argc, char **argv)
         case 'S': if (int_arg("--max-seqs", optarg, &p.max_seqs)) return 2; break;
         case 'b': if (int_arg("--max-batch-tokens", optarg, &p.max_batch_tokens)) return 2; break;
         case 'r': if (int_arg("--max-requests", optarg, &p.max_requests)) return 2; break;
+        case 'Q':
+            if (int_arg("--max-queued-per-client", optarg, &p.max_queued_per_client)) return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -17,13 +17,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The waiting request of group g to admit next: round-robin across
+ * clients (fairq.h), oldest first within a client. */
+static lp__req_t *next_waiting(lp_coord_t *c, lp__group_t *g)
+{
+    lp__fair_pick_t pick;
+    lp__fair_pick_begin(&pick, &c->fair);
+    for (size_t i = 0; i < c->n_reqs; i++) {
+        const lp__req_t *r = c->reqs[i];
+        if (r->state == R_WAIT_SLOT && r->group == g) lp__fair_offer(&pick, i, r->client, r->client_len);
+    }
+    size_t at = lp__fair_pick_end(&pick);
+    return at == SIZE_MAX ? NULL : c->reqs[at];
+}
+
 void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
 {
-    for (size_t i = 0; i < c->n_reqs; i++) {
-        lp__req_t *r = c->reqs[i];
-        if (r->state != R_WAIT_SLOT || r->group != g) continue;
+    lp__req_t *r;
+    while ((r = next_waiting(c, g)) != NULL) {
         int32_t slot = lp__sched_take_slot(&g->s);
         if (slot < 0) return;
+        lp__fair_served(&c->fair, r->client, r->client_len);
         r->s.slot = slot;
         r->s.n_past = 0;
         c->m.prompt_tokens += (uint64_t)r->s.n_prompt;

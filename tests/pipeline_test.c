@@ -37,7 +37,13 @@
  *       after a client that went away; a SamplerControl through it changes
  *       the strategy version of the next tokens; bad chat requests get an
  *       Error naming the field; StatsReply's request metrics agree with the
- *       FinalEvents of the requests that ran */
+ *       FinalEvents of the requests that ran
+ *   pipeline_test fair MODEL
+ *       client A sends 1,024 requests at once: those over the per-client
+ *       cap (max_queued_per_client, default 1024 / 4) get an Error naming
+ *       it; client B's one request, sent while A's queue is full, is
+ *       admitted within a round and its FinalEvent comes before all but a
+ *       few of A's queued requests' (by the order of the events) */
 #include "client.h"
 #include "error.h"
 #include "fileio.h"
@@ -1425,6 +1431,111 @@ static void test_fuzz(const char *model, const char *golden_path, int n_iter)
     free(text);
 }
 
+/* ---- fairness between clients ------------------------------------------------ */
+
+enum { FAIR_A = 1024, FAIR_N_PREDICT = 16 };
+
+/* Take every message waiting for client A (no wait); count its finals and
+ * refusals. */
+static void fair_drain_a(lp_client_t *a, bool *done, size_t *n_final, size_t *n_refused,
+                         size_t *n_other)
+{
+    lp_frame_t f;
+    while (lp_client_recv(a, 0, &f) == 0) {
+        uint64_t id = f.msg->id;
+        if (id >= 1 && id <= FAIR_A && !done[id - 1]) {
+            if (f.msg->body_case == LMPIPE__MSG__BODY_FINAL) {
+                done[id - 1] = true;
+                (*n_final)++;
+                if (f.msg->final->reason != LMPIPE__FINISH_REASON__FINISH_LENGTH) (*n_other)++;
+            } else if (f.msg->body_case == LMPIPE__MSG__BODY_ERROR) {
+                done[id - 1] = true;
+                (*n_refused)++;
+                if (!strstr(f.msg->error->message, "max_queued_per_client")) {
+                    if (!*n_other) fprintf(stderr, "A's request %llu: %s\n", (unsigned long long)id,
+                                           f.msg->error->message);
+                    (*n_other)++;
+                }
+            }
+        }
+        lp_frame_clear(&f);
+    }
+    lp_frame_clear(&f);
+}
+
+static void test_fair(const char *model)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    lp_client_t *a = NULL, *b = NULL;
+    lp_pipeline_t *p = start(&loop, model, false, &a);
+    if (!p) return;
+    int rc = lp_client_new(lp_pipeline_endpoint(p), &b);
+    if (!rc) rc = lp_client_hello(b, 10000);
+    CHECK(rc == 0, "client B: %s", lp_error_msg());
+    const Lmpipe__Hello *h = lp_client_server_hello(a);
+    size_t max_seqs = h->max_seqs;
+    Lmpipe__GenerateRequest g;
+    lmpipe__generate_request__init(&g);
+    g.prompt.data = (uint8_t *)"Once upon a time";
+    g.prompt.len = strlen("Once upon a time");
+    g.n_predict = FAIR_N_PREDICT;
+    g.ignore_eos = true;
+    static bool done[FAIR_A];
+    size_t n_final = 0, n_refused = 0, n_other = 0;
+    for (uint64_t id = 1; !rc && id <= FAIR_A; id++) CHECK_RC(lp_client_send_generate(a, id, &g), 0);
+    /* A refusal says the coordinator holds a full queue of A's requests. */
+    for (int i = 0; !rc && i < 60000 && !n_refused; i++) {
+        fair_drain_a(a, done, &n_final, &n_refused, &n_other);
+        if (!n_refused) usleep(1000);
+    }
+    CHECK(n_refused > 0, "no request of A's %d was refused", FAIR_A);
+    size_t a_final_before_b = n_final;
+    CHECK_RC(lp_client_send_generate(b, 7, &g), 0);
+    /* Wait for B's final, taking A's messages first each round, so that A's
+     * finals sent before B's are counted before it. */
+    lp_generation_t gb = {0};
+    bool b_done = false;
+    for (int i = 0; !rc && i < 120000 && !b_done; i++) {
+        fair_drain_a(a, done, &n_final, &n_refused, &n_other);
+        lp_frame_t f;
+        while (!b_done && lp_client_recv(b, 0, &f) == 0) {
+            if (f.msg->id == 7) b_done = lp_generation_add(&gb, f.msg) == 1;
+            lp_frame_clear(&f);
+        }
+        lp_frame_clear(&f);
+        if (!b_done) usleep(200);
+    }
+    fair_drain_a(a, done, &n_final, &n_refused, &n_other);
+    size_t a_between = n_final - a_final_before_b;
+    CHECK(b_done && gb.reason == LMPIPE__FINISH_REASON__FINISH_LENGTH &&
+          gb.n_ids == FAIR_N_PREDICT, "B: %s", gb.error);
+    /* A's requests waiting when B came: cap (or nearly) plus those running */
+    size_t a_accepted = FAIR_A - n_refused;
+    /* Fair: B waits for at most a round of admissions, then its own steps:
+     * the requests of A that finish meanwhile are about the ones running
+     * and those admitted beside B, a few times max_seqs.  In arrival order
+     * B would finish after every one of A's queued requests. */
+    printf("fair: A %zu accepted, %zu refused; %zu of A's finished between B's send and B's final\n",
+           a_accepted, n_refused, a_between);
+    CHECK(a_between <= 4 * max_seqs, "%zu of A's requests finished while B's one waited and ran",
+          a_between);
+    CHECK(a_accepted - n_final >= a_accepted / 2, "A: %zu of %zu still to finish when B finished",
+          a_accepted - n_final, a_accepted);
+    /* the rest of A's queue still drains, each request whole */
+    for (int i = 0; i < 120000 && n_final + n_refused < FAIR_A; i++) {
+        fair_drain_a(a, done, &n_final, &n_refused, &n_other);
+        if (n_final + n_refused < FAIR_A) usleep(1000);
+    }
+    CHECK(n_final + n_refused == FAIR_A, "A: %zu finals and %zu refusals of %d", n_final, n_refused,
+          FAIR_A);
+    CHECK(n_other == 0, "A: %zu finals or errors of another kind", n_other);
+    lp_generation_clear(&gb);
+    lp_client_destroy(&b);
+    CHECK(!lp_pipeline_failed(p, NULL));
+    finish(&loop, &a, &p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strncmp(argv[argc - 1], "--max-batch-tokens=", 19)) {
@@ -1440,6 +1551,7 @@ int main(int argc, char **argv)
     else if (argc == 3 && !strcmp(argv[1], "edge")) test_edge(argv[2]);
     else if (argc == 3 && !strcmp(argv[1], "api")) test_api(argv[2], no_shm);
     else if (argc == 5 && !strcmp(argv[1], "fuzz")) test_fuzz(argv[2], argv[3], atoi(argv[4]));
+    else if (argc == 3 && !strcmp(argv[1], "fair")) test_fair(argv[2]);
     else {
         fprintf(stderr, "usage: pipeline_test goldens MODELS GOLDENS | concurrent MODEL | robust MODEL GOLDEN [--no-shm]\n");
         return 2;

@@ -63,7 +63,7 @@ static void on_http_restart(uv_timer_t *t)
 
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
-                             "max_seqs", "max_batch_tokens", "n_ctx", "threads",
+                             "max_seqs", "max_batch_tokens", "n_ctx", "threads", "max_queued_per_client",
                              "sampler.default", "sampler.plugin_dir", "http.listen", "http.api_key", "http.admin_key"};
 
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
@@ -88,9 +88,9 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->http_admin_keys = lp_config_get(cfg, "http.admin_key", o->http_admin_keys);
     int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
     int64_t v;
-    const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads"};
-    int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads};
-    for (int i = 0; !rc && i < 4; i++) {
+    const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads", "max_queued_per_client"};
+    int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads, &o->max_queued_per_client};
+    for (int i = 0; !rc && i < 5; i++) {
         rc = lp_config_get_int(cfg, ints[i], *dst[i], &v);
         if (!rc && (v < 0 || v > (1 << 24)))
             rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is out of range", ints[i], (long long)v);
@@ -161,7 +161,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     if (rc) return rc;
     char *argv[32 + 4 * 16];
     int n = 0;
-    char b1[16], b2[16], b3[16], b4[16];
+    char b1[16], b2[16], b3[16], b4[16], b5[16];
     argv[n++] = bin;
     char keys_copy[2][4096];
     if (i == P_HTTP) {
@@ -217,6 +217,10 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         argv[n++] = "--sampler";
         argv[n++] = p->ep[P_SAMP];
         if (o->no_shm) argv[n++] = "--no-shm";
+        if (o->max_queued_per_client) {
+            argv[n++] = "--max-queued-per-client";
+            argv[n++] = int_str(b5, o->max_queued_per_client);
+        }
     }
     argv[n] = NULL;
     uv_process_options_t po = {0};

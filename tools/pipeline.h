@@ -29,6 +29,7 @@ typedef struct lp_pipeline_opts {
     const char *http_api_keys;
     const char *http_admin_keys;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
+    int max_queued_per_client;      /* coordinator; 0: its default (max_requests / 4) */
 } lp_pipeline_opts_t;
 
 typedef struct lp_pipeline lp_pipeline_t;
