@@ -102,6 +102,18 @@ refuse "--draws: need 1 to" --logits "$work/row6.f32" --params '{}' --draws 0
 refuse "required" --logits "$work/row6.f32"
 refuse "--history" --logits "$work/row6.f32" --params '{}' --draws 1 --history 1,x
 refuse "cannot load" --logits "$work/row6.f32" --params '{}' --draws 1 --plugin /nonexistent.so
+# a plugin from a folder others may write to (/tmp) is refused unopened
+tmpdir=$(mktemp -d /tmp/lmpipe-sample-plugin.XXXXXX)
+cp "$plugin" "$tmpdir/mask.so"
+refuse "/tmp is writable by others" --logits "$work/row6.f32" --params '{}' --draws 1 \
+    --plugin "$tmpdir/mask.so"
+rm -rf "$tmpdir"
+# a relative --plugin path is relative to the current folder
+lmpipe_abs=$(cd "$(dirname "$lmpipe")" && pwd)/$(basename "$lmpipe")
+out=$(cd "$(dirname "$plugin")/.." && "$lmpipe_abs" sample --logits "$work/row6.f32" --n-real 4 \
+      --plugin "$(basename "$(dirname "$plugin")")/$(basename "$plugin")=2" \
+      --params '{"temperature":0}' --draws 5) && [ "$out" = '{"3":5}' ] &&
+    echo "ok relative --plugin path" || { echo "FAIL relative --plugin path: $out"; fail=1; }
 refuse "rows of 512 logits, the row has 6" --logits "$work/row6.f32" --params '{}' --draws 1 \
     --model "$model"
 

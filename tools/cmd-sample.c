@@ -151,12 +151,12 @@ int lp_cmd_sample(int argc, char **argv)
         if (eq) *eq = '\0';
         /* The user named this file on their own command line: its folder is
          * the plugin folder, and the same ownership and mode checks apply. */
-        char *dir = strdup(path);
-        char *slash = dir ? strrchr(dir, '/') : NULL;
-        if (dir && !slash) strcpy(dir, ".");
-        else if (slash) slash[slash == dir ? 1 : 0] = '\0';
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
         int rc = dir ? lp_sampler_store_set_plugin_dir(st, dir) : LP_ERR(ENOMEM);
-        if (!rc) rc = lp_sampler_store_load_plugin(st, path, eq ? eq + 1 : "", NULL);
+        /* a relative path is relative to that folder: the name alone */
+        const char *rel = path[0] == '/' || !slash ? path : slash + 1;
+        if (!rc) rc = lp_sampler_store_load_plugin(st, rel, eq ? eq + 1 : "", NULL);
         free(dir);
         free(path);
         if (rc) goto fail;
