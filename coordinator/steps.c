@@ -25,7 +25,8 @@ static lp__req_t *next_waiting(lp_coord_t *c, lp__group_t *g)
     lp__fair_pick_begin(&pick, &c->fair);
     for (size_t i = 0; i < c->n_reqs; i++) {
         const lp__req_t *r = c->reqs[i];
-        if (r->state == R_WAIT_SLOT && r->group == g) lp__fair_offer(&pick, i, r->client, r->client_len);
+        if (r->state == R_WAIT_SLOT && r->group == g)
+            lp__fair_offer(&pick, i, r->client, r->client_len);
     }
     size_t at = lp__fair_pick_end(&pick);
     return at == SIZE_MAX ? NULL : c->reqs[at];

@@ -5,7 +5,9 @@
 # refused; with one, a library outside it, a symlink out of it and one in a
 # world-writable subfolder are refused and the marker never appears; the
 # one inside loads (and the marker appears).  A world-writable
-# --plugin-dir stops the service at start with a clear error.
+# --plugin-dir stops the service at start with a clear error.  Then
+# `lmpipe up --config` passes sampler.plugin_dir and max_queued_per_client
+# to the services it starts.
 # usage: plugin-dir-test.sh BUILD_DIR SHARED_DIR
 set -u
 build=$1
@@ -71,4 +73,31 @@ if echo "$out" | grep -q '"name":"marker"' && [ -e "$LP_TEST_PLUGIN_MARKER" ]; t
 else
     echo "FAIL: the plugin inside the folder: $out"; fail=1
 fi
+
+# lmpipe up: the config keys reach sampler-svc and the coordinator
+rm -f "$LP_TEST_PLUGIN_MARKER"
+mkdir -m 0700 "$run/up"
+cat >"$run/up.conf" <<CONF
+model = $model
+run_dir = $run/up
+sampler.plugin_dir = $work/plugins
+max_queued_per_client = 3
+CONF
+"$lmpipe" up --config "$run/up.conf" >"$run/up.out" 2>"$run/up.err" &
+up=$!
+pids+=($up)
+for _ in $(seq 1 300); do
+    grep -q "ready on" "$run/up.out" 2>/dev/null && break
+    kill -0 $up 2>/dev/null || break
+    sleep 0.1
+done
+args=$(ps -o args= --ppid $up)
+echo "$args" | grep -q -- "sampler-svc .*--plugin-dir $work/plugins" &&
+    echo "$args" | grep -q -- "coordinator .*--max-queued-per-client 3" &&
+    echo "ok: lmpipe up passes sampler.plugin_dir and max_queued_per_client" ||
+    { echo "FAIL: lmpipe up's services: $args $(cat "$run/up.err")"; fail=1; }
+out=$(timeout 30 "$lmpipe" sampler --endpoint "ipc://$run/up/sampler.sock" load marker.so 2>&1)
+echo "$out" | grep -q '"name":"marker"' && [ -e "$LP_TEST_PLUGIN_MARKER" ] &&
+    echo "ok: a plugin loads from sampler.plugin_dir under lmpipe up" ||
+    { echo "FAIL: load under lmpipe up: $out"; fail=1; }
 exit $fail

@@ -63,8 +63,9 @@ static void on_http_restart(uv_timer_t *t)
 
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
-                             "max_seqs", "max_batch_tokens", "n_ctx", "threads", "max_queued_per_client",
-                             "sampler.default", "sampler.plugin_dir", "http.listen", "http.api_key", "http.admin_key"};
+                             "max_seqs", "max_batch_tokens", "n_ctx", "threads",
+                             "sampler.default", "http.listen", "http.api_key", "http.admin_key",
+                             "sampler.plugin_dir", "max_queued_per_client"};
 
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
 {
@@ -88,8 +89,10 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->http_admin_keys = lp_config_get(cfg, "http.admin_key", o->http_admin_keys);
     int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
     int64_t v;
-    const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads", "max_queued_per_client"};
-    int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads, &o->max_queued_per_client};
+    const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads",
+                          "max_queued_per_client"};
+    int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads,
+                  &o->max_queued_per_client};
     for (int i = 0; !rc && i < 5; i++) {
         rc = lp_config_get_int(cfg, ints[i], *dst[i], &v);
         if (!rc && (v < 0 || v > (1 << 24)))
