@@ -5,6 +5,9 @@
 # Ends with one line: "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
+# sampler-svc loads plugins only from folders no one else can write
+# (docs/SAMPLER.md); the plugin tests use the build tree as that folder.
+umask 022
 bash deploy/setup-debian.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 jobs=$(nproc)
