@@ -11,7 +11,7 @@
 # usage: deploy-systemd-test.sh SOURCE_DIR LMPIPE
 set -u
 src=$1
-lmpipe=$2
+lmpipe=$(realpath "$2")
 fail=0
 work=$(mktemp -d /tmp/deploy-systemd-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
