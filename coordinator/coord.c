@@ -5,6 +5,7 @@
 #include "error.h"
 #include "hello.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "sysinfo.h"
 
 #include <stdlib.h>
@@ -83,6 +84,8 @@ static void check_ready(lp_coord_t *c)
     LP_INFO("coordinator: pipeline ready: %s, %d seqs, %d tokens a step, logits %s",
             e->model_name, c->max_seqs, c->max_batch_tokens,
             c->groups[0].s.ring ? "in shared memory" : "inline");
+    if (lp_sdnotify_sendf("READY=1\nSTATUS=coordinator: pipeline ready: %s", e->model_name))
+        LP_WARN("coordinator: %s", lp_error_msg());
 }
 
 static void on_hello_reply(lp_coord_t *c, lp__link_t *l, lp_frame_t *f)
@@ -212,4 +215,5 @@ const lp_service_ops_t lp_coord_ops = {
     .start = on_start,
     .stop = on_stop,
     .stats = on_stats,
+    .ready_later = true, /* READY=1 once the hello checks pass (check_ready) */
 };

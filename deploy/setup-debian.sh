@@ -3,12 +3,13 @@
 # The CUDA toolkit is not a Debian package: when nvcc is present the CUDA
 # backend is built too (-Dcuda=auto).  libpcre2-dev is only for the
 # tokenizer benchmark's PCRE2-JIT comparison; unicode-data only to regenerate
-# lib/vocab/unicode-data.c (see docs/TOKENIZER.md).
+# lib/vocab/unicode-data.c (see docs/TOKENIZER.md); python3-yaml for the
+# deploy/k8s manifest test, systemd for systemd-analyze in the units' test.
 set -eu
 pkgs="build-essential meson ninja-build pkg-config
       libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev node-llhttp
       clang libclang-rt-14-dev python3 libpcre2-dev unicode-data
-      python3-prometheus-client chromium curl"
+      python3-prometheus-client python3-yaml systemd chromium curl"
 # node and npm run the HTTP tests (the npm packages pinned in
 # tests/http/package-lock.json; the web page's test drives chromium from
 # node over DevTools); a machine with its own node keeps it.

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "hello.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "zloop.h"
 
 #include <signal.h>
@@ -28,6 +29,7 @@ struct lp_service {
     uv_signal_t sigint, sigterm;
     void *zctx, *sock;
     lp_zsock_t *zs;
+    lp_sdnotify_t *watchdog;
     peer_t *peers; /* peers that said hello; oldest evicted past MAX_PEERS */
     size_t n_peers, next_evict;
     peer_t controller; /* len 0 until a coordinator says hello */
@@ -182,6 +184,7 @@ void lp_service_stop(lp_service_t *svc)
 {
     if (svc->stopping) return;
     svc->stopping = true;
+    lp_sdnotify_send("STOPPING=1");
     uv_stop(&svc->loop);
 }
 
@@ -232,11 +235,15 @@ int lp_service_run(const lp_service_ops_t *ops, void *ctx, const char *endpoint)
     svc->sigint.data = svc->sigterm.data = svc;
     uv_signal_start(&svc->sigint, on_signal, SIGINT);
     uv_signal_start(&svc->sigterm, on_signal, SIGTERM);
+    if ((rc = lp_sdnotify_watchdog_new(&svc->loop, &svc->watchdog)) != 0) goto out;
     if (ops->start && (rc = ops->start(ctx, svc)) != 0) goto out;
     LP_INFO("%s: serving on %s", ops->name, endpoint);
+    if (!ops->ready_later && lp_sdnotify_sendf("READY=1\nSTATUS=%s: serving on %s", ops->name, endpoint))
+        LP_WARN("%s: %s", ops->name, lp_error_msg());
     uv_run(&svc->loop, UV_RUN_DEFAULT);
     if (ops->stop) ops->stop(ctx, svc);
 out:
+    lp_sdnotify_watchdog_destroy(&svc->watchdog);
     lp_zsock_destroy(&svc->zs);
     uv_walk(&svc->loop, close_walk, NULL);
     uv_run(&svc->loop, UV_RUN_DEFAULT);

@@ -39,9 +39,15 @@ typedef struct lp_service_ops {
     void (*stop)(void *ctx, lp_service_t *svc);
     /* The service's own counters in a StatsReply (n_active); may be NULL. */
     void (*stats)(void *ctx, Lmpipe__StatsReply *out);
+    /* false: the skeleton tells systemd READY=1 once bound and started;
+     * true: the service sends it itself when it is ready (the coordinator,
+     * once its hello checks pass; lib/sdnotify.h). */
+    bool ready_later;
 } lp_service_ops_t;
 
-/* Bind a ROUTER to `endpoint` and serve until SIGINT or SIGTERM.  Returns 0
+/* Bind a ROUTER to `endpoint` and serve until SIGINT or SIGTERM.  Under
+ * systemd (NOTIFY_SOCKET) it also sends READY=1, WATCHDOG=1 from the loop
+ * and STOPPING=1 (lib/sdnotify.h).  Returns 0
  * after a clean stop, or a negative code with lp_error_msg() set. */
 int lp_service_run(const lp_service_ops_t *ops, void *ctx, const char *endpoint);
 

@@ -5,16 +5,21 @@
 #include "config.h"
 #include "error.h"
 #include "log.h"
+#include "notify-relay.h"
 #include "pipeline.h"
+#include "sdnotify.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct up_state {
     lp_pipeline_t *p;
     uv_signal_t sigint, sigterm;
-    uv_timer_t check;
+    uv_timer_t check, watchdog;
+    lp_relay_t *relay; /* under systemd: the services' notifications */
+    int late_pid;      /* the last service that missed its watchdog, logged once */
     int status;
     bool stop;
 } up_state_t;
@@ -23,6 +28,7 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     up_state_t *s = h->data;
     LP_INFO("lmpipe up: signal %d: stopping", signum);
+    lp_sdnotify_send("STOPPING=1");
     s->stop = true;
     uv_stop(h->loop);
 }
@@ -33,10 +39,44 @@ static void on_check(uv_timer_t *t)
     const char *who;
     if (lp_pipeline_failed(s->p, &who)) {
         fprintf(stderr, "lmpipe up: %s exited; stopping the pipeline\n", who);
+        lp_sdnotify_sendf("STOPPING=1\nSTATUS=lmpipe up: %s exited", who);
         s->status = 1;
         s->stop = true;
         uv_stop(t->loop);
     }
+}
+
+/* systemd's watchdog is fed only while every service's loop still pings
+ * lmpipe, so that one wedged service gets the unit restarted. */
+static void on_watchdog(uv_timer_t *t)
+{
+    up_state_t *s = t->data;
+    int late = 0;
+    if (!s->relay || lp_relay_all_alive(s->relay, &late)) {
+        lp_sdnotify_send("WATCHDOG=1");
+    } else if (late != s->late_pid) {
+        s->late_pid = late;
+        LP_ERROR("lmpipe up: service pid %d missed its watchdog ping; no longer feeding systemd's", late);
+    }
+}
+
+static int kid_pids(void *arg, int *out, int cap) { return lp_pipeline_pids(arg, out, cap); }
+
+/* Under systemd, ready when every service has said READY=1 to the relay
+ * (the coordinator once its hello checks pass, the gateway once linked). */
+static int wait_services_ready(up_state_t *s, uv_loop_t *loop, int timeout_ms)
+{
+    for (int waited = 0; s->relay && !lp_relay_all_ready(s->relay); waited += 20) {
+        const char *who;
+        if (lp_pipeline_failed(s->p, &who))
+            return lp_error_set(LP_ERR(ECHILD), "%s exited while the pipeline started", who);
+        if (waited >= timeout_ms || s->stop)
+            return lp_error_set(LP_ERR(ETIMEDOUT), "the services did not all say READY=1 in %d ms",
+                                timeout_ms);
+        uv_run(loop, UV_RUN_NOWAIT);
+        usleep(20000);
+    }
+    return 0;
 }
 
 static void usage(FILE *f)
@@ -110,8 +150,15 @@ int lp_cmd_up(int argc, char **argv)
     s.sigint.data = s.sigterm.data = &s;
     uv_signal_start(&s.sigint, on_signal, SIGINT);
     uv_signal_start(&s.sigterm, on_signal, SIGTERM);
-    int rc = lp_pipeline_start(&loop, &o, &s.p);
+    int rc = lp_relay_new(&loop, &s.relay);
+    if (!rc && s.relay) {
+        o.notify_env[0] = lp_relay_env_socket(s.relay);
+        o.notify_env[1] = lp_relay_env_watchdog(s.relay);
+    }
+    if (!rc) rc = lp_pipeline_start(&loop, &o, &s.p);
+    if (s.relay && s.p) lp_relay_set_children(s.relay, kid_pids, s.p);
     if (!rc) rc = lp_pipeline_wait_ready(s.p, 60000);
+    if (!rc) rc = wait_services_ready(&s, &loop, 60000);
     if (rc) {
         fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
         s.status = 1;
@@ -119,17 +166,26 @@ int lp_cmd_up(int argc, char **argv)
         printf("lmpipe up: ready on %s\n", lp_pipeline_endpoint(s.p));
         if (o.http_listen) printf("lmpipe up: HTTP on http://%s\n", o.http_listen);
         fflush(stdout);
+        if (lp_sdnotify_sendf("READY=1\nSTATUS=lmpipe up: ready on %s", lp_pipeline_endpoint(s.p)))
+            LP_WARN("lmpipe up: %s", lp_error_msg());
+        uint64_t wd_us = lp_sdnotify_enabled() ? lp_sdnotify_watchdog_usec() : 0;
+        uint64_t wd_ms = wd_us && wd_us < 2000 ? 1 : wd_us / 2000;
+        uv_timer_init(&loop, &s.watchdog);
+        s.watchdog.data = &s;
+        if (wd_ms) uv_timer_start(&s.watchdog, on_watchdog, wd_ms, wd_ms);
         uv_timer_init(&loop, &s.check);
         s.check.data = &s;
         uv_timer_start(&s.check, on_check, 100, 100);
         while (!s.stop) uv_run(&loop, UV_RUN_DEFAULT);
         uv_close((uv_handle_t *)&s.check, NULL);
+        uv_close((uv_handle_t *)&s.watchdog, NULL);
     }
     if (s.p && lp_pipeline_stop(s.p) != 0 && s.status == 0) {
         fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
         s.status = 1;
     }
     lp_pipeline_destroy(&s.p);
+    lp_relay_destroy(&s.relay);
     uv_close((uv_handle_t *)&s.sigint, NULL);
     uv_close((uv_handle_t *)&s.sigterm, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);

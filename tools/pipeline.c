@@ -259,6 +259,14 @@ static void default_ep(lp_pipeline_t *p, int i, const char *given)
     else snprintf(p->ep[i], sizeof(p->ep[i]), "ipc://%s/%s", p->run_dir, files[i]);
 }
 
+/* systemd's notification variables: for lmpipe up alone (a service that
+ * said READY=1 itself would make the unit ready too early). */
+static bool is_notify_var(const char *e)
+{
+    return !strncmp(e, "NOTIFY_SOCKET=", 14) || !strncmp(e, "WATCHDOG_USEC=", 14) ||
+           !strncmp(e, "WATCHDOG_PID=", 13);
+}
+
 int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out)
 {
     *out = NULL;
@@ -293,18 +301,21 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
     /* The environment, plus the parent pid for PR_SET_PDEATHSIG. */
     size_t n_env = 0;
     while (environ[n_env]) n_env++;
-    char **env = calloc(n_env + 3, sizeof(char *));
+    char **env = calloc(n_env + 5, sizeof(char *));
     char *parent = p->env_parent, *run_dir = p->env_run_dir;
     snprintf(parent, sizeof(p->env_parent), "LMPIPE_PARENT_PID=%d", (int)getpid());
     snprintf(run_dir, sizeof(p->env_run_dir), "LMPIPE_RUN_DIR=%s", p->own_run_dir ? p->run_dir : "");
     size_t k = 0;
     for (size_t i = 0; env && i < n_env; i++)
-        if (strncmp(environ[i], "LMPIPE_PARENT_PID=", 18) && strncmp(environ[i], "LMPIPE_RUN_DIR=", 15))
+        if (strncmp(environ[i], "LMPIPE_PARENT_PID=", 18) && strncmp(environ[i], "LMPIPE_RUN_DIR=", 15) &&
+            !is_notify_var(environ[i]))
             env[k++] = environ[i];
     int rc = env ? 0 : LP_ERR(ENOMEM);
     if (env) {
         env[k++] = parent;
         env[k++] = run_dir;
+        for (int i = 0; i < 2; i++)
+            if (o->notify_env[i]) env[k++] = (char *)o->notify_env[i];
     }
     for (int i = 0; !rc && i < P_COUNT; i++)
         if (i != P_HTTP || o->http_listen) rc = spawn(p, o, i, env);
@@ -314,6 +325,14 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
 }
 
 const char *lp_pipeline_endpoint(const lp_pipeline_t *p) { return p->ep[P_COORD]; }
+
+int lp_pipeline_pids(const lp_pipeline_t *p, int *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < P_COUNT && n < cap; i++)
+        if (p->kids[i].running) out[n++] = p->kids[i].proc.pid;
+    return n;
+}
 
 bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name)
 {

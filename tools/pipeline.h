@@ -30,6 +30,10 @@ typedef struct lp_pipeline_opts {
     const char *http_admin_keys;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
     int max_queued_per_client;      /* coordinator; 0: its default (max_requests / 4) */
+    /* "NOTIFY_SOCKET=..." and "WATCHDOG_USEC=..." for the services (lmpipe
+     * up's relay, tools/notify-relay.h) or NULL.  systemd's own NOTIFY_SOCKET,
+     * WATCHDOG_USEC and WATCHDOG_PID are never passed on. */
+    const char *notify_env[2];
 } lp_pipeline_opts_t;
 
 typedef struct lp_pipeline lp_pipeline_t;
@@ -44,6 +48,8 @@ const char *lp_pipeline_endpoint(const lp_pipeline_t *p);
 /* Run the loop and say hello until the coordinator answers (0), a child
  * exits, or timeout_ms passes. */
 int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms);
+/* The running children's pids (at most cap); returns the count. */
+int lp_pipeline_pids(const lp_pipeline_t *p, int *out, int cap);
 /* A child has exited; *name gets which (borrowed). */
 bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name);
 /* Stop every child (SIGTERM, then SIGKILL after 5 s), wait for them, and

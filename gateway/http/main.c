@@ -3,6 +3,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "service.h"
 
 #include <signal.h>
@@ -34,7 +35,12 @@ static int num(const char *flag, const char *s, long long lo, long long hi, long
     return 0;
 }
 
-static void on_signal(uv_signal_t *h, int signum) { uv_stop(h->loop); }
+static void on_signal(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    lp_sdnotify_send("STOPPING=1");
+    uv_stop(h->loop);
+}
 
 int main(int argc, char **argv)
 {
@@ -106,7 +112,10 @@ int main(int argc, char **argv)
         return 2;
     }
     LP_INFO("listening on %s", o.listen);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    /* READY=1 comes from the link, once the coordinator answers the hello. */
+    lp_sdnotify_t *watchdog = NULL;
+    if (lp_sdnotify_watchdog_new(&loop, &watchdog) == 0) uv_run(&loop, UV_RUN_DEFAULT);
+    lp_sdnotify_watchdog_destroy(&watchdog);
     lp_gw_stop(gw);
     uv_close((uv_handle_t *)&sigint, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
