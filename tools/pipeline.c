@@ -321,6 +321,12 @@ static int check_curve(const lp_pipeline_opts_t *o)
         if (rc) lp_error_prefix("curve.key: ");
         return rc;
     }
+    const char *eps[] = {o->endpoint, o->tokenizer_endpoint, o->engine_endpoint, o->sampler_endpoint};
+    const char *ep_keys[] = {"endpoint", "tokenizer.endpoint", "engine.endpoint", "sampler.endpoint"};
+    for (int i = 0; i < 4 && !o->allow_insecure_tcp; i++)
+        if (eps[i] && !lp_endpoint_is_local(eps[i]))
+            return lp_error_set(LP_ERR(EACCES), "%s = %s needs CURVE keys: set curve.key (lmpipe "
+                                "keygen) and curve.allow, or allow_insecure_tcp = true", ep_keys[i], eps[i]);
     const char *needs[] = {o->curve_allow, o->curve_admin, o->curve_coordinator,
                            o->tokenizer_server_key, o->engine_server_key, o->sampler_server_key};
     const char *names[] = {"curve.allow", "curve.admin", "curve.coordinator",
