@@ -176,7 +176,7 @@ static int list_file(lp_keylist_t *l, const char *path)
         return rc;
     }
     int line_no = 0;
-    for (char *line = text; !rc && line && *line; line_no++) {
+    for (char *line = text; !rc && line; line_no++) {
         char *next = strchr(line, '\n');
         if (next) *next++ = '\0';
         /* A comment starts a line or follows a blank: Z85 keys hold '#'. */
