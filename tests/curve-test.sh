@@ -4,7 +4,8 @@
 # without keys refuses to start (lmpipe up and a service by hand), with
 # allow_insecure_tcp it starts and each service warns once; `lmpipe up` with
 # curve.key on tcp:// gives the golden continuation to `lmpipe generate`
-# with an allowed key and nothing to one without a key; under the default
+# with an allowed key and nothing to one without a key, lmpipe-http reaches
+# its coordinator, `lmpipe sampler` works for an admin key only; under the default
 # ipc:// the run folder is 0700 and the socket files 0600.
 # usage: curve-test.sh LMPIPE BUILD_ROOT SHARED_DIR
 set -u
@@ -109,8 +110,28 @@ else
 fi
 
 # ---- tcp:// with CURVE ----
-conf "curve.key = $work/host.key" "curve.allow = $work/client.pub" >"$work/curve.conf"
+conf "curve.key = $work/host.key" "curve.allow = $work/client.pub" \
+     "http.listen = 127.0.0.1:$((port + 4))" >"$work/curve.conf"
 if start_up "$work/curve.conf"; then
+    # lmpipe-http reaches the coordinator with this host's key.
+    for _ in $(seq 1 100); do
+        [ "$(curl -s http://127.0.0.1:$((port + 4))/health)" = '{"status":"ok"}' ] && break
+        sleep 0.1
+    done
+    h=$(curl -s http://127.0.0.1:$((port + 4))/health)
+    [ "$h" = '{"status":"ok"}' ] || { echo "FAIL: lmpipe-http over CURVE: $h"; fail=1; }
+    # lmpipe sampler straight to sampler-svc: the client key is no admin,
+    # this host's key is (lmpipe up's default curve.admin).
+    samp=tcp://127.0.0.1:$((port + 3))
+    if out=$(timeout 30 "$lmpipe" sampler --endpoint "$samp" --curve-key "$work/client.key" \
+             --server-key "$work/host.pub" get 2>&1); then
+        echo "FAIL: a non-admin key controlled the sampler: $out"; fail=1
+    else
+        echo "$out" | grep -q "control refused" || { echo "FAIL: non-admin sampler control: $out"; fail=1; }
+    fi
+    timeout 30 "$lmpipe" sampler --endpoint "$samp" --curve-key "$work/host.key" \
+        --server-key "$work/host.pub" get >/dev/null || { echo "FAIL: the admin key could not control the sampler"; fail=1; }
+    echo "ok: lmpipe-http over CURVE; lmpipe sampler for admins only"
     grep -q "without CURVE keys" "$work/err" && { echo "FAIL: CURVE pipeline warned about plain tcp"; fail=1; }
     got=$(timeout 60 "$lmpipe" generate --endpoint "$ep" --curve-key "$work/client.key" \
           --server-key "$work/host.pub" --prompt "$prompt" --temperature 0 --max-tokens 64 --ids | tr -d ' ')
