@@ -92,6 +92,20 @@ static int key_line(const char *text, const char *name, const char *path, char o
     return lp_error_set(LP_ERR(EINVAL), "%s: no '%s = KEY' line", path, name);
 }
 
+/* Whether `text` has a `NAME =` line: a .key file (a bare Z85 key may
+ * itself contain "public" or "secret"). */
+static bool has_line(const char *text, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        line += strspn(line, " \t");
+        if (strncmp(line, name, nl)) continue;
+        const char *p = line + nl + strspn(line + nl, " \t");
+        if (*p == '=') return true;
+    }
+    return false;
+}
+
 int lp_curve_keypair_load(const char *path, lp_curve_keypair_t *out)
 {
     memset(out, 0, sizeof(*out));
@@ -130,7 +144,7 @@ int lp_curve_key_parse(const char *value, char out[LP_CURVE_KEY_LEN + 1])
         lp_error_prefix("key '%s' is neither 40 Z85 characters nor a readable key file: ", value);
         return rc;
     }
-    if (strstr(text, "public")) {
+    if (has_line(text, "public")) {
         rc = key_line(text, "public", value, out);
     } else {
         const char *p = text + strspn(text, " \t\r\n");
@@ -167,7 +181,7 @@ static int list_file(lp_keylist_t *l, const char *path)
         lp_error_prefix("key list '%s' is neither 40 Z85 characters nor a readable file: ", path);
         return rc;
     }
-    if (strstr(text, "secret")) { /* a .key file: its public key */
+    if (has_line(text, "secret")) { /* a .key file: its public key */
         char k[LP_CURVE_KEY_LEN + 1];
         rc = key_line(text, "public", path, k);
         if (!rc) rc = list_push(l, k);
@@ -262,6 +276,9 @@ int lp_curve_load(const lp_curve_opts_t *o, lp_curve_t *out)
         rc = lp_keylist_add(dst[i], lists[i]);
         if (rc) lp_error_prefix("%s: ", flags[i]);
     }
+    /* Admins and coordinators must be able to connect to be either. */
+    for (size_t i = 0; !rc && i < out->admin.n; i++) rc = list_push(&out->allow, out->admin.keys[i]);
+    for (size_t i = 0; !rc && i < out->coordinator.n; i++) rc = list_push(&out->allow, out->coordinator.keys[i]);
     if (!rc && !o->key && (o->allow || o->coordinator))
         rc = lp_error_set(LP_ERR(EINVAL), "--curve-allow and --curve-coordinator need --curve-key "
                           "(this host's key pair)");

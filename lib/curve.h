@@ -37,7 +37,7 @@ typedef struct lp_curve_opts {
 typedef struct lp_curve {
     bool keyed;                      /* kp holds this host's pair */
     lp_curve_keypair_t kp;
-    lp_keylist_t allow, admin, coordinator;
+    lp_keylist_t allow, admin, coordinator; /* allow holds admin and coordinator too */
     bool allow_insecure_tcp;
 } lp_curve_t;
 

@@ -107,6 +107,14 @@ int main(void)
     CHECK_RC(lp_curve_load(&o, &c), 0);
     CHECK(c.keyed && lp_keylist_has(&c.allow, b.pub));
     lp_curve_clear(&c);
+    /* an admin or coordinator key can connect without being in allow */
+    o.allow = NULL;
+    o.admin = path_of("a.pub");
+    o.coordinator = hashed;
+    CHECK_RC(lp_curve_load(&o, &c), 0);
+    CHECK(c.allow.n == 2 && lp_keylist_has(&c.allow, hashed) && lp_keylist_has(&c.admin, c.allow.keys[0]));
+    CHECK(!lp_keylist_has(&c.admin, hashed));
+    lp_curve_clear(&c);
     CHECK(lp_endpoint_is_local("ipc:///tmp/x") && !lp_endpoint_is_local("tcp://127.0.0.1:1"));
 
     const char *files[] = {"a.key", "a.pub", "b.key", "b.pub", "mixed.key", "short.key",
