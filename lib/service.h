@@ -25,7 +25,7 @@ typedef struct lp_service_ops {
     /* Fill this side's facts into `mine` (already lp_hello_init'ed) and check
      * the peer's.  `controller`: the peer is (or becomes, if this hello is
      * accepted) the service's controller: the first peer that said hello as
-     * ROLE_COORDINATOR.  Return 0, or a negative code with lp_error_set() to
+     * ROLE_COORDINATOR (over CURVE only a curve.coordinator key may).  Return 0, or a negative code with lp_error_set() to
      * refuse the peer.  Strings put in `mine` must live until the next call.
      * May be NULL. */
     int (*hello)(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine);
