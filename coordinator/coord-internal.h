@@ -190,8 +190,10 @@ void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const ch
 void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r);
 
 /* links.c */
+/* `server_key`: the service's public key (a KEY value) for a CURVE link;
+ * may be NULL. */
 int lp__link_open(lp_coord_t *c, lp__link_t *l, const char *name, Lmpipe__Role role,
-                  const char *endpoint, lp__group_t *group);
+                  const char *endpoint, const char *server_key, lp__group_t *group);
 void lp__link_close(lp__link_t *l);
 void lp__link_free(lp__link_t *l);
 /* Send `m` and remember what its reply is for (OP_NONE: no reply expected). */

@@ -134,13 +134,14 @@ static int on_start(void *ctx, lp_service_t *svc)
     lp_coord_t *c = ctx;
     c->svc = svc;
     int rc = lp__link_open(c, &c->tok, "tokenizer-svc", LMPIPE__ROLE__ROLE_TOKENIZER,
-                           c->p.tokenizer_endpoint, NULL);
+                           c->p.tokenizer_endpoint, c->p.tokenizer_key, NULL);
     for (size_t i = 0; !rc && i < c->n_groups; i++) {
         lp__group_t *g = &c->groups[i];
-        rc = lp__link_open(c, &g->eng, "engine-svc", LMPIPE__ROLE__ROLE_ENGINE, c->p.engine_endpoint, g);
+        rc = lp__link_open(c, &g->eng, "engine-svc", LMPIPE__ROLE__ROLE_ENGINE, c->p.engine_endpoint,
+                           c->p.engine_key, g);
         if (!rc)
             rc = lp__link_open(c, &g->samp, "sampler-svc", LMPIPE__ROLE__ROLE_SAMPLER,
-                               c->p.sampler_endpoint, g);
+                               c->p.sampler_endpoint, c->p.sampler_key, g);
     }
     if (rc) return rc;
     lp__link_send_hello(c, &c->tok);

@@ -18,6 +18,9 @@ typedef struct lp_coord_params {
     const char *tokenizer_endpoint;
     const char *engine_endpoint;
     const char *sampler_endpoint;
+    /* The services' CURVE public keys (KEY values, curve.h) for tcp://
+     * links; NULL: no CURVE (then ipc://, or allow_insecure_tcp). */
+    const char *tokenizer_key, *engine_key, *sampler_key;
     bool no_shm;          /* rows inline even where the ring would work */
     int max_seqs;         /* 0: the engine's */
     int max_batch_tokens; /* 0: the engine's */

@@ -104,7 +104,7 @@ static void on_link(lp_zsock_t *zs, void *sock, void *arg)
 }
 
 int lp__link_open(lp_coord_t *c, lp__link_t *l, const char *name, Lmpipe__Role role,
-                  const char *endpoint, lp__group_t *group)
+                  const char *endpoint, const char *server_key, lp__group_t *group)
 {
     l->name = name;
     l->role = role;
@@ -116,9 +116,12 @@ int lp__link_open(lp_coord_t *c, lp__link_t *l, const char *name, Lmpipe__Role r
         return lp_error_set(LP_ERR(zmq_errno()), "coordinator: socket for %s: %s", name,
                             zmq_strerror(zmq_errno()));
     lp_service_sockopts(l->sock);
-    if (zmq_connect(l->sock, endpoint) != 0)
-        return lp_error_set(LP_ERR(zmq_errno()), "coordinator: connect %s %s: %s", name,
-                            endpoint, zmq_strerror(zmq_errno()));
+    /* A service on tcp:// without keys only with allow_insecure_tcp. */
+    int rc = lp_curve_connect(l->sock, endpoint, lp_service_curve(c->svc), server_key, false, name);
+    if (rc) {
+        lp_error_prefix("coordinator: ");
+        return rc;
+    }
     return lp_zsock_new(lp_service_loop(c->svc), l->sock, on_link, l, &l->zs);
 }
 

@@ -40,6 +40,11 @@ void lp__proxy_free_all(lp_coord_t *c)
 int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f)
 {
     const char *what = lp_msg_body_name(f->msg->body_case);
+    bool to_samplers = f->msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL;
+    /* Control changes every tenant's sampling (and loads plugins). */
+    if (to_samplers && !lp_service_from_admin(c->svc, f))
+        return lp_error_set(LP_ERR(EPERM), "%s: refused: only admins may control the sampler "
+                            "(a key in curve.admin, or a client on ipc://)", what);
     if (c->n_proxies >= MAX_PROXIES)
         return lp_error_set(LP_ERR(EBUSY), "%s: %zu proxied requests are pending", what, c->n_proxies);
     if (c->n_proxies == c->cap_proxies) {
@@ -57,7 +62,6 @@ int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f)
     p->client_id = f->msg->id;
     /* The message goes out as the client sent it; only its id is the link's. */
     Lmpipe__Msg m = *f->msg;
-    bool to_samplers = f->msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL;
     size_t n_links = to_samplers ? c->n_groups : 1;
     for (size_t i = 0; i < n_links; i++) {
         lp__link_t *l = to_samplers ? &c->groups[i].samp : &c->tok;

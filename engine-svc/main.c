@@ -2,6 +2,7 @@
  * rows go into the shared-memory ring (docs/PROTOCOL.md). */
 #include "serve.h"
 
+#include "curve.h"
 #include "error.h"
 #include "log.h"
 
@@ -13,7 +14,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: engine-svc --model M.gguf --endpoint EP [--max-seqs N] [--max-batch-tokens N]\n"
                "                  [--n-ctx N] [--threads N] [--backend cpu|cuda] [--exact]\n"
-               "                  [--no-shm] [--shm-name /NAME] [--shm-slots N]\n");
+               "                  [--no-shm] [--shm-name /NAME] [--shm-slots N]\n" LP_CURVE_USAGE);
 }
 
 static int int_arg(const char *flag, const char *v, int lo, int hi, int *out)
@@ -37,10 +38,11 @@ int main(int argc, char **argv)
         {"n-ctx", required_argument, 0, 'c'},     {"threads", required_argument, 0, 't'},
         {"backend", required_argument, 0, 'B'},   {"exact", no_argument, 0, 'x'},
         {"no-shm", no_argument, 0, 'n'},          {"shm-name", required_argument, 0, 'N'},
-        {"shm-slots", required_argument, 0, 'S'}, {"help", no_argument, 0, 'h'},
+        {"shm-slots", required_argument, 0, 'S'}, LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lp_engine_svc_params_t p = {0};
     const char *endpoint = NULL;
+    lp_curve_opts_t sec = {0};
     int c, v;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -56,7 +58,10 @@ int main(int argc, char **argv)
         case 'N': p.shm_name = optarg; break;
         case 'S': if (int_arg("--shm-slots", optarg, 1, 4096, &v)) return 2; p.shm_slots = v; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default:
+            if (lp_curve_opts_take(&sec, c, optarg)) break;
+            usage(stderr);
+            return 2;
         }
     }
     if (!p.model_path || !endpoint || optind != argc) {
@@ -68,7 +73,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "engine-svc: %s\n", lp_error_msg());
         return 1;
     }
-    int rc = lp_service_run(&lp_engine_svc_ops, svc, endpoint);
+    int rc = lp_service_run_secure(&lp_engine_svc_ops, svc, endpoint, &sec);
     if (rc) fprintf(stderr, "engine-svc: %s\n", lp_error_msg());
     lp_engine_svc_destroy(&svc);
     return rc ? 1 : 0;

@@ -1,6 +1,7 @@
 /* client.c - a client of the coordinator (see client.h). */
 #include "client.h"
 
+#include "curve.h"
 #include "error.h"
 #include "hello.h"
 #include "sysinfo.h"
@@ -17,6 +18,12 @@ struct lp_client {
 
 int lp_client_new(const char *endpoint, lp_client_t **out)
 {
+    return lp_client_new_curve(endpoint, NULL, NULL, out);
+}
+
+int lp_client_new_curve(const char *endpoint, const char *key_path, const char *server_key,
+                        lp_client_t **out)
+{
     *out = NULL;
     lp_client_t *c = calloc(1, sizeof(*c));
     if (!c) return LP_ERR(ENOMEM);
@@ -26,8 +33,12 @@ int lp_client_new(const char *endpoint, lp_client_t **out)
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(c->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
     zmq_setsockopt(c->sock, ZMQ_RCVHWM, &zero, sizeof(zero));
-    if (zmq_connect(c->sock, endpoint) != 0) {
-        int rc = lp_error_set(LP_ERR(zmq_errno()), "connect %s: %s", endpoint, zmq_strerror(zmq_errno()));
+    lp_curve_opts_t co = {.key = key_path};
+    lp_curve_t cv;
+    int rc = lp_curve_load(&co, &cv);
+    if (!rc) rc = lp_curve_connect(c->sock, endpoint, &cv, server_key, true, "client");
+    lp_curve_clear(&cv);
+    if (rc) {
         lp_client_destroy(&c);
         return rc;
     }
@@ -80,6 +91,14 @@ int lp_client_hello_as(lp_client_t *c, Lmpipe__Role role, int timeout_ms)
         m.body_case = LMPIPE__MSG__BODY_HELLO;
         m.hello = &h;
         int rc = lp_frame_send(c->sock, NULL, 0, &m, NULL, 0);
+        if (rc == LP_ERR(EAGAIN)) {
+            /* No connection yet, or the server refused the handshake (a
+             * CURVE server sends nothing back): try again until the end. */
+            snprintf(last, sizeof(last), "no connection: not listening, or refused our keys");
+            struct timespec ts = {0, 100 * 1000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         if (rc) return rc;
         int64_t until = (int64_t)lp_now_ms() + 1000;
         while ((int64_t)lp_now_ms() < until) {

@@ -13,6 +13,11 @@
 typedef struct lp_client lp_client_t;
 
 int lp_client_new(const char *endpoint, lp_client_t **out);
+/* The same as a CURVE client on a tcp:// endpoint: `key_path` is this
+ * host's BASE.key, `server_key` the server's public key (a KEY value,
+ * curve.h); both NULL: plain (the server decides whether it accepts). */
+int lp_client_new_curve(const char *endpoint, const char *key_path, const char *server_key,
+                        lp_client_t **out);
 void lp_client_destroy(lp_client_t **self_p);
 void *lp_client_socket(lp_client_t *c);
 

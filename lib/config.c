@@ -88,7 +88,9 @@ int lp_config_load(const char *path, lp_config_t **out)
                               lineno, sizeof(line) - 2);
             break;
         }
-        char *hash = strchr(line, '#');
+        /* A comment starts a line or follows a blank: Z85 keys hold '#'. */
+        char *hash = line;
+        while ((hash = strchr(hash, '#')) && hash != line && hash[-1] != ' ' && hash[-1] != '\t') hash++;
         if (hash) *hash = '\0';
         char *s = trim(line);
         if (!*s) continue;

@@ -34,6 +34,7 @@ static bool has_more(void *sock)
 int lp_frame_recv(void *sock, bool router, lp_frame_t *f)
 {
     f->peer_len = 0;
+    f->user_id[0] = '\0';
     f->msg = NULL;
     f->has_raw = false;
     zmq_msg_t part;
@@ -59,6 +60,8 @@ int lp_frame_recv(void *sock, bool router, lp_frame_t *f)
             return lp_error_set(LP_ERR(EPROTO), "malformed message: body missing");
         }
     }
+    const char *uid = zmq_msg_gets(&part, "User-Id");
+    if (uid) snprintf(f->user_id, sizeof(f->user_id), "%s", uid);
     size_t n = zmq_msg_size(&part);
     if (n > LP_FRAME_MAX_BYTES) {
         zmq_msg_close(&part);

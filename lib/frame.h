@@ -20,6 +20,9 @@
 typedef struct lp_frame {
     uint8_t peer[LP_FRAME_MAX_PEER]; /* routing id, ROUTER sockets only */
     size_t peer_len;
+    /* The peer's CURVE public key (Z85) as the ZAP handler accepted it;
+     * "" on ipc:// and plain TCP. */
+    char user_id[41];
     Lmpipe__Msg *msg;                /* owned; NULL after a failed recv */
     zmq_msg_t raw;                   /* valid when has_raw */
     bool has_raw;

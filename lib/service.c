@@ -5,6 +5,7 @@
 #include "hello.h"
 #include "log.h"
 #include "sdnotify.h"
+#include "zap.h"
 #include "zloop.h"
 
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -33,6 +35,9 @@ struct lp_service {
     peer_t *peers; /* peers that said hello; oldest evicted past MAX_PEERS */
     size_t n_peers, next_evict;
     peer_t controller; /* len 0 until a coordinator says hello */
+    const char *endpoint; /* borrowed from the caller of lp_service_run */
+    lp_curve_t curve;
+    lp_zap_t *zap; /* NULL without CURVE */
     uint64_t n_msgs, n_malformed, n_errors, n_refused;
     bool stopping;
 };
@@ -64,6 +69,13 @@ bool lp_service_from_controller(const lp_service_t *svc, const lp_frame_t *req)
     return svc->controller.len && svc->controller.len == req->peer_len &&
            !memcmp(svc->controller.id, req->peer, req->peer_len);
 }
+bool lp_service_from_admin(const lp_service_t *svc, const lp_frame_t *req)
+{
+    if (lp_endpoint_is_local(svc->endpoint)) return true;
+    return lp_keylist_has(&svc->curve.admin, req->user_id);
+}
+
+const lp_curve_t *lp_service_curve(const lp_service_t *svc) { return &svc->curve; }
 void *lp_service_zmq_ctx(lp_service_t *svc) { return svc->zctx; }
 void lp_service_count_malformed(lp_service_t *svc) { svc->n_malformed++; }
 
@@ -114,6 +126,12 @@ static void on_hello(lp_service_t *svc, const lp_frame_t *f)
     lp_hello_init(&mine, svc->ops->role);
     bool same = svc->controller.len == f->peer_len && !memcmp(svc->controller.id, f->peer, f->peer_len);
     bool ctl = same || (svc->controller.len == 0 && peer->role == LMPIPE__ROLE__ROLE_COORDINATOR);
+    /* Over CURVE the controller role is the coordinator keys' alone: any
+     * other peer saying hello first would take it and wedge the pipeline. */
+    if (!rc && f->user_id[0] && peer->role == LMPIPE__ROLE__ROLE_COORDINATOR &&
+        !lp_keylist_has(&svc->curve.coordinator, f->user_id))
+        rc = lp_error_set(LP_ERR(EACCES), "key %s may not act as coordinator (not in "
+                          "curve.coordinator)", f->user_id);
     if (!rc && svc->ops->hello) rc = svc->ops->hello(svc->ctx, peer, ctl, &mine);
     if (rc) {
         if (rc == LP_ERR(EAGAIN)) /* "not ready yet": the client retries */
@@ -143,6 +161,7 @@ static void on_stats(lp_service_t *svc, const lp_frame_t *f)
     s.n_msgs = svc->n_msgs;
     s.n_malformed = svc->n_malformed;
     s.n_errors = svc->n_errors;
+    s.auth_refused = svc->zap ? lp_zap_refused(svc->zap) : 0;
     if (svc->ops->stats) svc->ops->stats(svc->ctx, &s);
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_STATS_REPLY;
@@ -203,6 +222,30 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 int lp_service_run(const lp_service_ops_t *ops, void *ctx, const char *endpoint)
 {
+    return lp_service_run_secure(ops, ctx, endpoint, NULL);
+}
+
+/* Bind `endpoint`: an ipc:// socket file is created 0600 (umask around the
+ * bind, which creates the file in this thread) so that only this user's
+ * processes can connect. */
+static int bind_endpoint(lp_service_t *svc, const char *endpoint)
+{
+    bool ipc = !strncmp(endpoint, "ipc://", 6);
+    mode_t old = ipc ? umask(077) : 0;
+    int rc = zmq_bind(svc->sock, endpoint);
+    int e = zmq_errno();
+    if (ipc) umask(old);
+    if (rc != 0)
+        return lp_error_set(LP_ERR(e), "%s: bind %s: %s", svc->ops->name, endpoint, zmq_strerror(e));
+    if (ipc && chmod(endpoint + 6, 0600) != 0)
+        return lp_error_set(LP_ERR(errno), "%s: chmod 600 %s: %s", svc->ops->name, endpoint + 6,
+                            strerror(errno));
+    return 0;
+}
+
+int lp_service_run_secure(const lp_service_ops_t *ops, void *ctx, const char *endpoint,
+                          const lp_curve_opts_t *sec)
+{
     signal(SIGPIPE, SIG_IGN);
     lp_service_watch_parent();
     lp_service_t *svc = calloc(1, sizeof(*svc));
@@ -214,19 +257,27 @@ int lp_service_run(const lp_service_ops_t *ops, void *ctx, const char *endpoint)
     }
     svc->ops = ops;
     svc->ctx = ctx;
-    int rc = 0;
+    svc->endpoint = endpoint;
     bool bound = false;
+    int rc = lp_curve_load(sec, &svc->curve);
+    if (rc) {
+        lp_error_prefix("%s: ", ops->name);
+        free(svc->peers);
+        free(svc);
+        return rc;
+    }
     uv_loop_init(&svc->loop);
     svc->zctx = zmq_ctx_new();
     svc->sock = zmq_socket(svc->zctx, ZMQ_ROUTER);
     lp_service_sockopts(svc->sock);
     int one = 1;
     zmq_setsockopt(svc->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
-    if (zmq_bind(svc->sock, endpoint) != 0) {
-        rc = lp_error_set(LP_ERR(zmq_errno()), "%s: bind %s: %s", ops->name, endpoint,
-                          zmq_strerror(zmq_errno()));
-        goto out;
-    }
+    rc = lp_curve_bind(svc->sock, endpoint, &svc->curve, ops->name);
+    /* The handler is in place before the first peer can connect. */
+    if (!rc && svc->curve.keyed && !lp_endpoint_is_local(endpoint))
+        rc = lp_zap_new(&svc->loop, svc->zctx, svc->sock, &svc->curve.allow, ops->name, &svc->zap);
+    if (rc) goto out;
+    if ((rc = bind_endpoint(svc, endpoint)) != 0) goto out;
     bound = true;
     rc = lp_zsock_new(&svc->loop, svc->sock, on_msg, svc, &svc->zs);
     if (rc) goto out;
@@ -245,6 +296,7 @@ int lp_service_run(const lp_service_ops_t *ops, void *ctx, const char *endpoint)
 out:
     lp_sdnotify_watchdog_destroy(&svc->watchdog);
     lp_zsock_destroy(&svc->zs);
+    lp_zap_destroy(&svc->zap);
     uv_walk(&svc->loop, close_walk, NULL);
     uv_run(&svc->loop, UV_RUN_DEFAULT);
     uv_loop_close(&svc->loop);
@@ -257,6 +309,7 @@ out:
     const char *run_dir = getenv("LMPIPE_RUN_DIR");
     if (run_dir && run_dir[0]) rmdir(run_dir);
     zmq_ctx_term(svc->zctx);
+    lp_curve_clear(&svc->curve);
     free(svc->peers);
     free(svc);
     return rc;

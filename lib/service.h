@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "curve.h"
 #include "frame.h"
 #include "lmpipe.pb-c.h"
 
@@ -24,7 +25,7 @@ typedef struct lp_service_ops {
     /* Fill this side's facts into `mine` (already lp_hello_init'ed) and check
      * the peer's.  `controller`: the peer is (or becomes, if this hello is
      * accepted) the service's controller: the first peer that said hello as
-     * ROLE_COORDINATOR.  Return 0, or a negative code with lp_error_set() to
+     * ROLE_COORDINATOR (over CURVE only a curve.coordinator key may).  Return 0, or a negative code with lp_error_set() to
      * refuse the peer.  Strings put in `mine` must live until the next call.
      * May be NULL. */
     int (*hello)(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine);
@@ -47,8 +48,14 @@ typedef struct lp_service_ops {
 
 /* Bind a ROUTER to `endpoint` and serve until SIGINT or SIGTERM.  Under
  * systemd (NOTIFY_SOCKET) it also sends READY=1, WATCHDOG=1 from the loop
- * and STOPPING=1 (lib/sdnotify.h).  Returns 0
- * after a clean stop, or a negative code with lp_error_msg() set. */
+ * and STOPPING=1 (lib/sdnotify.h).  Returns 0 after a clean stop, or a
+ * negative code with lp_error_msg() set.  `sec` (may be NULL: no keys) are
+ * the CURVE flags: a non-local endpoint binds as a CURVE server behind a ZAP
+ * handler (lib/zap.h), or is refused without keys unless
+ * sec->allow_insecure_tcp.  An ipc:// socket file gets mode 0600. */
+int lp_service_run_secure(const lp_service_ops_t *ops, void *ctx, const char *endpoint,
+                          const lp_curve_opts_t *sec);
+/* The same without keys. */
 int lp_service_run(const lp_service_ops_t *ops, void *ctx, const char *endpoint);
 
 /* Reply to `req` with `msg` (its id is set to the request's) and an
@@ -63,6 +70,13 @@ int lp_service_send(lp_service_t *svc, const uint8_t *peer, size_t peer_len, Lmp
  * sampler sessions and detokenizer streams are the controller's alone, so
  * that no other peer can disturb the coordinator's requests. */
 bool lp_service_from_controller(const lp_service_t *svc, const lp_frame_t *req);
+/* Whether `req` may change what every client gets (SamplerControl): a peer
+ * on an ipc:// endpoint (this host, guarded by file modes), or a CURVE peer
+ * whose key is on the admin list (--curve-admin). */
+bool lp_service_from_admin(const lp_service_t *svc, const lp_frame_t *req);
+/* The service's loaded CURVE settings, for its own client sides (the
+ * coordinator's links); borrowed for the service's life. */
+const lp_curve_t *lp_service_curve(const lp_service_t *svc);
 
 uv_loop_t *lp_service_loop(lp_service_t *svc);
 void *lp_service_zmq_ctx(lp_service_t *svc);

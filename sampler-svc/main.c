@@ -2,6 +2,7 @@
  * rows read in place from the engine's ring (docs/PROTOCOL.md). */
 #include "serve.h"
 
+#include "curve.h"
 #include "error.h"
 #include "log.h"
 
@@ -11,7 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sampler-svc --model M.gguf --endpoint EP [--default JSON] [--no-shm]\n"
-               "                   [--plugin-dir DIR]\n"
+               "                   [--plugin-dir DIR]\n" LP_CURVE_USAGE
                "--plugin-dir: the only folder SamplerControl \"load\" takes plugins from\n"
                "(without it every load is refused; docs/SAMPLER.md).\n");
 }
@@ -23,9 +24,10 @@ int main(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"endpoint", required_argument, 0, 'e'},
         {"default", required_argument, 0, 'd'}, {"no-shm", no_argument, 0, 'n'},
         {"plugin-dir", required_argument, 0, 'P'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     lp_sampler_svc_params_t p = {0};
     const char *endpoint = NULL;
+    lp_curve_opts_t sec = {0};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -35,7 +37,10 @@ int main(int argc, char **argv)
         case 'n': p.no_shm = true; break;
         case 'P': p.plugin_dir = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default:
+            if (lp_curve_opts_take(&sec, c, optarg)) break;
+            usage(stderr);
+            return 2;
         }
     }
     if (!p.model_path || !endpoint || optind != argc) {
@@ -47,7 +52,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sampler-svc: %s\n", lp_error_msg());
         return 1;
     }
-    int rc = lp_service_run(&lp_sampler_svc_ops, svc, endpoint);
+    int rc = lp_service_run_secure(&lp_sampler_svc_ops, svc, endpoint, &sec);
     if (rc) fprintf(stderr, "sampler-svc: %s\n", lp_error_msg());
     lp_sampler_svc_destroy(&svc);
     return rc ? 1 : 0;

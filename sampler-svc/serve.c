@@ -470,7 +470,15 @@ static int on_request(void *ctx, lp_service_t *svc, const lp_frame_t *req)
         if (bc == LMPIPE__MSG__BODY_SAMPLER_OPEN) return do_open(s, svc, req);
         if (bc == LMPIPE__MSG__BODY_SAMPLER_CLOSE) return do_close(s, svc, req);
         return do_sample(s, svc, req);
-    case LMPIPE__MSG__BODY_SAMPLER_CONTROL: return do_control(s, svc, req);
+    case LMPIPE__MSG__BODY_SAMPLER_CONTROL:
+        /* `set` rewrites every tenant's sampling and `load` opens a library:
+         * the coordinator (which checks its own clients), an admin key, or a
+         * local peer on ipc:// only. */
+        if (!lp_service_from_controller(svc, req) && !lp_service_from_admin(svc, req))
+            return lp_error_set(LP_ERR(EPERM), "sampler-svc: control refused: only its "
+                                "coordinator, an admin key (curve.admin) or a local peer on "
+                                "ipc:// may control the sampler");
+        return do_control(s, svc, req);
     default:
         return lp_error_set(LP_ERR(EPROTO), "sampler-svc does not serve '%s' messages",
                             lp_msg_body_name(bc));

@@ -94,7 +94,8 @@ if start_up; then
 fi
 
 # Every endpoint on tcp:// instead of ipc:// (one host: the logits still go
-# through shared memory, which the hello decides).
+# through shared memory, which the hello decides), without CURVE keys
+# (allow_insecure_tcp; tests/curve-test.sh and curve_test.c cover CURVE).
 port=$((20000 + RANDOM % 40000))
 cat >"$work/tcp.conf" <<CONF
 model = $model
@@ -103,6 +104,7 @@ tokenizer.endpoint = tcp://127.0.0.1:$((port + 1))
 engine.endpoint = tcp://127.0.0.1:$((port + 2))
 sampler.endpoint = tcp://127.0.0.1:$((port + 3))
 threads = 1
+allow_insecure_tcp = true
 CONF
 rm -f "$work/out" "$work/err"
 "$lmpipe" up --config "$work/tcp.conf" >"$work/out" 2>"$work/err" &

@@ -2,6 +2,7 @@
  * (docs/PROTOCOL.md). */
 #include "serve.h"
 
+#include "curve.h"
 #include "error.h"
 #include "log.h"
 
@@ -10,7 +11,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tokenizer-svc --model M.gguf --endpoint EP\n");
+    fprintf(f, "usage: tokenizer-svc --model M.gguf --endpoint EP\n" LP_CURVE_USAGE);
 }
 
 int main(int argc, char **argv)
@@ -18,16 +19,20 @@ int main(int argc, char **argv)
     lp_log_init("tokenizer-svc");
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"endpoint", required_argument, 0, 'e'},
-                                         {"help", no_argument, 0, 'h'},
+                                         LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *model = NULL, *endpoint = NULL;
+    lp_curve_opts_t sec = {0};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'e': endpoint = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default:
+            if (lp_curve_opts_take(&sec, c, optarg)) break;
+            usage(stderr);
+            return 2;
         }
     }
     if (!model || !endpoint || optind != argc) {
@@ -39,7 +44,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tokenizer-svc: %s\n", lp_error_msg());
         return 1;
     }
-    int rc = lp_service_run(&lp_tokenizer_svc_ops, svc, endpoint);
+    int rc = lp_service_run_secure(&lp_tokenizer_svc_ops, svc, endpoint, &sec);
     if (rc) fprintf(stderr, "tokenizer-svc: %s\n", lp_error_msg());
     lp_tokenizer_svc_destroy(&svc);
     return rc ? 1 : 0;

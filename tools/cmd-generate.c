@@ -12,7 +12,8 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmpipe generate --endpoint EP --prompt TEXT [options]\n%s"
-               "  --stream             print each piece as it comes\n%s", lp_gen_args_usage,
+               "  --stream             print each piece as it comes\n"
+               "  --curve-key F.key --server-key KEY   CURVE on a tcp:// endpoint (docs/SECURITY.md)\n%s", lp_gen_args_usage,
             lp_gen_args_exit_usage);
 }
 
@@ -28,7 +29,7 @@ int lp_cmd_generate(int argc, char **argv)
 {
     lp_gen_args_t ga;
     lp_gen_args_init(&ga);
-    const char *endpoint = NULL;
+    const char *endpoint = NULL, *key = NULL, *server_key = NULL;
     bool stream = false;
     for (int i = 1; i < argc; i++) {
         int t = lp_gen_args_take(&ga, "generate", argc, argv, &i);
@@ -36,6 +37,8 @@ int lp_cmd_generate(int argc, char **argv)
         if (t) continue;
         if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
         else if (!strcmp(argv[i], "--stream")) stream = true;
+        else if (!strcmp(argv[i], "--curve-key") && i + 1 < argc) key = argv[++i];
+        else if (!strcmp(argv[i], "--server-key") && i + 1 < argc) server_key = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -49,7 +52,7 @@ int lp_cmd_generate(int argc, char **argv)
     if (lp_gen_args_request(&ga, "generate", &g)) return 2;
     lp_client_t *c = NULL;
     lp_generation_t gen = {0};
-    int rc = lp_client_new(endpoint, &c);
+    int rc = lp_client_new_curve(endpoint, key, server_key, &c);
     if (!rc) rc = lp_client_hello(c, 10000);
     bool live = stream && !ga.ids;
     size_t streamed = 0;

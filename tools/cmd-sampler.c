@@ -11,14 +11,15 @@
 #include <string.h>
 
 #define USAGE                                                                          \
-    "usage: lmpipe sampler --endpoint EP COMMAND\n"                                    \
+    "usage: lmpipe sampler --endpoint EP [--curve-key F.key --server-key KEY] COMMAND\n" \
     "  get                      print the current strategy\n"                          \
     "  set JSON                 lay /completion sampling fields over the default\n"    \
     "  load PATH [CONFIG]       load a sampler plugin (first in the chain) from\n"     \
     "                           sampler-svc's --plugin-dir (PATH relative to it)\n"    \
     "  unload NAME              unload a plugin\n"                                     \
     "  rollback                 go back to the strategy before the last change\n"      \
-    "  EP is sampler-svc's endpoint (ipc://RUN_DIR/sampler.sock under lmpipe up)."
+    "  EP is sampler-svc's endpoint (ipc://RUN_DIR/sampler.sock under lmpipe up).\n"   \
+    "  Over tcp:// the key must be in the sampler's curve.admin (docs/SECURITY.md)."
 
 /* Append s as a JSON string to the message being built. */
 static int quoted(char *buf, size_t cap, size_t *n, const char *s)
@@ -31,7 +32,7 @@ static int quoted(char *buf, size_t cap, size_t *n, const char *s)
 
 int lp_cmd_sampler(int argc, char **argv)
 {
-    const char *endpoint = NULL;
+    const char *endpoint = NULL, *key = NULL, *server_key = NULL;
     int i = 1;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -39,6 +40,8 @@ int lp_cmd_sampler(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
+        else if (!strcmp(argv[i], "--curve-key") && i + 1 < argc) key = argv[++i];
+        else if (!strcmp(argv[i], "--server-key") && i + 1 < argc) server_key = argv[++i];
         else break;
     }
     if (!endpoint || i >= argc) return lp_cmd_usage_error("sampler", "%s", USAGE);
@@ -80,7 +83,7 @@ int lp_cmd_sampler(int argc, char **argv)
     bool ok;
     uint64_t version;
     char *reply;
-    int rc = lp_sampler_ctl(endpoint, msg, 10000, &ok, &version, &reply);
+    int rc = lp_sampler_ctl_curve(endpoint, key, server_key, msg, 10000, &ok, &version, &reply);
     free(msg);
     if (rc) {
         fprintf(stderr, "lmpipe sampler: %s\n", lp_error_msg());

@@ -3,6 +3,7 @@
 #include "pipeline.h"
 
 #include "client.h"
+#include "curve.h"
 #include "error.h"
 #include "log.h"
 #include "shm-ring.h"
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -50,6 +52,7 @@ struct lp_pipeline {
     char env_parent[64], env_run_dir[PATH_MAX + 32];
     uv_timer_t http_timer;
     bool http_timer_open;
+    char curve_allow[8192]; /* this host's key, then curve.allow */
 };
 
 static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **env);
@@ -65,7 +68,10 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
                              "max_seqs", "max_batch_tokens", "n_ctx", "threads",
                              "sampler.default", "http.listen", "http.api_key", "http.admin_key",
-                             "sampler.plugin_dir", "max_queued_per_client"};
+                             "sampler.plugin_dir", "max_queued_per_client",
+                             "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
+                             "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
+                             "sampler.server_key"};
 
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
 {
@@ -87,7 +93,15 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->http_listen = lp_config_get(cfg, "http.listen", o->http_listen);
     o->http_api_keys = lp_config_get(cfg, "http.api_key", o->http_api_keys);
     o->http_admin_keys = lp_config_get(cfg, "http.admin_key", o->http_admin_keys);
+    o->curve_key = lp_config_get(cfg, "curve.key", o->curve_key);
+    o->curve_allow = lp_config_get(cfg, "curve.allow", o->curve_allow);
+    o->curve_admin = lp_config_get(cfg, "curve.admin", o->curve_admin);
+    o->curve_coordinator = lp_config_get(cfg, "curve.coordinator", o->curve_coordinator);
+    o->tokenizer_server_key = lp_config_get(cfg, "tokenizer.server_key", o->tokenizer_server_key);
+    o->engine_server_key = lp_config_get(cfg, "engine.server_key", o->engine_server_key);
+    o->sampler_server_key = lp_config_get(cfg, "sampler.server_key", o->sampler_server_key);
     int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
+    if (!rc) rc = lp_config_get_bool(cfg, "allow_insecure_tcp", o->allow_insecure_tcp, &o->allow_insecure_tcp);
     int64_t v;
     const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads",
                           "max_queued_per_client"};
@@ -151,6 +165,30 @@ static int find_bin(const lp_pipeline_opts_t *o, int i, char *out, size_t cap)
     return lp_error_set(LP_ERR(ENOENT), "%s not found next to %s (set bin_dir)", base, self);
 }
 
+/* The CURVE flags of child `i` (docs/SECURITY.md); returns how many. */
+static int curve_args(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **argv)
+{
+    int n = 0;
+    if (o->allow_insecure_tcp && i != P_HTTP) argv[n++] = "--allow-insecure-tcp";
+    if (!o->curve_key) return n;
+    argv[n++] = "--curve-key";
+    argv[n++] = (char *)o->curve_key;
+    if (i == P_HTTP) { /* a client of this host's coordinator */
+        argv[n++] = "--server-key";
+        argv[n++] = (char *)o->curve_key;
+        return n;
+    }
+    snprintf(p->curve_allow, sizeof(p->curve_allow), "%s%s%s", o->curve_key,
+             o->curve_allow ? "," : "", o->curve_allow ? o->curve_allow : "");
+    argv[n++] = "--curve-allow";
+    argv[n++] = p->curve_allow;
+    argv[n++] = "--curve-admin";
+    argv[n++] = (char *)(o->curve_admin ? o->curve_admin : o->curve_key);
+    argv[n++] = "--curve-coordinator";
+    argv[n++] = (char *)(o->curve_coordinator ? o->curve_coordinator : o->curve_key);
+    return n;
+}
+
 static char *int_str(char *buf, int v)
 {
     sprintf(buf, "%d", v);
@@ -162,7 +200,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char bin[PATH_MAX + 64];
     int rc = find_bin(o, i, bin, sizeof(bin));
     if (rc) return rc;
-    char *argv[32 + 4 * 16];
+    char *argv[64 + 4 * 16];
     int n = 0;
     char b1[16], b2[16], b3[16], b4[16], b5[16];
     argv[n++] = bin;
@@ -224,7 +262,16 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
             argv[n++] = "--max-queued-per-client";
             argv[n++] = int_str(b5, o->max_queued_per_client);
         }
+        if (o->curve_key) {
+            const char *keys[3] = {o->tokenizer_server_key, o->engine_server_key, o->sampler_server_key};
+            const char *flags[3] = {"--tokenizer-server-key", "--engine-server-key", "--sampler-server-key"};
+            for (int l = 0; l < 3; l++) {
+                argv[n++] = (char *)flags[l];
+                argv[n++] = (char *)(keys[l] ? keys[l] : o->curve_key);
+            }
+        }
     }
+    n += curve_args(p, o, i, argv + n);
     argv[n] = NULL;
     uv_process_options_t po = {0};
     uv_stdio_container_t stdio[3];
@@ -267,18 +314,67 @@ static bool is_notify_var(const char *e)
            !strncmp(e, "WATCHDOG_PID=", 13);
 }
 
+/* The ipc:// sockets are guarded by the run folder: this user's alone
+ * (0700), made so when it is ours, refused when it is someone else's. */
+static int run_dir_private(const char *dir)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return lp_error_set(LP_ERR(errno), "run_dir %s: %s", dir, strerror(errno));
+    struct stat st;
+    if (stat(dir, &st) != 0) return lp_error_set(LP_ERR(errno), "run_dir %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return lp_error_set(LP_ERR(ENOTDIR), "run_dir %s: not a folder", dir);
+    if (st.st_uid != geteuid())
+        return lp_error_set(LP_ERR(EPERM), "run_dir %s: owned by uid %u, not by this user", dir,
+                            (unsigned)st.st_uid);
+    if ((st.st_mode & 077) && chmod(dir, 0700) != 0)
+        return lp_error_set(LP_ERR(errno), "run_dir %s: chmod 700: %s", dir, strerror(errno));
+    return 0;
+}
+
+/* Flags that need a key refuse early, naming the config key. */
+static int check_curve(const lp_pipeline_opts_t *o)
+{
+    if (o->curve_key) {
+        lp_curve_keypair_t kp;
+        int rc = lp_curve_keypair_load(o->curve_key, &kp);
+        memset(&kp, 0, sizeof(kp));
+        if (rc) lp_error_prefix("curve.key: ");
+        return rc;
+    }
+    const char *eps[] = {o->endpoint, o->tokenizer_endpoint, o->engine_endpoint, o->sampler_endpoint};
+    const char *ep_keys[] = {"endpoint", "tokenizer.endpoint", "engine.endpoint", "sampler.endpoint"};
+    for (int i = 0; i < 4 && !o->allow_insecure_tcp; i++)
+        if (eps[i] && !lp_endpoint_is_local(eps[i]))
+            return lp_error_set(LP_ERR(EACCES), "%s = %s needs CURVE keys: set curve.key (lmpipe "
+                                "keygen) and curve.allow, or allow_insecure_tcp = true", ep_keys[i], eps[i]);
+    const char *needs[] = {o->curve_allow, o->curve_admin, o->curve_coordinator,
+                           o->tokenizer_server_key, o->engine_server_key, o->sampler_server_key};
+    const char *names[] = {"curve.allow", "curve.admin", "curve.coordinator",
+                           "tokenizer.server_key", "engine.server_key", "sampler.server_key"};
+    for (int i = 0; i < 6; i++)
+        if (needs[i]) return lp_error_set(LP_ERR(EINVAL), "%s needs curve.key (this host's key pair)", names[i]);
+    return 0;
+}
+
 int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out)
 {
     *out = NULL;
     if (!o->model) return lp_error_set(LP_ERR(EINVAL), "no model: give --model or 'model =' in the config");
     if (access(o->model, R_OK) != 0)
         return lp_error_set(LP_ERR(errno), "model %s: %s", o->model, strerror(errno));
+    int crc = check_curve(o);
+    if (crc) return crc;
     lp_pipeline_t *p = calloc(1, sizeof(*p));
     if (!p) return LP_ERR(ENOMEM);
     p->loop = loop;
     p->failed_idx = -1;
     if (o->run_dir) {
         snprintf(p->run_dir, sizeof(p->run_dir), "%s", o->run_dir);
+        int rc = run_dir_private(p->run_dir);
+        if (rc) {
+            free(p);
+            return rc;
+        }
     } else {
         snprintf(p->run_dir, sizeof(p->run_dir), "/tmp/lmpipe-XXXXXX");
         if (!mkdtemp(p->run_dir)) {
@@ -343,7 +439,8 @@ bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name)
 int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms)
 {
     lp_client_t *c;
-    int rc = lp_client_new(p->ep[P_COORD], &c);
+    /* All four run here: the coordinator's key is this host's. */
+    int rc = lp_client_new_curve(p->ep[P_COORD], p->opts.curve_key, p->opts.curve_key, &c);
     if (rc) return rc;
     rc = LP_ERR(ETIMEDOUT);
     for (int waited = 0; waited < timeout_ms; waited += 250) {

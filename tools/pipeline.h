@@ -34,6 +34,13 @@ typedef struct lp_pipeline_opts {
      * up's relay, tools/notify-relay.h) or NULL.  systemd's own NOTIFY_SOCKET,
      * WATCHDOG_USEC and WATCHDOG_PID are never passed on. */
     const char *notify_env[2];
+    /* CURVE (docs/SECURITY.md).  curve_key: this host's BASE.key, with which
+     * every service binds and every client side connects.  The host's own
+     * key is always allowed, and is the default admin and coordinator key
+     * and the default server key of every link (all services run here). */
+    const char *curve_key, *curve_allow, *curve_admin, *curve_coordinator;
+    const char *tokenizer_server_key, *engine_server_key, *sampler_server_key;
+    bool allow_insecure_tcp;
 } lp_pipeline_opts_t;
 
 typedef struct lp_pipeline lp_pipeline_t;

@@ -11,11 +11,18 @@
 int lp_sampler_ctl(const char *endpoint, const char *json, int timeout_ms, bool *ok,
                    uint64_t *version, char **reply_json)
 {
+    return lp_sampler_ctl_curve(endpoint, NULL, NULL, json, timeout_ms, ok, version, reply_json);
+}
+
+int lp_sampler_ctl_curve(const char *endpoint, const char *key_path, const char *server_key,
+                         const char *json, int timeout_ms, bool *ok, uint64_t *version,
+                         char **reply_json)
+{
     *ok = false;
     *version = 0;
     *reply_json = NULL;
     lp_client_t *c;
-    int rc = lp_client_new(endpoint, &c);
+    int rc = lp_client_new_curve(endpoint, key_path, server_key, &c);
     if (rc) return rc;
     if ((rc = lp_client_hello_as(c, LMPIPE__ROLE__ROLE_SAMPLER, timeout_ms))) {
         lp_error_prefix("sampler-svc at %s: ", endpoint);

@@ -13,5 +13,9 @@
  * code with lp_error_msg() when none did. */
 int lp_sampler_ctl(const char *endpoint, const char *json, int timeout_ms, bool *ok,
                    uint64_t *version, char **reply_json);
+/* The same over CURVE (lp_client_new_curve: key_path, server_key). */
+int lp_sampler_ctl_curve(const char *endpoint, const char *key_path, const char *server_key,
+                         const char *json, int timeout_ms, bool *ok, uint64_t *version,
+                         char **reply_json);
 
 #endif

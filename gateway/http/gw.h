@@ -37,6 +37,8 @@ void lp_sb_free(lp_sb_t *b);
 
 typedef struct lp_gw_opts {
     const char *coordinator;
+    const char *curve_key;  /* --curve-key: this host's BASE.key; NULL: no CURVE */
+    const char *server_key; /* --server-key: the coordinator's public key (KEY value) */
     const char *listen;          /* HOST:PORT */
     const char *api_keys[LP_GW_MAX_KEYS];
     int n_api_keys;

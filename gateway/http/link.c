@@ -257,14 +257,18 @@ int lp_gw_link_start(lp_gw_t *gw)
     gw->zctx = zmq_ctx_new();
     gw->sock = zmq_socket(gw->zctx, ZMQ_DEALER);
     lp_service_sockopts(gw->sock);
-    if (zmq_connect(gw->sock, gw->o.coordinator) != 0) {
-        int rc = lp_error_set(LP_ERR(zmq_errno()), "--coordinator %s: %s", gw->o.coordinator,
-                              zmq_strerror(zmq_errno()));
+    lp_curve_opts_t co = {.key = gw->o.curve_key};
+    lp_curve_t cv;
+    int rc = lp_curve_load(&co, &cv);
+    /* A client side: a coordinator on plain tcp:// decides that for itself. */
+    if (!rc) rc = lp_curve_connect(gw->sock, gw->o.coordinator, &cv, gw->o.server_key, true, "--coordinator");
+    lp_curve_clear(&cv);
+    if (rc) {
         zmq_close(gw->sock);
         zmq_ctx_term(gw->zctx);
         return rc;
     }
-    int rc = lp_zsock_new(gw->loop, gw->sock, on_msg, gw, &gw->zs);
+    rc = lp_zsock_new(gw->loop, gw->sock, on_msg, gw, &gw->zs);
     if (rc) {
         zmq_close(gw->sock);
         zmq_ctx_term(gw->zctx);

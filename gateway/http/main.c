@@ -17,7 +17,7 @@ static void usage(FILE *f)
             "usage: lmpipe-http --coordinator EP [--listen HOST:PORT] [--api-key KEY]...\n"
             "                   [--admin-key KEY]... [--model-name NAME] [--max-body BYTES]\n"
             "                   [--max-connections N] [--header-timeout-ms MS] [--idle-timeout-ms MS]\n"
-            "                   [--metrics-auth]\n"
+            "                   [--metrics-auth] [--curve-key F.key --server-key KEY]\n"
             "OpenAI- and llama.cpp-compatible HTTP in front of an lmpipe coordinator.\n"
             "API keys also come from LMPIPE_API_KEY.  No TLS: terminate it in front.\n"
             "Exit status: 0 after SIGINT/SIGTERM, 2 for bad flags or an address it cannot listen on.\n");
@@ -53,6 +53,8 @@ int main(int argc, char **argv)
         long long x;
         if (!strcmp(a, "--coordinator") && has) o.coordinator = argv[++i];
         else if (!strcmp(a, "--listen") && has) o.listen = argv[++i];
+        else if (!strcmp(a, "--curve-key") && has) o.curve_key = argv[++i];
+        else if (!strcmp(a, "--server-key") && has) o.server_key = argv[++i];
         else if ((!strcmp(a, "--api-key") || !strcmp(a, "--admin-key")) && has) {
             bool admin = a[2] == 'a' && a[3] == 'd';
             int *n = admin ? &o.n_admin_keys : &o.n_api_keys;
