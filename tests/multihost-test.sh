@@ -1,0 +1,315 @@
+#!/bin/bash
+# Three hosts as Linux network namespaces joined by veth links, each with
+# its own hostname (UTS namespace), so the hellos tell them apart as they
+# would real machines:
+#   host A (10.77.1.1, 10.77.2.1): coordinator, tokenizer, HTTP gateway
+#   host B (10.77.1.2): engine group "b" (engine + sampler, one ring)
+#   host C (10.77.2.2): engine group "c"
+# Every link is tcp:// with CURVE.  Variant 1 checks the goldens, 16
+# requests spread over both groups against their solo tokens, peers without
+# the right key, shared memory inside host B only, admin-only control and
+# the plugin folder, then kills host C mid-run.  Variant 2 puts group c's
+# sampler on host A, so its rows travel inline, and checks the goldens and
+# the 16 requests again.
+# usage: multihost-test.sh LMPIPE SHARED_DIR BUILD_DIR
+set -u
+lmpipe=$(realpath "$1")
+shared=$(realpath "$2")
+build=$(realpath "$3")
+model=$shared/models/stories260K.gguf
+golden=$shared/goldens/stories260K.json
+marker_so=$build/sampler-svc/plugins/test-marker.so
+
+[ "$(id -u)" = 0 ] || { echo "skip: network namespaces need root"; exit 77; }
+probe=lpprobe$$
+ip netns add $probe 2>/dev/null || { echo "skip: cannot make a network namespace here"; exit 77; }
+ip netns del $probe
+command -v unshare >/dev/null || { echo "skip: no unshare"; exit 77; }
+
+fail=0
+sfx=$$
+A=lpA$sfx B=lpB$sfx C=lpC$sfx
+work=$(mktemp -d /tmp/lmpipe-multihost.XXXXXX)
+chmod 755 "$work"
+kill_ns() { # ns: every process in it, at once (a host that dies)
+    local p
+    p=$(ip netns pids "$1" 2>/dev/null)
+    [ -n "$p" ] && kill -KILL $p 2>/dev/null
+    for _ in $(seq 1 50); do [ -z "$(ip netns pids "$1" 2>/dev/null)" ] && break; sleep 0.1; done
+}
+cleanup() {
+    for n in $A $B $C; do kill_ns $n; ip netns del $n 2>/dev/null; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+make_hosts() {
+    for n in $A $B $C; do
+        ip netns add $n || { echo "FAIL: ip netns add $n"; exit 1; }
+        ip -n $n link set lo up
+    done
+    ip link add ab$sfx netns $A type veth peer name ba$sfx netns $B
+    ip link add ac$sfx netns $A type veth peer name ca$sfx netns $C
+    ip -n $A addr add 10.77.1.1/24 dev ab$sfx
+    ip -n $B addr add 10.77.1.2/24 dev ba$sfx
+    ip -n $A addr add 10.77.2.1/24 dev ac$sfx
+    ip -n $C addr add 10.77.2.2/24 dev ca$sfx
+    ip -n $A link set ab$sfx up; ip -n $B link set ba$sfx up
+    ip -n $A link set ac$sfx up; ip -n $C link set ca$sfx up
+}
+
+on() { # host cmd...: run on a host (its namespace and hostname)
+    local h=$1; shift
+    local ns
+    case $h in A) ns=$A ;; B) ns=$B ;; C) ns=$C ;; esac
+    ip netns exec "$ns" unshare --uts sh -c 'hostname "$0"; exec "$@"' "host$h-$sfx" "$@"
+}
+
+# ---- keys ----
+for k in hostA hostB hostC client rogue; do "$lmpipe" keygen -o "$work/$k" >/dev/null || exit 1; done
+"$lmpipe" keygen -o "$work/stranger" >/dev/null # a key pair no host knows of
+mkdir -m 700 "$work/plugins"
+cp "$marker_so" "$work/plugins/" 2>/dev/null
+
+write_configs() { # variant
+    local v=$1
+    cat >"$work/a.conf" <<EOF
+model = $model
+run_dir = $work/runA
+endpoint = tcp://10.77.1.1:5555
+curve.key = $work/hostA.key
+curve.allow = $work/hostB.pub,$work/hostC.pub,$work/client.pub
+http.listen = 10.77.1.1:8080
+max_seqs = 8
+group.b.engine = tcp://10.77.1.2:5557
+group.b.sampler = tcp://10.77.1.2:5558
+group.b.server_key = $work/hostB.pub
+group.c.engine = tcp://10.77.2.2:5557
+group.c.server_key = $work/hostC.pub
+EOF
+    if [ "$v" = 1 ]; then
+        echo "group.c.sampler = tcp://10.77.2.2:5558" >>"$work/a.conf"
+    else # group c's sampler on host A: its rows cross hosts inline
+        cat >>"$work/a.conf" <<EOF
+group.c.sampler = tcp://10.77.2.1:5560
+group.c.sampler_key = $work/hostA.pub
+sampler.endpoint = tcp://10.77.2.1:5560
+EOF
+    fi
+    for h in B C; do
+        local ip=10.77.1.2
+        [ $h = C ] && ip=10.77.2.2
+        cat >"$work/$h.conf" <<EOF
+model = $model
+run_dir = $work/run$h
+engine.endpoint = tcp://$ip:5557
+sampler.endpoint = tcp://$ip:5558
+curve.key = $work/host$h.key
+curve.allow = $work/hostA.pub
+curve.coordinator = $work/hostA.pub
+sampler.plugin_dir = $work/plugins
+max_seqs = 8
+EOF
+    done
+}
+
+pids=()
+start_host() { # host services log
+    local h=$1 only=$2
+    on "$h" "$lmpipe" up --config "$work/$h.conf" --only "$only" >"$work/$h.out" 2>"$work/$h.err" &
+    pids+=($!)
+}
+
+coord="tcp://10.77.1.1:5555"
+gen() { # host key prompt max [extra...]: the ids of one greedy generation
+    local h=$1 key=$2 p=$3 max=$4
+    shift 4
+    on "$h" timeout 30 "$lmpipe" generate --endpoint "$coord" --curve-key "$work/$key.key" \
+        --server-key "$work/hostA.pub" --prompt "$p" --temperature 0 --max-tokens "$max" --ids "$@"
+}
+
+wait_ready() { # seconds: the coordinator answers and both groups are ready
+    for _ in $(seq 1 $(($1 * 10))); do
+        if on A "$lmpipe" stats --endpoint "$coord" --curve-key "$work/hostA.key" \
+            --server-key "$work/hostA.pub" >"$work/stats.json" 2>/dev/null &&
+            python3 - "$work/stats.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+g = s.get("groups", [])
+sys.exit(0 if len(g) == 2 and all(x.get("ready") for x in g) else 1)
+PY
+        then return 0; fi
+        sleep 0.1
+    done
+    echo "FAIL: the pipeline did not get ready with both groups"
+    for f in A B C; do echo "--- host $f:"; tail -5 "$work/$f.err"; done
+    return 1
+}
+
+check_goldens() { # what
+    local i=0
+    while IFS= read -r p; do
+        ids=$(gen A client "$p" 64 --ignore-eos 2>"$work/gen.err")
+        python3 - "$golden" "$i" "$ids" <<'PY' || { echo "FAIL ($1): golden '$p': $(cat "$work/gen.err")"; fail=1; }
+import json, sys
+g = json.load(open(sys.argv[1]))["cases"][int(sys.argv[2])]
+got = json.loads(sys.argv[3])
+want = g["continuation_ids"]
+if got != want[:len(got)] or len(got) != len(want):
+    print("got", got, "\nwant", want); sys.exit(1)
+PY
+        i=$((i + 1))
+    done < <(python3 -c "import json,sys; [print(c['prompt']) for c in json.load(open(sys.argv[1]))['cases']]" "$golden")
+    [ $fail = 0 ] && echo "ok ($1): the stories260K goldens over CURVE across hosts"
+}
+
+prompts=()
+for i in $(seq 1 16); do prompts+=("Story $i: once upon a time, a little"); done
+
+check_spread() { # what: 16 requests at once, each equal to its solo run
+    for i in $(seq 0 15); do gen A client "${prompts[$i]}" 24 >"$work/solo$i" 2>&1 || true; done
+    local before
+    before=$(on A "$lmpipe" stats --endpoint "$coord" --curve-key "$work/hostA.key" --server-key "$work/hostA.pub")
+    local gp=()
+    for i in $(seq 0 15); do gen A client "${prompts[$i]}" 24 >"$work/par$i" 2>&1 & gp+=($!); done
+    wait "${gp[@]}"
+    local bad=0
+    for i in $(seq 0 15); do
+        [ -s "$work/solo$i" ] && cmp -s "$work/solo$i" "$work/par$i" || {
+            echo "FAIL ($1): request $i: solo $(cat "$work/solo$i") against $(cat "$work/par$i")"; bad=1; }
+    done
+    local after
+    after=$(on A "$lmpipe" stats --endpoint "$coord" --curve-key "$work/hostA.key" --server-key "$work/hostA.pub")
+    python3 - "$before" "$after" <<'PY' || bad=1
+import json, sys
+b = {g["name"]: g for g in json.loads(sys.argv[1])["groups"]}
+a = {g["name"]: g for g in json.loads(sys.argv[2])["groups"]}
+moved = {n: a[n]["requests"] - b[n]["requests"] for n in a}
+print("requests per group:", moved)
+sys.exit(0 if len(moved) == 2 and all(v > 0 for v in moved.values()) and sum(moved.values()) == 16 else 1)
+PY
+    [ $bad = 0 ] && echo "ok ($1): 16 requests at once, over both groups, each its solo tokens" ||
+        { echo "FAIL ($1): spread"; fail=1; }
+}
+
+refused() { # what host endpoint server-key-name client-key-name: no answer, and counted
+    local what=$1 h=$2 ep=$3 srv=$4 cli=$5
+    local count0 count1
+    count0=$(on "$h" "$lmpipe" stats --endpoint "$ep" --curve-key "$work/host$h.key" \
+             --server-key "$work/host$h.pub" | python3 -c "import json,sys; print(json.load(sys.stdin).get('auth_refused', 0))")
+    local args=(--endpoint "$ep")
+    [ "$cli" != none ] && args+=(--curve-key "$work/$cli.key" --server-key "$work/$srv.pub")
+    if on A timeout 3 "$lmpipe" stats "${args[@]}" >"$work/ref.out" 2>&1; then
+        echo "FAIL ($what): answered: $(head -c 300 "$work/ref.out")"; fail=1; return
+    fi
+    for _ in $(seq 1 30); do
+        count1=$(on "$h" "$lmpipe" stats --endpoint "$ep" --curve-key "$work/host$h.key" \
+                 --server-key "$work/host$h.pub" | python3 -c "import json,sys; print(json.load(sys.stdin).get('auth_refused', 0))")
+        [ "$count1" -gt "$count0" ] && break
+        sleep 0.1
+    done
+    [ "$count1" -gt "$count0" ] && echo "ok ($what): no answer, refusals $count0 -> $count1" ||
+        { echo "FAIL ($what): refusal not counted ($count0 -> $count1)"; fail=1; }
+}
+
+# ============================== variant 1 ==============================
+make_hosts
+write_configs 1
+start_host B engine,sampler
+start_host C engine,sampler
+start_host A tokenizer,coordinator,http
+if wait_ready 60; then
+    check_goldens "variant 1"
+    check_spread "variant 1"
+
+    # keys: none, a stranger's key, a client key pointed at the wrong server
+    for ep in "$coord A" "tcp://10.77.1.2:5557 B" "tcp://10.77.1.2:5558 B" "tcp://10.77.2.2:5557 C" \
+              "tcp://10.77.2.2:5558 C"; do
+        set -- $ep
+        refused "no key, $1" "$2" "$1" "host$2" none
+        refused "key off the allow-list, $1" "$2" "$1" "host$2" stranger
+        refused "wrong server key, $1" "$2" "$1" rogue client
+    done
+
+    # shared memory inside host B, not across hosts
+    python3 - "$(on A "$lmpipe" stats --endpoint "$coord" --curve-key "$work/hostA.key" --server-key "$work/hostA.pub")" <<'PY' &&
+import json, sys
+g = {x["name"]: x for x in json.loads(sys.argv[1])["groups"]}
+print("rows:", {n: ("ring" if x.get("shm") else "inline") for n, x in g.items()})
+sys.exit(0 if g["b"].get("shm") and g["c"].get("shm") else 1)
+PY
+        echo "ok: each group's engine and sampler share a ring on their own host" ||
+        { echo "FAIL: groups without their ring"; fail=1; }
+    segs=$(on B sh -c "ls /dev/shm | grep -c lmpipe" 2>/dev/null)
+    [ "${segs:-0}" -ge 1 ] && echo "ok: host B's ring is a /dev/shm segment" || { echo "FAIL: no ring on host B"; fail=1; }
+
+    # control: admins only, plugins from the folder only
+    on A timeout 10 "$lmpipe" sampler --endpoint "$coord" --curve-key "$work/client.key" \
+        --server-key "$work/hostA.pub" set '{"temperature": 0.1}' >"$work/ctl.out" 2>&1 &&
+        { echo "FAIL: a non-admin's SamplerControl was taken: $(cat "$work/ctl.out")"; fail=1; } ||
+        echo "ok: a non-admin's SamplerControl is refused: $(tail -1 "$work/ctl.out")"
+    on B timeout 10 "$lmpipe" sampler --endpoint tcp://10.77.1.2:5558 --curve-key "$work/client.key" \
+        --server-key "$work/hostB.pub" get >"$work/ctl.out" 2>&1 &&
+        { echo "FAIL: host B's sampler answered a non-admin: $(cat "$work/ctl.out")"; fail=1; } ||
+        echo "ok: host B's sampler refuses a non-admin"
+    export LP_TEST_PLUGIN_MARKER=$work/marker-opened
+    cp "$marker_so" "$work/outside.so"
+    on A timeout 10 "$lmpipe" sampler --endpoint "$coord" --curve-key "$work/hostA.key" \
+        --server-key "$work/hostA.pub" load "$work/outside.so" >"$work/ctl.out" 2>&1 &&
+        { echo "FAIL: a plugin outside the plugin folder loaded: $(cat "$work/ctl.out")"; fail=1; } ||
+        echo "ok: a plugin path outside the folder is refused: $(tail -1 "$work/ctl.out")"
+    [ -e "$work/marker-opened" ] && { echo "FAIL: the refused plugin was opened"; fail=1; }
+
+    # host C dies mid-run: only its requests fail, group b serves on
+    gp=()
+    for i in $(seq 0 15); do gen A client "${prompts[$i]}" 200 --ignore-eos >"$work/kill$i" 2>"$work/kill$i.err" & gp+=($!); done
+    sleep 1
+    kill_ns $C
+    ip netns del $C
+    codes=()
+    for i in $(seq 0 15); do wait "${gp[$i]}"; codes+=($?); done
+    ok=0 failed=0 other=0
+    for i in $(seq 0 15); do
+        if [ "${codes[$i]}" = 0 ]; then ok=$((ok + 1))
+        elif grep -q "group c" "$work/kill$i.err"; then failed=$((failed + 1))
+        else other=$((other + 1)); echo "  request $i: status ${codes[$i]}: $(cat "$work/kill$i.err")"; fi
+    done
+    [ $ok -gt 0 ] && [ $failed -gt 0 ] && [ $other = 0 ] &&
+        echo "ok: host C killed: $ok requests finished on group b, $failed ended with an error naming group c" ||
+        { echo "FAIL: host C killed: $ok finished, $failed failed naming group c, $other otherwise"; fail=1; }
+    ids=$(gen A client "Lily and Tom went to the park" 64 --ignore-eos 2>&1)
+    python3 - "$golden" "$ids" <<'PY' && echo "ok: group b serves on after host C is gone" ||
+import json, sys
+want = json.load(open(sys.argv[1]))["cases"][1]["continuation_ids"]
+sys.exit(0 if json.loads(sys.argv[2]) == want else 1)
+PY
+        { echo "FAIL: after host C died: $ids"; fail=1; }
+else
+    fail=1
+fi
+for n in $A $B $C; do kill_ns $n; ip netns del $n 2>/dev/null; done
+wait 2>/dev/null
+rm -rf "$work"/run?
+
+# ============================== variant 2 ==============================
+make_hosts
+write_configs 2
+start_host B engine,sampler
+start_host C engine
+start_host A tokenizer,coordinator,http,sampler
+if wait_ready 60; then
+    python3 - "$(on A "$lmpipe" stats --endpoint "$coord" --curve-key "$work/hostA.key" --server-key "$work/hostA.pub")" <<'PY' &&
+import json, sys
+g = {x["name"]: x for x in json.loads(sys.argv[1])["groups"]}
+print("rows:", {n: ("ring" if x.get("shm") else "inline") for n, x in g.items()})
+sys.exit(0 if g["b"].get("shm") and not g["c"].get("shm") else 1)
+PY
+        echo "ok (variant 2): group b uses its ring, group c's rows travel inline to host A" ||
+        { echo "FAIL (variant 2): ring use"; fail=1; }
+    check_goldens "variant 2"
+    check_spread "variant 2"
+else
+    fail=1
+fi
+
+exit $fail
