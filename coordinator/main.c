@@ -8,11 +8,29 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP --engine EP --sampler EP\n"
+    fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP[,EP...] [--tokenizer-key KEY]\n"
+               "                   (--engine EP --sampler EP | --group NAME,ENGINE_EP,SAMPLER_EP[,KEY[,SAMPLER_KEY]]...)\n"
                "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n");
+}
+
+/* NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY[,SAMPLER_KEY]], split in place
+ * (endpoints and Z85 keys hold no comma). */
+static int group_arg(char *v, lp_coord_group_params_t *g)
+{
+    const char **dst[5] = {&g->name, &g->engine, &g->sampler, &g->server_key, &g->sampler_key};
+    char *save = NULL, *tok = strtok_r(v, ",", &save);
+    int n = 0;
+    for (; tok && n < 5; tok = strtok_r(NULL, ",", &save)) *dst[n++] = tok;
+    if (n < 3 || tok) {
+        fprintf(stderr, "coordinator: --group: '%s' is not NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY"
+                "[,SAMPLER_KEY]]\n", g->name ? g->name : v);
+        return -1;
+    }
+    return 0;
 }
 
 static int int_arg(const char *flag, const char *v, int *out)
@@ -36,8 +54,10 @@ int main(int argc, char **argv)
         {"no-shm", no_argument, 0, 'n'},         {"max-seqs", required_argument, 0, 'S'},
         {"max-batch-tokens", required_argument, 0, 'b'},
         {"max-requests", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
+        {"group", required_argument, 0, 'G'},    {"tokenizer-key", required_argument, 0, 'k'},
         {0, 0, 0, 0}};
     lp_coord_params_t p = {0};
+    lp_coord_group_params_t groups[LP_COORD_MAX_GROUPS];
     const char *endpoint = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -47,6 +67,16 @@ int main(int argc, char **argv)
         case 'g': p.engine_endpoint = optarg; break;
         case 's': p.sampler_endpoint = optarg; break;
         case 'n': p.no_shm = true; break;
+        case 'k': p.tokenizer_key = optarg; break;
+        case 'G':
+            if (p.n_groups == LP_COORD_MAX_GROUPS) {
+                fprintf(stderr, "coordinator: --group: at most %d groups\n", LP_COORD_MAX_GROUPS);
+                return 2;
+            }
+            groups[p.n_groups] = (lp_coord_group_params_t){0};
+            if (group_arg(optarg, &groups[p.n_groups])) return 2;
+            p.n_groups++;
+            break;
         case 'S': if (int_arg("--max-seqs", optarg, &p.max_seqs)) return 2; break;
         case 'b': if (int_arg("--max-batch-tokens", optarg, &p.max_batch_tokens)) return 2; break;
         case 'r': if (int_arg("--max-requests", optarg, &p.max_requests)) return 2; break;
@@ -54,8 +84,9 @@ int main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (!endpoint || !p.tokenizer_endpoint || !p.engine_endpoint || !p.sampler_endpoint ||
-        optind != argc) {
+    p.groups = groups;
+    if (!endpoint || !p.tokenizer_endpoint ||
+        (!p.n_groups && (!p.engine_endpoint || !p.sampler_endpoint)) || optind != argc) {
         usage(stderr);
         return 2;
     }

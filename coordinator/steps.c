@@ -19,6 +19,7 @@
 
 void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
 {
+    if (g->state != G_READY) return;
     for (size_t i = 0; i < c->n_reqs; i++) {
         lp__req_t *r = c->reqs[i];
         if (r->state != R_WAIT_SLOT || r->group != g) continue;
@@ -74,8 +75,10 @@ static void fail_entries(lp_coord_t *c, lp__sched_step_t *st, enum lp__errkind k
 
 bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
 {
+    if (g->state != G_READY) return false;
     lp__sched_step_t *st = lp__sched_plan(&g->s, g->seqs, g->n_seqs);
     if (!st) return false;
+    g->n_steps++;
     size_t n_seqs = st->n_entries, n_rows = st->n_rows;
     Lmpipe__StepSeq seqs[n_seqs], *sp[n_seqs];
     Lmpipe__RowRef chains[n_seqs];
@@ -160,6 +163,7 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
 void lp__coord_pump(lp_coord_t *c)
 {
     if (!c->ready) return;
+    lp__groups_place(c);
     for (size_t i = 0; i < c->n_groups; i++) {
         lp__steps_admit(c, &c->groups[i]);
         while (lp__steps_send(c, &c->groups[i])) {
