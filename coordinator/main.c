@@ -22,12 +22,18 @@ static void usage(FILE *f)
 static int group_arg(char *v, lp_coord_group_params_t *g)
 {
     const char **dst[5] = {&g->name, &g->engine, &g->sampler, &g->server_key, &g->sampler_key};
-    char *save = NULL, *tok = strtok_r(v, ",", &save);
+    char whole[1024];
+    snprintf(whole, sizeof(whole), "%s", v);
+    char *rest = v, *tok;
     int n = 0;
-    for (; tok && n < 5; tok = strtok_r(NULL, ",", &save)) *dst[n++] = tok;
-    if (n < 3 || tok) {
+    /* An empty key field is "no key": NAME,ENG,SAMP,,SAMPLER_KEY. */
+    while ((tok = strsep(&rest, ",")) && n < 5) {
+        *dst[n] = n >= 3 && !tok[0] ? NULL : tok;
+        n++;
+    }
+    if (n < 3 || tok || !g->name[0] || !g->engine[0] || !g->sampler[0]) {
         fprintf(stderr, "coordinator: --group: '%s' is not NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY"
-                "[,SAMPLER_KEY]]\n", g->name ? g->name : v);
+                "[,SAMPLER_KEY]]\n", whole);
         return -1;
     }
     return 0;
