@@ -65,6 +65,11 @@ typedef struct lp__link {
     unsigned backoff_ms;     /* the next retry's delay */
     uv_timer_t timer;        /* the retry */
     bool timer_open;
+    unsigned n_opens;        /* names each opening's monitor */
+    bool connected;          /* the handshake with the service is done */
+    bool hello_sent;         /* since the link opened */
+    uv_timer_t hello_timer;  /* a connected service that does not answer the hello */
+    bool hello_timer_open;
 } lp__link_t;
 
 typedef struct lp__tokinfo { /* a sampled token and its text */
@@ -233,6 +238,8 @@ lp__link_t *lp__tok_pick(lp_coord_t *c);
 int lp__link_send(lp__link_t *l, enum lp__opkind kind, uint64_t req, Lmpipe__Msg *m,
                   const void *raw, size_t raw_len);
 void lp__link_send_hello(lp_coord_t *c, lp__link_t *l);
+/* The hello was answered: its deadline stops. */
+void lp__link_hello_done(lp__link_t *l);
 
 /* coord.c: a reply to operation `op` on link `l`. */
 void lp__coord_on_reply(lp_coord_t *c, lp__link_t *l, const lp__op_t *op, lp_frame_t *f);

@@ -89,6 +89,7 @@ static void on_hello_reply(lp_coord_t *c, lp__link_t *l, lp_frame_t *f)
         lp__coord_fail_pipeline(c, msg);
         return;
     }
+    lp__link_hello_done(l);
     if (l->hello) lmpipe__msg__free_unpacked(l->hello, NULL);
     l->hello = f->msg; /* keep it */
     f->msg = NULL;
@@ -153,6 +154,7 @@ static int on_start(void *ctx, lp_service_t *svc)
 static void stop_link(lp__link_t *l)
 {
     lp__link_close(l);
+    lp__link_hello_done(l);
     if (l->timer_open) uv_timer_stop(&l->timer); /* closed by the skeleton */
 }
 

@@ -111,6 +111,7 @@ void lp__group_down(lp_coord_t *c, lp__group_t *g, const char *why)
         l->hello = NULL;
     }
     /* The retry timer is the engine link's; it reopens both. */
+    lp__link_close(&g->samp);
     lp__link_retry_later(c, &g->eng);
 }
 

@@ -26,6 +26,9 @@
 #define HB_TTL_MS 6000
 #define RECONNECT_MS 500
 #define RECONNECT_MAX_MS 10000
+/* A service connected for this long without answering the hello is
+ * treated as dropped (its connection may be wedged). */
+#define HELLO_TIMEOUT_MS 5000
 
 static int op_push(lp__link_t *l, lp__op_t op)
 {
@@ -58,6 +61,31 @@ int lp__link_send(lp__link_t *l, enum lp__opkind kind, uint64_t req, Lmpipe__Msg
     return rc;
 }
 
+static void on_hello_timeout(uv_timer_t *t)
+{
+    lp__link_t *l = t->data;
+    if (l->hello || l->down || !l->sock) return;
+    LP_WARN("coordinator: %s %s: no hello reply in %d s", l->name, l->endpoint, HELLO_TIMEOUT_MS / 1000);
+    lp__coord_on_link_down(l->owner, l);
+}
+
+/* The hello's deadline runs once it is sent and the link is connected. */
+static void link_hello_wait(lp__link_t *l)
+{
+    if (!l->connected || !l->hello_sent || l->hello) return;
+    if (!l->hello_timer_open) {
+        uv_timer_init(lp_service_loop(l->owner->svc), &l->hello_timer);
+        l->hello_timer.data = l;
+        l->hello_timer_open = true;
+    }
+    uv_timer_start(&l->hello_timer, on_hello_timeout, HELLO_TIMEOUT_MS, 0);
+}
+
+void lp__link_hello_done(lp__link_t *l)
+{
+    if (l->hello_timer_open) uv_timer_stop(&l->hello_timer);
+}
+
 void lp__link_send_hello(lp_coord_t *c, lp__link_t *l)
 {
     Lmpipe__Hello h;
@@ -72,6 +100,8 @@ void lp__link_send_hello(lp_coord_t *c, lp__link_t *l)
     m.body_case = LMPIPE__MSG__BODY_HELLO;
     m.hello = &h;
     lp__link_send(l, OP_HELLO, 0, &m, NULL, 0);
+    l->hello_sent = true;
+    link_hello_wait(l);
 }
 
 /* The operation a reply answers: the oldest pending one with its id (older
@@ -174,12 +204,19 @@ static void on_monitor(lp_zsock_t *zs, void *sock, void *arg)
         zmq_msg_close(&m);
     }
     (void)zs;
-    if (event == ZMQ_EVENT_DISCONNECTED && !l->down) lp__coord_on_link_down(l->owner, l);
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        l->connected = true;
+        link_hello_wait(l);
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+        l->connected = false;
+        if (!l->down) lp__coord_on_link_down(l->owner, l);
+    }
 }
 
 int lp__link_open(lp_coord_t *c, lp__link_t *l)
 {
     l->down = false;
+    l->connected = l->hello_sent = false;
     l->sock = zmq_socket(lp_service_zmq_ctx(c->svc), ZMQ_DEALER);
     if (!l->sock)
         return lp_error_set(LP_ERR(zmq_errno()), "coordinator: socket for %s: %s", l->name,
@@ -191,9 +228,11 @@ int lp__link_open(lp_coord_t *c, lp__link_t *l)
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
         zmq_setsockopt(l->sock, opts[i][0], &opts[i][1], sizeof(int));
     zmq_setsockopt(l->sock, ZMQ_ROUTING_ID, l->routing_id, strlen(l->routing_id));
-    char mon_ep[64];
-    snprintf(mon_ep, sizeof(mon_ep), "inproc://lp-coord-mon-%p", (void *)l);
-    if (zmq_socket_monitor(l->sock, mon_ep, ZMQ_EVENT_DISCONNECTED) != 0 ||
+    /* A fresh name each time: the previous monitor's may still be bound
+     * while ZeroMQ closes it. */
+    char mon_ep[80];
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://lp-coord-mon-%p-%u", (void *)l, l->n_opens++);
+    if (zmq_socket_monitor(l->sock, mon_ep, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0 ||
         !(l->mon = zmq_socket(lp_service_zmq_ctx(c->svc), ZMQ_PAIR)) || zmq_connect(l->mon, mon_ep) != 0)
         return lp_error_set(LP_ERR(zmq_errno()), "coordinator: monitor for %s: %s", l->name,
                             zmq_strerror(zmq_errno()));
@@ -214,6 +253,8 @@ void lp__link_close(lp__link_t *l)
     if (l->mon) zmq_close(l->mon);
     l->sock = l->mon = NULL;
     l->head = l->n = 0;
+    l->connected = false;
+    lp__link_hello_done(l);
 }
 
 void lp__link_free(lp__link_t *l)
@@ -260,7 +301,6 @@ static void on_retry(uv_timer_t *t)
         if (lp__group_connect(c, l->group) != 0) lp__coord_fail_pipeline(c, lp_error_msg());
         return;
     }
-    lp__link_close(l);
     if (lp__link_open(c, l) != 0) {
         lp__coord_fail_pipeline(c, lp_error_msg());
         return;
@@ -271,6 +311,9 @@ static void on_retry(uv_timer_t *t)
 void lp__link_retry_later(lp_coord_t *c, lp__link_t *l)
 {
     l->down = true;
+    /* Closed now, reopened later: a service that stayed up sees this
+     * connection gone well before the new one (same routing id) comes. */
+    lp__link_close(l);
     if (!l->timer_open) {
         uv_timer_init(lp_service_loop(c->svc), &l->timer);
         l->timer.data = l;
