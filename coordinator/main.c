@@ -17,8 +17,8 @@ static void usage(FILE *f)
                "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n");
 }
 
-/* NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY[,SAMPLER_KEY]], split in place
- * (endpoints and Z85 keys hold no comma). */
+/* NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY[,SAMPLER_KEY]], split in a copy
+ * (argv stays as ps shows it; endpoints and Z85 keys hold no comma). */
 static int group_arg(char *v, lp_coord_group_params_t *g)
 {
     const char **dst[5] = {&g->name, &g->engine, &g->sampler, &g->server_key, &g->sampler_key};
@@ -64,6 +64,7 @@ int main(int argc, char **argv)
         {0, 0, 0, 0}};
     lp_coord_params_t p = {0};
     lp_coord_group_params_t groups[LP_COORD_MAX_GROUPS];
+    char *group_args[LP_COORD_MAX_GROUPS];
     const char *endpoint = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -80,7 +81,8 @@ int main(int argc, char **argv)
                 return 2;
             }
             groups[p.n_groups] = (lp_coord_group_params_t){0};
-            if (group_arg(optarg, &groups[p.n_groups])) return 2;
+            if (!(group_args[p.n_groups] = strdup(optarg))) return 1;
+            if (group_arg(group_args[p.n_groups], &groups[p.n_groups])) return 2;
             p.n_groups++;
             break;
         case 'S': if (int_arg("--max-seqs", optarg, &p.max_seqs)) return 2; break;
@@ -104,5 +106,6 @@ int main(int argc, char **argv)
     int rc = lp_service_run(&lp_coord_ops, coord, endpoint);
     if (rc) fprintf(stderr, "coordinator: %s\n", lp_error_msg());
     lp_coord_destroy(&coord);
+    for (size_t i = 0; i < p.n_groups; i++) free(group_args[i]);
     return rc ? 1 : 0;
 }
