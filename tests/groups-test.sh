@@ -1,6 +1,7 @@
 #!/bin/bash
-# Engine groups: one coordinator over three groups started by hand on
-# ipc:// sockets (docs/PIPELINE.md, "Engine groups").
+# Engine groups: one coordinator over two tokenizers and three groups
+# started by hand on ipc:// sockets (docs/PIPELINE.md, "Engine groups").
+#   - tokenizations are spread over both tokenizers;
 #   - group a shares the ring; group b's sampler claims another host
 #     (LMPIPE_HOST_ID), so its rows go inline;
 #   - group c is down when the coordinator starts: it serves with a and b,
@@ -41,10 +42,11 @@ start_group() { # name [env...]
     start samp-$g.log env "$@" "$build/sampler-svc/sampler-svc" --model "$model" --endpoint "ipc://$dir/samp-$g"
 }
 start tok.log "$build/tokenizer-svc/tokenizer-svc" --model "$model" --endpoint "ipc://$dir/tok"
+start tok2.log "$build/tokenizer-svc/tokenizer-svc" --model "$model" --endpoint "ipc://$dir/tok2"
 start_group a
 start_group b LMPIPE_HOST_ID=another-host
 LMPIPE_LOG=info start coord.log "$build/coordinator/coordinator" --endpoint "ipc://$dir/coord" \
-    --tokenizer "ipc://$dir/tok" --group "a,ipc://$dir/eng-a,ipc://$dir/samp-a" \
+    --tokenizer "ipc://$dir/tok,ipc://$dir/tok2" --group "a,ipc://$dir/eng-a,ipc://$dir/samp-a" \
     --group "b,ipc://$dir/eng-b,ipc://$dir/samp-b" --group "c,ipc://$dir/eng-c,ipc://$dir/samp-c"
 
 gen() { # n prompt -> ids (or the error) in $dir/out.n, status in $dir/rc.n
@@ -95,6 +97,11 @@ n=$(same_as_solo two)
 [ $((a1 - a0)) -ge 4 ] && [ $((b1 - b0)) -ge 4 ] && [ $((a1 - a0 + b1 - b0)) = 16 ] &&
     ok "spread: group a took $((a1 - a0)), group b $((b1 - b0))" ||
     bad "not spread over both groups: a $((a1 - a0)), b $((b1 - b0))"
+
+tok_msgs() { "$lmpipe" stats --endpoint "ipc://$dir/$1" | sed -n 's/^messages: \([0-9]*\),.*/\1/p'; }
+t1=$(tok_msgs tok); t2=$(tok_msgs tok2)
+[ "${t1:-0}" -ge 12 ] && [ "${t2:-0}" -ge 12 ] && ok "tokenizations spread over two tokenizers ($t1 and $t2 messages)" ||
+    bad "tokenizers: $t1 and $t2 messages"
 
 # Group c comes up late: the coordinator picks it up (backoff at most 10 s).
 start_group c

@@ -1,5 +1,6 @@
-/* cmd-stats.c - `lmpipe stats`: a running coordinator's StatsReply: its
- * requests and each engine group (docs/PIPELINE.md). */
+/* cmd-stats.c - `lmpipe stats`: a running service's StatsReply: its
+ * message counters, and for the coordinator its requests and each engine
+ * group (docs/PIPELINE.md). */
 #include "lmpipe.h"
 
 #include "client.h"
@@ -11,10 +12,14 @@
 #include <string.h>
 
 #define USAGE "usage: lmpipe stats --endpoint EP [--timeout MS]\n" \
-              "Prints the coordinator's request counts and one line per engine group."
+              "Prints a service's message counts; for the coordinator also its requests\n" \
+              "and one line per engine group."
 
-static void print_stats(const Lmpipe__StatsReply *s)
+static void print_stats(const Lmpipe__StatsReply *s, Lmpipe__Role role)
 {
+    printf("messages: %llu, malformed %llu, errors %llu\n", (unsigned long long)s->n_msgs,
+           (unsigned long long)s->n_malformed, (unsigned long long)s->n_errors);
+    if (role != LMPIPE__ROLE__ROLE_COORDINATOR) return;
     printf("requests: %llu active, %llu running, %llu waiting\n", (unsigned long long)s->n_active,
            (unsigned long long)s->n_running, (unsigned long long)s->n_waiting);
     printf("tokens: %llu prompt, %llu generated\n", (unsigned long long)s->prompt_tokens,
@@ -52,7 +57,8 @@ int lp_cmd_stats(int argc, char **argv)
     if (!endpoint) return lp_cmd_usage_error("stats", "%s", USAGE);
     lp_client_t *c = NULL;
     int rc = lp_client_new(endpoint, &c);
-    if (!rc) rc = lp_client_hello(c, timeout);
+    /* Any service: the coordinator's hello waits for its pipeline. */
+    if (!rc) rc = lp_client_hello_as(c, LMPIPE__ROLE__ROLE_UNKNOWN, timeout);
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
     m.id = 1;
@@ -66,7 +72,7 @@ int lp_cmd_stats(int argc, char **argv)
         if (f.msg->id == 1) break;
         lp_frame_clear(&f);
     }
-    if (!rc && f.msg->body_case == LMPIPE__MSG__BODY_STATS_REPLY) print_stats(f.msg->stats_reply);
+    if (!rc && f.msg->body_case == LMPIPE__MSG__BODY_STATS_REPLY) print_stats(f.msg->stats_reply, lp_client_server_hello(c)->role);
     else if (!rc) rc = lp_error_set(LP_ERR(EPROTO), "%s", f.msg->body_case == LMPIPE__MSG__BODY_ERROR
                                                               ? f.msg->error->message : "not a StatsReply");
     if (rc) fprintf(stderr, "lmpipe stats: %s: %s\n", endpoint, lp_error_msg());

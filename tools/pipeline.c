@@ -47,6 +47,7 @@ struct lp_pipeline {
     bool failed;
     int failed_idx;
     bool stopping, stopped;
+    int stop_from;            /* stopping: the first child index being stopped */
     lp_pipeline_opts_t opts;  /* for restarting lmpipe-http */
     char **env;
     char env_parent[64], env_run_dir[PATH_MAX + 32];
@@ -450,7 +451,7 @@ const char *lp_pipeline_service_endpoint(const lp_pipeline_t *p, unsigned servic
 static void on_kill_timer(uv_timer_t *t)
 {
     lp_pipeline_t *p = t->data;
-    for (int i = 0; i < P_COUNT; i++)
+    for (int i = p->stop_from; i < P_COUNT; i++)
         if (p->kids[i].running) {
             LP_WARN("lmpipe: %s did not stop in 5 s; killing it", svc_names[i]);
             uv_process_kill(&p->kids[i].proc, SIGKILL);
@@ -466,21 +467,27 @@ int lp_pipeline_stop(lp_pipeline_t *p)
 {
     if (!p || p->stopped) return 0;
     p->stopping = true;
-    /* The coordinator first, so that it stops sending to the others. */
-    for (int i = P_COUNT - 1; i >= 0; i--)
-        if (p->kids[i].running) uv_process_kill(&p->kids[i].proc, SIGTERM);
     uv_timer_t timer;
     uv_timer_init(p->loop, &timer);
     timer.data = p;
-    /* The loop's clock stood still while it was not running: without this
-     * the 5 s would count from the last time it ran. */
-    uv_update_time(p->loop);
-    uv_timer_start(&timer, on_kill_timer, 5000, 0);
-    for (;;) {
-        bool any = false;
-        for (int i = 0; i < P_COUNT; i++) any |= p->kids[i].running;
-        if (!any) break;
-        uv_run(p->loop, UV_RUN_ONCE);
+    /* The gateway and the coordinator first, and gone before the others
+     * are told: the coordinator then neither sends to a stopping service
+     * nor reports it as dropped out. */
+    for (int phase = 0; phase < 2; phase++) {
+        p->stop_from = phase == 0 ? P_COORD : 0;
+        for (int i = P_COUNT - 1; i >= p->stop_from; i--)
+            if (p->kids[i].running) uv_process_kill(&p->kids[i].proc, SIGTERM);
+        /* The loop's clock stood still while it was not running: without
+         * this the 5 s would count from the last time it ran. */
+        uv_update_time(p->loop);
+        uv_timer_start(&timer, on_kill_timer, 5000, 0);
+        for (;;) {
+            bool any = false;
+            for (int i = p->stop_from; i < P_COUNT; i++) any |= p->kids[i].running;
+            if (!any) break;
+            uv_run(p->loop, UV_RUN_ONCE);
+        }
+        uv_timer_stop(&timer);
     }
     uv_close((uv_handle_t *)&timer, NULL);
     if (p->http_timer_open) uv_close((uv_handle_t *)&p->http_timer, NULL);

@@ -77,7 +77,8 @@ bool lp_pipeline_runs(const lp_pipeline_t *p, unsigned service);
 const char *lp_pipeline_service_endpoint(const lp_pipeline_t *p, unsigned service);
 /* A child has exited; *name gets which (borrowed). */
 bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name);
-/* Stop every child (SIGTERM, then SIGKILL after 5 s), wait for them, and
+/* Stop every child (SIGTERM, then SIGKILL after 5 s; the gateway and the
+ * coordinator first, the services once they are gone), wait for them, and
  * remove the files and the segment.  0 when every service exited with
  * status 0 (a clean stop), else LP_ERR(ECHILD) naming the first that did
  * not.  Later calls return 0. */
