@@ -49,10 +49,14 @@ static int init_shape(lp_coord_t *c, const Lmpipe__Hello *t, lp__group_t *g)
  * a group whose two hellos are in becomes ready once a tokenizer is. */
 static void check_ready(lp_coord_t *c)
 {
-    const Lmpipe__Hello *t = NULL;
+    const Lmpipe__Hello *t = NULL, *e0 = NULL;
+    /* A tokenizer that comes back later is checked against a group too. */
+    for (size_t i = 0; i < c->n_groups && !e0; i++)
+        if (c->groups[i].state == G_READY) e0 = c->groups[i].eng.hello->hello;
     for (size_t i = 0; i < c->n_toks; i++) {
         if (!c->toks[i].hello) continue;
-        if (t && lp_hello_check_vocab(t, c->toks[i].hello->hello)) {
+        if ((t && lp_hello_check_vocab(t, c->toks[i].hello->hello)) ||
+            (e0 && lp_hello_check_vocab(c->toks[i].hello->hello, e0))) {
             lp__coord_fail_pipeline(c, lp_error_msg());
             return;
         }

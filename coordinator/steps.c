@@ -279,7 +279,7 @@ static void on_token(lp_coord_t *c, lp__req_t *r, const Lmpipe__SampleResult *re
     }
     if (r->s.n_predict >= 0 && r->s.n_gen >= r->s.n_predict)
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
-    else if (e->n_past >= c->n_ctx)
+    else if (e->n_past >= c->n_ctx || e->n_past >= r->group->s.n_ctx) /* the group's own may be smaller */
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
 }
 
