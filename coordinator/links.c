@@ -274,8 +274,9 @@ void lp__link_abort(lp_coord_t *c, lp__link_t *l, const char *why)
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_ERROR;
     m.error = &e;
+    m.id = UINT64_MAX; /* the longest id: the buffer fits every one */
     size_t len = lmpipe__msg__get_packed_size(&m);
-    uint8_t *buf = malloc(len ? len : 1);
+    uint8_t *buf = malloc(len);
     while (l->n > 0) {
         lp__op_t op = l->ops[l->head];
         l->head = (l->head + 1) % l->cap;
@@ -284,9 +285,9 @@ void lp__link_abort(lp_coord_t *c, lp__link_t *l, const char *why)
         /* A reply of the kind a service sends, so that every handler runs
          * its usual failure path (and may keep the message). */
         m.id = op.id;
-        lmpipe__msg__pack(&m, buf);
+        size_t n = lmpipe__msg__pack(&m, buf);
         lp_frame_t f = {0};
-        f.msg = lmpipe__msg__unpack(NULL, len, buf);
+        f.msg = lmpipe__msg__unpack(NULL, n, buf);
         if (f.msg) lp__coord_on_reply(c, l, &op, &f);
         lp_frame_clear(&f);
     }
