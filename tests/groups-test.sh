@@ -43,6 +43,7 @@ start_group() { # name [env...]
 }
 start tok.log "$build/tokenizer-svc/tokenizer-svc" --model "$model" --endpoint "ipc://$dir/tok"
 start tok2.log "$build/tokenizer-svc/tokenizer-svc" --model "$model" --endpoint "ipc://$dir/tok2"
+tok2=$last
 start_group a
 start_group b LMPIPE_HOST_ID=another-host
 LMPIPE_LOG=info start coord.log "$build/coordinator/coordinator" --endpoint "ipc://$dir/coord" \
@@ -139,6 +140,16 @@ sleep 0.2
 concurrent after
 n=$(same_as_solo after)
 [ "$n" = 16 ] && ok "groups a and c serve on" || bad "after the kill: $n of 16 match"
+
+# A tokenizer killed: the other one takes every tokenization.
+{ kill -KILL $tok2 && wait $tok2; } 2>/dev/null
+sleep 0.5
+t1=$(tok_msgs tok)
+concurrent onetok
+n=$(same_as_solo onetok)
+t2=$(tok_msgs tok)
+[ "$n" = 16 ] && [ $((t2 - t1)) -ge 16 ] && ok "with one tokenizer killed, the other tokenizes all 16" ||
+    bad "one tokenizer killed: $n of 16 match, the other got $((t2 - t1)) messages"
 
 # The engine comes back; its sampler stayed up and still takes the
 # coordinator as its controller (the link's routing id is kept).
