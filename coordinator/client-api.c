@@ -18,22 +18,29 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
 {
     lp_coord_t *c = ctx;
     if (c->failed) return lp_error_set(LP_ERR(EPROTO), "pipeline failed: %s", c->fail_msg);
-    if (!c->ready) {
-        const char *waiting = !c->tok.hello ? "tokenizer-svc" : !c->groups[0].eng.hello ? "engine-svc"
-                                                                                     : "sampler-svc";
+    /* Ready: a tokenizer and at least one group. */
+    bool tok = false, eng = false;
+    for (size_t i = 0; i < c->n_toks; i++) tok |= c->toks[i].hello != NULL;
+    for (size_t i = 0; i < c->n_groups; i++) eng |= c->groups[i].eng.hello != NULL;
+    const lp__group_t *g0 = lp__groups_first_ready(c);
+    if (!c->ready || !tok || !g0) {
+        const char *waiting = !tok ? "tokenizer-svc" : !eng ? "engine-svc" : "sampler-svc";
         return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready: waiting for %s", waiting);
     }
-    const Lmpipe__Hello *e = c->groups[0].eng.hello->hello;
+    const Lmpipe__Hello *e = g0->eng.hello->hello;
+    uint32_t max_seqs = 0; /* the ready groups' together */
+    for (size_t i = 0; i < c->n_groups; i++)
+        if (c->groups[i].state == G_READY) max_seqs += (uint32_t)c->groups[i].s.max_seqs;
     mine->n_vocab = e->n_vocab;
     mine->n_tokens = e->n_tokens;
     mine->vocab_hash = e->vocab_hash;
     mine->model_name = e->model_name;
     mine->bos_id = c->bos_id;
     mine->eos_id = c->eos_id;
-    mine->max_seqs = (uint32_t)c->max_seqs;
+    mine->max_seqs = max_seqs;
     mine->max_batch_tokens = (uint32_t)c->max_batch_tokens;
     mine->n_ctx = (uint32_t)c->n_ctx;
-    mine->no_shm = !c->groups[0].s.ring;
+    mine->no_shm = !g0->s.ring;
     return lp_hello_check_vocab(mine, peer);
 }
 
@@ -243,7 +250,6 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     r->s.key = ++c->next_key;
     r->s.slot = -1;
     r->s.n_predict = g->n_predict != 0 ? g->n_predict : -1;
-    r->group = &c->groups[0];
     memcpy(r->peer, f->peer, f->peer_len);
     r->peer_len = f->peer_len;
     r->client_id = f->msg->id;
@@ -288,7 +294,8 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
             m.tokenize = &t;
         }
         r->state = R_TOKENIZING;
-        if (lp__link_send(&c->tok, OP_TOKENIZE, r->s.key, &m, NULL, 0))
+        lp__link_t *tl = lp__tok_pick(c);
+        if (!tl || lp__link_send(tl, OP_TOKENIZE, r->s.key, &m, NULL, 0))
             lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");
     }
     free(prompt_text);

@@ -4,7 +4,9 @@
  *   requests.c    the request table and a request's life and final event
  *   fairq.c       the pure round-robin across clients of the waiting queue
  *   links.c       the service links: connect, hello, the FIFO of pending
- *                 operations, send, reply routing
+ *                 operations, send, reply routing, a link that drops
+ *   groups.c      the engine groups: placement, readiness, a group that
+ *                 drops out and its retry, GroupStats
  *   metrics.c     the request and step metrics of StatsReply
  *   proxy.c       client messages passed on to a service (tokenizer-svc,
  *                 every group's sampler-svc) and their replies passed back
@@ -14,8 +16,9 @@
  *   coord.c       readiness, reply dispatch, start and stop
  *
  * A group is one engine and the sampler that reads its rows; the
- * coordinator has one tokenizer link and an array of groups (one, from the
- * three endpoints, for now).  Every request belongs to one group. */
+ * coordinator has one or more tokenizer links and an array of groups.  A
+ * request is placed on a group once its prompt is tokenized and stays
+ * there. */
 #ifndef LP_COORD_INTERNAL_H
 #define LP_COORD_INTERNAL_H
 
@@ -29,6 +32,8 @@
 #include "scheduler.h"
 #include "textstream.h"
 #include "zloop.h"
+
+#include <uv.h>
 
 enum lp__opkind { OP_NONE, OP_HELLO, OP_TOKENIZE, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE, OP_PROXY };
 
@@ -45,15 +50,28 @@ struct lp__group;
 typedef struct lp__link {
     const char *name;
     const char *endpoint;
+    const char *server_key;  /* the service's CURVE public key; NULL: none */
     Lmpipe__Role role;
     void *sock;
     lp_zsock_t *zs;
+    void *mon;               /* PAIR reading the socket's monitor events */
+    lp_zsock_t *mzs;
+    char routing_id[24];     /* kept across reconnections: the service knows its controller */
     Lmpipe__Msg *hello;      /* the service's Hello reply (owned); NULL until then */
     lp__op_t *ops;           /* FIFO ring of pending operations */
     size_t head, n, cap;
     uint64_t next_id;
     struct lp_coord *owner;
-    struct lp__group *group; /* NULL for the tokenizer */
+    struct lp__group *group; /* NULL for a tokenizer */
+    bool down;               /* dropped; reopened by its retry timer */
+    unsigned backoff_ms;     /* the next retry's delay */
+    uv_timer_t timer;        /* the retry */
+    bool timer_open;
+    unsigned n_opens;        /* names each opening's monitor */
+    bool connected;          /* the handshake with the service is done */
+    bool hello_sent;         /* since the link opened */
+    uv_timer_t hello_timer;  /* a connected service that does not answer the hello */
+    bool hello_timer_open;
 } lp__link_t;
 
 typedef struct lp__tokinfo { /* a sampled token and its text */
@@ -94,7 +112,12 @@ typedef struct lp__metrics {
     Lmpipe__KindCount *kcp_fin[F_COUNT], *kcp_err[E_COUNT];
 } lp__metrics_t;
 
+enum lp__gstate { G_CONNECTING, G_READY, G_DOWN };
+
 typedef struct lp__group {
+    const char *name;
+    const char *eng_ep, *samp_ep;
+    enum lp__gstate state;
     lp__link_t eng, samp;
     lp__sched_group_t s;
     lp__sched_seq_t **seqs;  /* the group's requests, in arrival order */
@@ -106,13 +129,17 @@ typedef struct lp__group {
     size_t n_texts;
     size_t n_queue_pending;  /* requests running whose first step is still to go out */
     uint64_t t_sampled;      /* when the group's last SampleReply came */
+    uint64_t n_steps, n_placed, n_dropped; /* totals, for GroupStats */
+    bool was_ready;          /* its shape is known (slots_total) */
+    Lmpipe__GroupStats stats; /* StatsReply's entry, filled on request */
 } lp__group_t;
 
 enum lp__rstate { R_TOKENIZING, R_WAIT_SLOT, R_OPENING, R_RUNNING, R_DONE };
 
 typedef struct lp__req {
-    lp__sched_seq_t s;         /* key, slot, positions: the scheduler's part */
-    lp__group_t *group;
+    lp__sched_seq_t s;         /* key, slot, positions: the scheduler's part
+                                * (first: a group's list points here) */
+    lp__group_t *group;        /* NULL until placed */
     uint8_t peer[LP_FRAME_MAX_PEER];
     size_t peer_len;
     uint64_t client_id;        /* Msg.id of the client's Generate */
@@ -152,9 +179,12 @@ typedef struct lp__proxy {
 struct lp_coord {
     lp_coord_params_t p;
     lp_service_t *svc;
-    lp__link_t tok;
+    lp__link_t *toks;          /* the tokenizers (n_toks) */
+    size_t n_toks, tok_rr;
+    char *tok_eps;             /* the tokenizer list, split in place (owned) */
     lp__group_t *groups;
     size_t n_groups;
+    Lmpipe__GroupStats **group_stats; /* n_groups: StatsReply's list */
     bool ready, failed;
     char fail_msg[1024];
     int32_t n_vocab, eos_id, bos_id, n_ctx, max_seqs, max_batch_tokens;
@@ -174,8 +204,12 @@ struct lp_coord {
 /* requests.c */
 lp__req_t *lp__req_find(lp_coord_t *c, uint64_t key);
 lp__req_t *lp__req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, uint64_t id);
-/* Add a request to the table and to its group's list. */
+/* Add a request to the table (no group yet). */
 int lp__req_add(lp_coord_t *c, lp__req_t *r);
+/* Put a request on a group's list, or take it off (it goes back to no
+ * group: placed again later). */
+int lp__req_place(lp__req_t *r, lp__group_t *g);
+void lp__req_unplace(lp__req_t *r);
 void lp__req_free(lp__req_t *r);
 /* Whether the request's text still goes to its client: it runs, or it
  * ended naturally and the end of its text is still to come. */
@@ -190,19 +224,49 @@ void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const ch
 void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r);
 
 /* links.c */
-/* `server_key`: the service's public key (a KEY value) for a CURVE link;
- * may be NULL. */
-int lp__link_open(lp_coord_t *c, lp__link_t *l, const char *name, Lmpipe__Role role,
-                  const char *endpoint, const char *server_key, lp__group_t *group);
+/* Set a link's fields (no socket yet). */
+void lp__link_init(lp_coord_t *c, lp__link_t *l, const char *name, Lmpipe__Role role,
+                   const char *endpoint, const char *server_key, lp__group_t *group);
+/* Open its DEALER (heartbeats, reconnection with backoff) and watch it. */
+int lp__link_open(lp_coord_t *c, lp__link_t *l);
 void lp__link_close(lp__link_t *l);
 void lp__link_free(lp__link_t *l);
+/* Answer every pending operation but hellos with an Error naming `why`
+ * (the link has dropped: nothing will answer them). */
+void lp__link_abort(lp_coord_t *c, lp__link_t *l, const char *why);
+/* A tokenizer link that drops: its operations fail; it is reopened after
+ * its backoff. */
+void lp__link_retry_later(lp_coord_t *c, lp__link_t *l);
+/* The ready tokenizer with the fewest operations pending; NULL when none. */
+lp__link_t *lp__tok_pick(lp_coord_t *c);
 /* Send `m` and remember what its reply is for (OP_NONE: no reply expected). */
 int lp__link_send(lp__link_t *l, enum lp__opkind kind, uint64_t req, Lmpipe__Msg *m,
                   const void *raw, size_t raw_len);
 void lp__link_send_hello(lp_coord_t *c, lp__link_t *l);
+/* The hello was answered: its deadline stops. */
+void lp__link_hello_done(lp__link_t *l);
 
 /* coord.c: a reply to operation `op` on link `l`. */
 void lp__coord_on_reply(lp_coord_t *c, lp__link_t *l, const lp__op_t *op, lp_frame_t *f);
+/* A link's socket reported a disconnection. */
+void lp__coord_on_link_down(lp_coord_t *c, lp__link_t *l);
+void lp__coord_fail_pipeline(lp_coord_t *c, const char *msg);
+
+/* groups.c */
+/* Open the group's links and say hello to its engine. */
+int lp__group_connect(lp_coord_t *c, lp__group_t *g);
+/* Both hellos are in: the group's capacity, from its engine's hello. */
+int lp__group_ready(lp_coord_t *c, lp__group_t *g);
+/* The group dropped out: its requests in the steps end with FINISH_ERROR
+ * naming it, those waiting go back to be placed elsewhere, and it is
+ * retried after its backoff. */
+void lp__group_down(lp_coord_t *c, lp__group_t *g, const char *why);
+/* Place the tokenized requests that have no group on the ready group with
+ * the most free capacity. */
+void lp__groups_place(lp_coord_t *c);
+/* The first ready group; NULL when none. */
+lp__group_t *lp__groups_first_ready(lp_coord_t *c);
+void lp__groups_stats(lp_coord_t *c, Lmpipe__StatsReply *out, Lmpipe__GroupStats **gp);
 
 /* steps.c */
 /* Give waiting requests a slot and open their sampler sessions. */

@@ -10,62 +10,24 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
-static void fail_pipeline(lp_coord_t *c, const char *msg)
+void lp__coord_fail_pipeline(lp_coord_t *c, const char *msg)
 {
     if (!c->failed) LP_ERROR("coordinator: %s", msg);
     c->failed = true;
     snprintf(c->fail_msg, sizeof(c->fail_msg), "%s", msg);
 }
 
-/* A group's capacity from its engine's hello and the flags. */
-static int group_ready(lp_coord_t *c, lp__group_t *g)
+/* The client's view of the pipeline (vocabulary, end-of-generation tokens)
+ * from the first tokenizer and the first group that are ready; groups
+ * that come later are checked against it. */
+static int init_shape(lp_coord_t *c, const Lmpipe__Hello *t, lp__group_t *g)
 {
-    const Lmpipe__Hello *e = g->eng.hello->hello, *s = g->samp.hello->hello;
-    if (!s->detok)
-        return lp_error_set(LP_ERR(ENOTSUP), "sampler-svc gives no token text (its model has "
-                            "no tokenizer)");
-    int32_t ems = e->max_seqs ? (int32_t)e->max_seqs : 16;
-    int32_t ebt = e->max_batch_tokens ? (int32_t)e->max_batch_tokens : 512;
-    g->s.max_seqs = c->p.max_seqs > 0 && c->p.max_seqs < ems ? c->p.max_seqs : ems;
-    g->s.max_batch_tokens = c->p.max_batch_tokens > 0 && c->p.max_batch_tokens < ebt
-                                ? c->p.max_batch_tokens : ebt;
-    g->s.n_ctx = e->n_ctx ? (int32_t)e->n_ctx : 4096;
-    g->s.ring = !c->p.no_shm && e->shm_name && e->shm_name[0] && s->shm_ok &&
-                !strcmp(e->host_id, s->host_id);
-    g->ring = g->s.ring ? e->shm_name : NULL;
-    g->s.ring_slots = e->shm_slots;
-    /* Slot sequence numbers start at a random point (see shm-ring.h). */
-    if (getrandom(&g->s.ring_seq, sizeof(g->s.ring_seq), 0) != (ssize_t)sizeof(g->s.ring_seq))
-        g->s.ring_seq = lp_now_ns();
-    g->s.ring_seq >>= 1;
-    g->texts = calloc((size_t)g->s.max_seqs, sizeof(*g->texts));
-    int rc = lp__sched_group_init(&g->s);
-    if (!rc && !g->texts) rc = lp_error_set(LP_ERR(ENOMEM), "coordinator: out of memory");
-    return rc;
-}
-
-static void check_ready(lp_coord_t *c)
-{
-    if (!c->tok.hello) return;
-    for (size_t i = 0; i < c->n_groups; i++)
-        if (!c->groups[i].eng.hello || !c->groups[i].samp.hello) return;
-    const Lmpipe__Hello *t = c->tok.hello->hello;
-    for (size_t i = 0; i < c->n_groups; i++) {
-        const Lmpipe__Hello *e = c->groups[i].eng.hello->hello, *s = c->groups[i].samp.hello->hello;
-        if (lp_hello_check_vocab(t, e) || lp_hello_check_vocab(s, e) || lp_hello_check_vocab(t, s) ||
-            group_ready(c, &c->groups[i])) {
-            fail_pipeline(c, lp_error_msg());
-            return;
-        }
-    }
-    /* The client sees the first group's shape (one group for now). */
-    const Lmpipe__Hello *e = c->groups[0].eng.hello->hello;
+    const Lmpipe__Hello *e = g->eng.hello->hello;
     c->n_vocab = (int32_t)e->n_vocab;
-    c->n_ctx = c->groups[0].s.n_ctx;
-    c->max_seqs = c->groups[0].s.max_seqs;
-    c->max_batch_tokens = c->groups[0].s.max_batch_tokens;
+    c->n_ctx = g->s.n_ctx;
+    c->max_seqs = g->s.max_seqs;
+    c->max_batch_tokens = g->s.max_batch_tokens;
     c->bos_id = t->bos_id >= 0 ? t->bos_id : e->bos_id;
     c->eos_id = t->eos_id >= 0 ? t->eos_id : e->eos_id;
     c->eog = calloc((size_t)c->n_vocab, 1);
@@ -76,16 +38,47 @@ static void check_ready(lp_coord_t *c)
     c->eog_ids = calloc(c->n_eog_ids ? c->n_eog_ids : 1, sizeof(int32_t));
     for (int32_t i = 0, k = 0; c->eog && c->eog_ids && i < c->n_vocab; i++)
         if (c->eog[i]) c->eog_ids[k++] = i;
-    if (!c->eog || !c->eog_ids) {
-        fail_pipeline(c, "out of memory");
-        return;
-    }
+    if (!c->eog || !c->eog_ids) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
     c->ready = true;
     LP_INFO("coordinator: pipeline ready: %s, %d seqs, %d tokens a step, logits %s",
             e->model_name, c->max_seqs, c->max_batch_tokens,
-            c->groups[0].s.ring ? "in shared memory" : "inline");
+            g->s.ring ? "in shared memory" : "inline");
     if (lp_sdnotify_sendf("READY=1\nSTATUS=coordinator: pipeline ready: %s", e->model_name))
         LP_WARN("coordinator: %s", lp_error_msg());
+    return 0;
+}
+
+/* Every pair of services that said hello must serve the same vocabulary;
+ * a group whose two hellos are in becomes ready once a tokenizer is. */
+static void check_ready(lp_coord_t *c)
+{
+    const Lmpipe__Hello *t = NULL, *e0 = NULL;
+    /* A tokenizer that comes back later is checked against a group too. */
+    for (size_t i = 0; i < c->n_groups && !e0; i++)
+        if (c->groups[i].state == G_READY) e0 = c->groups[i].eng.hello->hello;
+    for (size_t i = 0; i < c->n_toks; i++) {
+        if (!c->toks[i].hello) continue;
+        if ((t && lp_hello_check_vocab(t, c->toks[i].hello->hello)) ||
+            (e0 && lp_hello_check_vocab(c->toks[i].hello->hello, e0))) {
+            lp__coord_fail_pipeline(c, lp_error_msg());
+            return;
+        }
+        if (!t) t = c->toks[i].hello->hello;
+    }
+    for (size_t i = 0; i < c->n_groups; i++) {
+        lp__group_t *g = &c->groups[i];
+        if (g->state != G_CONNECTING || !g->eng.hello || !g->samp.hello) continue;
+        const Lmpipe__Hello *e = g->eng.hello->hello, *s = g->samp.hello->hello;
+        if (lp_hello_check_vocab(s, e) || (t && (lp_hello_check_vocab(t, e) || lp_hello_check_vocab(t, s)))) {
+            lp__coord_fail_pipeline(c, lp_error_msg());
+            return;
+        }
+        if (!t) continue;
+        if (lp__group_ready(c, g) || (!c->ready && init_shape(c, t, g))) {
+            lp__coord_fail_pipeline(c, lp_error_msg());
+            return;
+        }
+    }
 }
 
 static void on_hello_reply(lp_coord_t *c, lp__link_t *l, lp_frame_t *f)
@@ -94,20 +87,43 @@ static void on_hello_reply(lp_coord_t *c, lp__link_t *l, lp_frame_t *f)
     char msg[700];
     if (m->body_case == LMPIPE__MSG__BODY_ERROR) {
         snprintf(msg, sizeof(msg), "%s refused the hello: %s", l->name, m->error->message);
-        fail_pipeline(c, msg);
+        lp__coord_fail_pipeline(c, msg);
         return;
     }
     if (m->body_case != LMPIPE__MSG__BODY_HELLO || lp_hello_check(m->hello, l->role)) {
         snprintf(msg, sizeof(msg), "%s: bad hello reply: %s", l->name,
                  m->body_case == LMPIPE__MSG__BODY_HELLO ? lp_error_msg() : lp_msg_body_name(m->body_case));
-        fail_pipeline(c, msg);
+        lp__coord_fail_pipeline(c, msg);
         return;
     }
+    lp__link_hello_done(l);
+    if (l->hello) lmpipe__msg__free_unpacked(l->hello, NULL);
     l->hello = f->msg; /* keep it */
     f->msg = NULL;
+    if (!l->group) {
+        l->backoff_ms = 500;
+        if (c->ready) LP_INFO("coordinator: %s %s ready", l->name, l->endpoint);
+    }
     /* The sampler's hello names the ring its engine's hello gave. */
     if (l->group && l == &l->group->eng) lp__link_send_hello(c, &l->group->samp);
     check_ready(c);
+}
+
+void lp__coord_on_link_down(lp_coord_t *c, lp__link_t *l)
+{
+    char why[600];
+    snprintf(why, sizeof(why), "%s %s dropped out", l->name, l->endpoint);
+    if (l->group) {
+        lp__group_down(c, l->group, why);
+    } else {
+        LP_WARN("coordinator: %s", why);
+        l->down = true;
+        if (l->hello) lmpipe__msg__free_unpacked(l->hello, NULL);
+        l->hello = NULL;
+        lp__link_abort(c, l, why);
+        lp__link_retry_later(c, l);
+    }
+    lp__coord_pump(c);
 }
 
 void lp__coord_on_reply(lp_coord_t *c, lp__link_t *l, const lp__op_t *op, lp_frame_t *f)
@@ -133,46 +149,120 @@ static int on_start(void *ctx, lp_service_t *svc)
 {
     lp_coord_t *c = ctx;
     c->svc = svc;
-    int rc = lp__link_open(c, &c->tok, "tokenizer-svc", LMPIPE__ROLE__ROLE_TOKENIZER,
-                           c->p.tokenizer_endpoint, c->p.tokenizer_key, NULL);
-    for (size_t i = 0; !rc && i < c->n_groups; i++) {
-        lp__group_t *g = &c->groups[i];
-        rc = lp__link_open(c, &g->eng, "engine-svc", LMPIPE__ROLE__ROLE_ENGINE, c->p.engine_endpoint,
-                           c->p.engine_key, g);
-        if (!rc)
-            rc = lp__link_open(c, &g->samp, "sampler-svc", LMPIPE__ROLE__ROLE_SAMPLER,
-                               c->p.sampler_endpoint, c->p.sampler_key, g);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < c->n_toks; i++) {
+        rc = lp__link_open(c, &c->toks[i]);
+        if (!rc) lp__link_send_hello(c, &c->toks[i]);
     }
-    if (rc) return rc;
-    lp__link_send_hello(c, &c->tok);
-    for (size_t i = 0; i < c->n_groups; i++) lp__link_send_hello(c, &c->groups[i].eng);
-    return 0;
+    for (size_t i = 0; !rc && i < c->n_groups; i++) rc = lp__group_connect(c, &c->groups[i]);
+    return rc;
+}
+
+static void stop_link(lp__link_t *l)
+{
+    lp__link_close(l);
+    lp__link_hello_done(l);
+    if (l->timer_open) uv_timer_stop(&l->timer); /* closed by the skeleton */
 }
 
 static void on_stop(void *ctx, lp_service_t *svc)
 {
     lp_coord_t *c = ctx;
-    lp__link_close(&c->tok);
+    for (size_t i = 0; i < c->n_toks; i++) stop_link(&c->toks[i]);
     for (size_t i = 0; i < c->n_groups; i++) {
-        lp__link_close(&c->groups[i].eng);
-        lp__link_close(&c->groups[i].samp);
+        stop_link(&c->groups[i].eng);
+        stop_link(&c->groups[i].samp);
     }
     (void)svc;
+}
+
+static bool name_ok(const char *n)
+{
+    if (!n || !n[0] || strlen(n) > 64) return false;
+    for (const char *p = n; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) return false;
+    return true;
+}
+
+/* The groups from the parameters: the list, or one named "default" from
+ * the engine and sampler endpoints. */
+static int set_groups(lp_coord_t *c, const lp_coord_params_t *p)
+{
+    lp_coord_group_params_t one = {"default", p->engine_endpoint, p->sampler_endpoint, p->engine_key,
+                                   p->sampler_key};
+    const lp_coord_group_params_t *gp = p->n_groups ? p->groups : &one;
+    size_t n = p->n_groups ? p->n_groups : 1;
+    if (p->n_groups && (p->engine_endpoint || p->sampler_endpoint))
+        return lp_error_set(LP_ERR(EINVAL), "coordinator: give groups or the engine and sampler "
+                            "endpoints, not both");
+    if (n > LP_COORD_MAX_GROUPS)
+        return lp_error_set(LP_ERR(EINVAL), "coordinator: %zu groups (at most %d)", n, LP_COORD_MAX_GROUPS);
+    for (size_t i = 0; i < n; i++) {
+        const lp_coord_group_params_t *g = &gp[i];
+        if (!name_ok(g->name))
+            return lp_error_set(LP_ERR(EINVAL), "coordinator: group name '%s': use 1-64 of a-z 0-9 _ -",
+                                g->name ? g->name : "");
+        if (!g->engine || !g->engine[0] || !g->sampler || !g->sampler[0])
+            return lp_error_set(LP_ERR(EINVAL), "coordinator: group %s: an engine and a sampler "
+                                "endpoint are required", g->name);
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(gp[j].name, g->name))
+                return lp_error_set(LP_ERR(EINVAL), "coordinator: group %s: named twice", g->name);
+    }
+    if (!(c->groups = calloc(n, sizeof(lp__group_t))) ||
+        !(c->group_stats = calloc(n, sizeof(Lmpipe__GroupStats *))))
+        return LP_ERR(ENOMEM);
+    c->n_groups = n;
+    for (size_t i = 0; i < n; i++) {
+        lp__group_t *g = &c->groups[i];
+        const lp_coord_group_params_t *q = &gp[i];
+        g->name = q == &one ? "default" : q->name;
+        g->state = G_DOWN;
+        g->eng_ep = q == &one ? p->engine_endpoint : q->engine;
+        g->samp_ep = q == &one ? p->sampler_endpoint : q->sampler;
+        const char *skey = q->sampler_key && q->sampler_key[0] ? q->sampler_key : q->server_key;
+        lp__link_init(c, &g->eng, "engine-svc", LMPIPE__ROLE__ROLE_ENGINE, g->eng_ep, q->server_key, g);
+        lp__link_init(c, &g->samp, "sampler-svc", LMPIPE__ROLE__ROLE_SAMPLER, g->samp_ep, skey, g);
+    }
+    return 0;
+}
+
+/* The tokenizers: a comma-separated list of endpoints. */
+static int set_tokenizers(lp_coord_t *c, const lp_coord_params_t *p)
+{
+    if (!(c->tok_eps = strdup(p->tokenizer_endpoint))) return LP_ERR(ENOMEM);
+    size_t n = 1;
+    for (const char *q = c->tok_eps; *q; q++) n += *q == ',';
+    if (n > LP_COORD_MAX_TOKENIZERS)
+        return lp_error_set(LP_ERR(EINVAL), "coordinator: %zu tokenizer endpoints (at most %d)", n,
+                            LP_COORD_MAX_TOKENIZERS);
+    if (!(c->toks = calloc(n, sizeof(lp__link_t)))) return LP_ERR(ENOMEM);
+    char *save = NULL;
+    for (char *ep = strtok_r(c->tok_eps, ",", &save); ep; ep = strtok_r(NULL, ",", &save))
+        lp__link_init(c, &c->toks[c->n_toks++], "tokenizer-svc", LMPIPE__ROLE__ROLE_TOKENIZER, ep,
+                      p->tokenizer_key, NULL);
+    if (c->n_toks == 0 || c->n_toks != n)
+        return lp_error_set(LP_ERR(EINVAL), "coordinator: tokenizer endpoints '%s': an empty entry",
+                            p->tokenizer_endpoint);
+    return 0;
 }
 
 int lp_coord_new(const lp_coord_params_t *p, lp_coord_t **out)
 {
     *out = NULL;
-    if (!p->tokenizer_endpoint || !p->engine_endpoint || !p->sampler_endpoint)
-        return lp_error_set(LP_ERR(EINVAL), "coordinator: the three service endpoints are required");
+    if (!p->tokenizer_endpoint || !p->tokenizer_endpoint[0] ||
+        (!p->n_groups && (!p->engine_endpoint || !p->sampler_endpoint)))
+        return lp_error_set(LP_ERR(EINVAL), "coordinator: a tokenizer endpoint and an engine group "
+                            "(or the engine and sampler endpoints) are required");
     lp_coord_t *c = calloc(1, sizeof(*c));
     if (!c) return LP_ERR(ENOMEM);
     c->p = *p;
     lp__metrics_init(&c->m);
-    c->n_groups = 1;
-    if (!(c->groups = calloc(c->n_groups, sizeof(lp__group_t)))) {
-        free(c);
-        return LP_ERR(ENOMEM);
+    int rc = set_tokenizers(c, p);
+    if (!rc) rc = set_groups(c, p);
+    if (rc) {
+        lp_coord_destroy(&c);
+        return rc;
     }
     *out = c;
     return 0;
@@ -185,7 +275,9 @@ void lp_coord_destroy(lp_coord_t **self_p)
     for (size_t i = 0; i < c->n_reqs; i++) lp__req_free(c->reqs[i]);
     free(c->reqs);
     lp__proxy_free_all(c);
-    lp__link_free(&c->tok);
+    for (size_t i = 0; i < c->n_toks; i++) lp__link_free(&c->toks[i]);
+    free(c->toks);
+    free(c->tok_eps);
     for (size_t i = 0; i < c->n_groups; i++) {
         lp__group_t *g = &c->groups[i];
         lp__link_free(&g->eng);
@@ -195,6 +287,7 @@ void lp_coord_destroy(lp_coord_t **self_p)
         free(g->texts);
     }
     free(c->groups);
+    free(c->group_stats);
     free(c->eog);
     free(c->eog_ids);
     free(c);
@@ -206,6 +299,7 @@ static void on_stats(void *ctx, Lmpipe__StatsReply *out)
     lp_coord_t *c = ctx;
     out->n_active = c->n_reqs;
     lp__metrics_fill(c, out);
+    lp__groups_stats(c, out, c->group_stats);
 }
 
 const lp_service_ops_t lp_coord_ops = {

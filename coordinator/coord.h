@@ -6,7 +6,8 @@
  * client.
  *
  * It serves the client API on a ROUTER (through the service skeleton) and
- * holds one DEALER to each of the three services. */
+ * holds one DEALER to each tokenizer-svc and to the engine-svc and
+ * sampler-svc of each engine group. */
 #ifndef LP_COORD_H
 #define LP_COORD_H
 
@@ -14,13 +15,29 @@
 
 #include "service.h"
 
+#define LP_COORD_MAX_GROUPS 64
+#define LP_COORD_MAX_TOKENIZERS 16
+
+/* One engine group: an engine-svc and the sampler-svc that reads its rows.
+ * Strings borrowed until lp_coord_destroy(). */
+typedef struct lp_coord_group_params {
+    const char *name;        /* [a-z0-9_-], 1-64 characters */
+    const char *engine;      /* endpoints */
+    const char *sampler;
+    const char *server_key;  /* CURVE public key of the group's host; NULL: none */
+    const char *sampler_key; /* the sampler's, when on another host; NULL: server_key */
+} lp_coord_group_params_t;
+
 typedef struct lp_coord_params {
-    const char *tokenizer_endpoint;
-    const char *engine_endpoint;
+    const char *tokenizer_endpoint; /* EP[,EP...]: tokenizations spread across them */
+    const char *tokenizer_key;      /* CURVE public key of the tokenizers' host; NULL: none */
+    const lp_coord_group_params_t *groups; /* borrowed; n_groups of them */
+    size_t n_groups;
+    const char *engine_endpoint;    /* with no groups: the one group "default" */
     const char *sampler_endpoint;
-    /* The services' CURVE public keys (KEY values, curve.h) for tcp://
-     * links; NULL: no CURVE (then ipc://, or allow_insecure_tcp). */
-    const char *tokenizer_key, *engine_key, *sampler_key;
+    /* With no groups: the engine's and sampler's CURVE public keys (KEY
+     * values, curve.h); NULL: no CURVE (then ipc://, or allow_insecure_tcp). */
+    const char *engine_key, *sampler_key;
     bool no_shm;          /* rows inline even where the ring would work */
     int max_seqs;         /* 0: the engine's */
     int max_batch_tokens; /* 0: the engine's */

@@ -9,18 +9,41 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP --engine EP --sampler EP\n"
+    fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP[,EP...] [--tokenizer-server-key KEY]\n"
+               "                   (--engine EP --sampler EP [--engine-server-key KEY] [--sampler-server-key KEY]\n"
+               "                    | --group NAME,ENGINE_EP,SAMPLER_EP[,KEY[,SAMPLER_KEY]]...)\n"
                "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n"
-               "                   [--max-queued-per-client N]\n"
-               "                   [--tokenizer-server-key KEY] [--engine-server-key KEY]\n"
-               "                   [--sampler-server-key KEY]\n" LP_CURVE_USAGE
+               "                   [--max-queued-per-client N]\n" LP_CURVE_USAGE
                "--max-requests: queued and running requests in all (default 1024);\n"
                "--max-queued-per-client: requests one client may have waiting for a slot\n"
                "(default max-requests / 4); waiting requests are admitted round-robin across\n"
                "clients.\n");
+}
+
+/* NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY[,SAMPLER_KEY]], split in a copy
+ * (argv stays as ps shows it; endpoints and Z85 keys hold no comma). */
+static int group_arg(char *v, lp_coord_group_params_t *g)
+{
+    const char **dst[5] = {&g->name, &g->engine, &g->sampler, &g->server_key, &g->sampler_key};
+    char whole[1024];
+    snprintf(whole, sizeof(whole), "%s", v);
+    char *rest = v, *tok;
+    int n = 0;
+    /* An empty key field is "no key": NAME,ENG,SAMP,,SAMPLER_KEY. */
+    while ((tok = strsep(&rest, ",")) && n < 5) {
+        *dst[n] = n >= 3 && !tok[0] ? NULL : tok;
+        n++;
+    }
+    if (n < 3 || tok || !g->name[0] || !g->engine[0] || !g->sampler[0]) {
+        fprintf(stderr, "coordinator: --group: '%s' is not NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY"
+                "[,SAMPLER_KEY]]\n", whole);
+        return -1;
+    }
+    return 0;
 }
 
 static int int_arg(const char *flag, const char *v, int *out)
@@ -46,10 +69,13 @@ int main(int argc, char **argv)
         {"max-requests", required_argument, 0, 'r'},
         {"max-queued-per-client", required_argument, 0, 'Q'},
         {"tokenizer-server-key", required_argument, 0, 'T'},
-        {"engine-server-key", required_argument, 0, 'G'},
-        {"sampler-server-key", required_argument, 0, 'P'}, LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'},
+        {"engine-server-key", required_argument, 0, 'E'},
+        {"sampler-server-key", required_argument, 0, 'P'},
+        {"group", required_argument, 0, 'G'}, LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lp_coord_params_t p = {0};
+    lp_coord_group_params_t groups[LP_COORD_MAX_GROUPS];
+    char *group_args[LP_COORD_MAX_GROUPS];
     const char *endpoint = NULL;
     lp_curve_opts_t sec = {0};
     int c;
@@ -61,8 +87,18 @@ int main(int argc, char **argv)
         case 's': p.sampler_endpoint = optarg; break;
         case 'n': p.no_shm = true; break;
         case 'T': p.tokenizer_key = optarg; break;
-        case 'G': p.engine_key = optarg; break;
+        case 'E': p.engine_key = optarg; break;
         case 'P': p.sampler_key = optarg; break;
+        case 'G':
+            if (p.n_groups == LP_COORD_MAX_GROUPS) {
+                fprintf(stderr, "coordinator: --group: at most %d groups\n", LP_COORD_MAX_GROUPS);
+                return 2;
+            }
+            groups[p.n_groups] = (lp_coord_group_params_t){0};
+            if (!(group_args[p.n_groups] = strdup(optarg))) return 1;
+            if (group_arg(group_args[p.n_groups], &groups[p.n_groups])) return 2;
+            p.n_groups++;
+            break;
         case 'S': if (int_arg("--max-seqs", optarg, &p.max_seqs)) return 2; break;
         case 'b': if (int_arg("--max-batch-tokens", optarg, &p.max_batch_tokens)) return 2; break;
         case 'r': if (int_arg("--max-requests", optarg, &p.max_requests)) return 2; break;
@@ -76,8 +112,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!endpoint || !p.tokenizer_endpoint || !p.engine_endpoint || !p.sampler_endpoint ||
-        optind != argc) {
+    p.groups = groups;
+    if (!endpoint || !p.tokenizer_endpoint ||
+        (!p.n_groups && (!p.engine_endpoint || !p.sampler_endpoint)) || optind != argc) {
         usage(stderr);
         return 2;
     }
@@ -89,5 +126,6 @@ int main(int argc, char **argv)
     int rc = lp_service_run_secure(&lp_coord_ops, coord, endpoint, &sec);
     if (rc) fprintf(stderr, "coordinator: %s\n", lp_error_msg());
     lp_coord_destroy(&coord);
+    for (size_t i = 0; i < p.n_groups; i++) free(group_args[i]);
     return rc ? 1 : 0;
 }

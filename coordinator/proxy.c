@@ -62,9 +62,19 @@ int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f)
     p->client_id = f->msg->id;
     /* The message goes out as the client sent it; only its id is the link's. */
     Lmpipe__Msg m = *f->msg;
-    size_t n_links = to_samplers ? c->n_groups : 1;
+    /* A group that is down gets no control message: it may miss a swap. */
+    lp__link_t *links[to_samplers ? c->n_groups : 1];
+    size_t n_links = 0;
+    for (size_t i = 0; to_samplers && i < c->n_groups; i++)
+        if (c->groups[i].state == G_READY) links[n_links++] = &c->groups[i].samp;
+    if (!to_samplers && (links[0] = lp__tok_pick(c))) n_links = 1;
+    if (n_links == 0) {
+        proxy_free(p);
+        return lp_error_set(LP_ERR(EHOSTUNREACH), "%s: no %s is reachable", what,
+                            to_samplers ? "engine group" : "tokenizer-svc");
+    }
     for (size_t i = 0; i < n_links; i++) {
-        lp__link_t *l = to_samplers ? &c->groups[i].samp : &c->tok;
+        lp__link_t *l = links[i];
         if (lp__link_send(l, OP_PROXY, p->key, &m, NULL, 0) != 0) {
             /* Replies already due for earlier links find no proxy and are
              * dropped; the client gets this Error instead. */

@@ -44,12 +44,18 @@ static int grow(void **arr, size_t *cap, size_t n)
 
 int lp__req_add(lp_coord_t *c, lp__req_t *r)
 {
-    lp__group_t *g = r->group;
-    if (grow((void **)&c->reqs, &c->cap_reqs, c->n_reqs) ||
-        grow((void **)&g->seqs, &g->cap_seqs, g->n_seqs))
+    if (grow((void **)&c->reqs, &c->cap_reqs, c->n_reqs))
         return lp_error_set(LP_ERR(ENOMEM), "generate: out of memory");
     c->reqs[c->n_reqs++] = r;
+    return 0;
+}
+
+int lp__req_place(lp__req_t *r, lp__group_t *g)
+{
+    if (grow((void **)&g->seqs, &g->cap_seqs, g->n_seqs))
+        return lp_error_set(LP_ERR(ENOMEM), "generate: out of memory");
     g->seqs[g->n_seqs++] = &r->s;
+    r->group = g;
     return 0;
 }
 
@@ -75,10 +81,16 @@ static void remove_ptr(void **arr, size_t *n, const void *p)
         }
 }
 
+void lp__req_unplace(lp__req_t *r)
+{
+    if (r->group) remove_ptr((void **)r->group->seqs, &r->group->n_seqs, &r->s);
+    r->group = NULL;
+}
+
 static void req_remove(lp_coord_t *c, lp__req_t *r)
 {
     remove_ptr((void **)c->reqs, &c->n_reqs, r);
-    remove_ptr((void **)r->group->seqs, &r->group->n_seqs, &r->s);
+    lp__req_unplace(r);
     lp__req_free(r);
 }
 
@@ -167,7 +179,7 @@ void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, 
         r->group->n_queue_pending--;
     }
     if (error) snprintf(r->error, sizeof(r->error), "%s", error);
-    lp__sched_release(&r->group->s, &r->s);
+    if (r->group) lp__sched_release(&r->group->s, &r->s);
     if (r->session_open) {
         /* The close flushes the sampler's decoder (the end of the text);
          * the final event waits for its answer. */

@@ -25,6 +25,23 @@ void lp__sched_group_free(lp__sched_group_t *g)
     g->tokbuf = NULL;
 }
 
+int lp__sched_place(const lp__sched_place_t *groups, size_t n)
+{
+    int best = -1;
+    int64_t best_free = 0;
+    for (size_t i = 0; i < n; i++) {
+        const lp__sched_place_t *g = &groups[i];
+        if (!g->ready) continue;
+        int64_t free_cap = (int64_t)g->free_slots - (int64_t)g->waiting;
+        if (best < 0 || free_cap > best_free ||
+            (free_cap == best_free && g->waiting < groups[best].waiting)) {
+            best = (int)i;
+            best_free = free_cap;
+        }
+    }
+    return best;
+}
+
 int32_t lp__sched_take_slot(lp__sched_group_t *g)
 {
     for (int32_t s = 0; s < g->max_seqs; s++)

@@ -78,6 +78,18 @@ typedef struct lp__sched_group {
     lp__sched_step_t steps[LP__SCHED_MAX_STEPS];
 } lp__sched_group_t;
 
+/* A group as placement sees it. */
+typedef struct lp__sched_place {
+    bool ready;
+    int32_t free_slots;     /* engine sequence slots free */
+    size_t waiting;         /* requests placed on it still waiting for a slot */
+} lp__sched_place_t;
+
+/* The group a new request goes to: among the ready ones, the most free
+ * capacity (free slots less the requests already waiting for one), then
+ * the fewest waiting, then the first listed.  -1 when none is ready. */
+int lp__sched_place(const lp__sched_place_t *groups, size_t n);
+
 /* Allocate the group's buffers for its max_seqs and max_batch_tokens
  * (set by the caller, with ring, ring_slots and ring_seq). */
 int lp__sched_group_init(lp__sched_group_t *g);

@@ -1,7 +1,8 @@
 /* scheduler_test.c - the scheduler's plans for hand-built states:
  * continuous batching, the max_batch_tokens budget with prefill chunks,
  * chaining on the ring, fairness between decoding requests, and a request
- * that ends while its chained step is in flight. */
+ * that ends while its chained step is in flight; the placement of a new
+ * request on an engine group. */
 #include "scheduler.h"
 
 #include "../tests/check.h"
@@ -261,8 +262,40 @@ static void test_end_while_chained(void)
     lp__sched_group_free(&g);
 }
 
+/* Placement: the ready group with the most free capacity (free slots less
+ * those waiting), then the fewest waiting, then the first. */
+static void test_placement(void)
+{
+    lp__sched_place_t g[3] = {{true, 4, 0}, {true, 4, 0}, {false, 16, 0}};
+    CHECK(lp__sched_place(g, 3) == 0);      /* a tie: the first; never the one down */
+    g[0].free_slots = 3;
+    CHECK(lp__sched_place(g, 3) == 1);      /* more free slots */
+    g[1].waiting = 2;                       /* 4 free, 2 already waiting: 2 left */
+    CHECK(lp__sched_place(g, 3) == 0);
+    g[0] = (lp__sched_place_t){true, 0, 1}; /* full, with one waiting: -1 */
+    g[1] = (lp__sched_place_t){true, 0, 3}; /* full, three waiting: -3 */
+    CHECK(lp__sched_place(g, 3) == 0);
+    g[0] = (lp__sched_place_t){true, 2, 2}; /* both 0 left: the fewer waiting */
+    g[1] = (lp__sched_place_t){true, 1, 1};
+    CHECK(lp__sched_place(g, 3) == 1);
+    /* Requests placed one after another alternate between equal groups. */
+    lp__sched_place_t h[2] = {{true, 8, 0}, {true, 8, 0}};
+    int n[2] = {0, 0};
+    for (int i = 0; i < 16; i++) {
+        int k = lp__sched_place(h, 2);
+        CHECK(k == i % 2);
+        n[k]++;
+        h[k].waiting++;
+    }
+    CHECK(n[0] == 8 && n[1] == 8);
+    h[0].ready = h[1].ready = false;
+    CHECK(lp__sched_place(h, 2) == -1);     /* none ready */
+    CHECK(lp__sched_place(h, 0) == -1);
+}
+
 int main(void)
 {
+    test_placement();
     test_continuous_batching();
     test_budget_chunks();
     test_chaining();

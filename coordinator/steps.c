@@ -34,6 +34,7 @@ static lp__req_t *next_waiting(lp_coord_t *c, lp__group_t *g)
 
 void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
 {
+    if (g->state != G_READY) return;
     lp__req_t *r;
     while ((r = next_waiting(c, g)) != NULL) {
         int32_t slot = lp__sched_take_slot(&g->s);
@@ -89,8 +90,10 @@ static void fail_entries(lp_coord_t *c, lp__sched_step_t *st, enum lp__errkind k
 
 bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
 {
+    if (g->state != G_READY) return false;
     lp__sched_step_t *st = lp__sched_plan(&g->s, g->seqs, g->n_seqs);
     if (!st) return false;
+    g->n_steps++;
     size_t n_seqs = st->n_entries, n_rows = st->n_rows;
     Lmpipe__StepSeq seqs[n_seqs], *sp[n_seqs];
     Lmpipe__RowRef chains[n_seqs];
@@ -175,6 +178,7 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
 void lp__coord_pump(lp_coord_t *c)
 {
     if (!c->ready) return;
+    lp__groups_place(c);
     for (size_t i = 0; i < c->n_groups; i++) {
         lp__steps_admit(c, &c->groups[i]);
         while (lp__steps_send(c, &c->groups[i])) {
@@ -290,7 +294,7 @@ static void on_token(lp_coord_t *c, lp__req_t *r, const Lmpipe__SampleResult *re
     }
     if (r->s.n_predict >= 0 && r->s.n_gen >= r->s.n_predict)
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
-    else if (e->n_past >= c->n_ctx)
+    else if (e->n_past >= c->n_ctx || e->n_past >= r->group->s.n_ctx) /* the group's own may be smaller */
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_CONTEXT, NULL);
 }
 

@@ -84,9 +84,12 @@ static void usage(FILE *f)
     fprintf(f, "usage: lmpipe up [--config F] [--model M] [--endpoint EP] [--no-shm]\n"
                "                 [--plugin-dir DIR]\n"
                "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...]\n"
+               "                 [--only SERVICE[,SERVICE...]]\n"
                "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n"
                "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md).\n"
-               "--plugin-dir (config sampler.plugin_dir): the folder sampler plugins load from.\n");
+               "--plugin-dir (config sampler.plugin_dir): the folder sampler plugins load from.\n"
+               "--only runs just these of tokenizer, engine, sampler, coordinator, http (one host\n"
+               "of a deployment across hosts, docs/PIPELINE.md).\n");
 }
 
 int lp_cmd_up(int argc, char **argv)
@@ -96,6 +99,7 @@ int lp_cmd_up(int argc, char **argv)
     const char *model = NULL, *endpoint = NULL, *http = NULL, *plugin_dir = NULL;
     char api_keys[4096] = "", admin_keys[4096] = "";
     bool no_shm = false;
+    unsigned only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) {
             lp_config_destroy(&cfg);
@@ -107,6 +111,12 @@ int lp_cmd_up(int argc, char **argv)
         else if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
         else if (!strcmp(argv[i], "--no-shm")) no_shm = true;
         else if (!strcmp(argv[i], "--plugin-dir") && i + 1 < argc) plugin_dir = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            if (lp_pipeline_parse_only(argv[++i], &only)) {
+                lp_config_destroy(&cfg);
+                return lp_cmd_usage_error("up", "%s", lp_error_msg());
+            }
+        }
         else if (!strcmp(argv[i], "--http") && i + 1 < argc) http = argv[++i];
         else if ((!strcmp(argv[i], "--api-key") || !strcmp(argv[i], "--admin-key")) && i + 1 < argc) {
             char *list = argv[i][3] == 'p' ? api_keys : admin_keys;
@@ -136,6 +146,7 @@ int lp_cmd_up(int argc, char **argv)
     if (endpoint) o.endpoint = endpoint;
     if (no_shm) o.no_shm = true;
     if (plugin_dir) o.plugin_dir = plugin_dir;
+    if (only) o.only = only;
     if (http) o.http_listen = http;
     if (api_keys[0]) o.http_api_keys = api_keys;
     if (admin_keys[0]) o.http_admin_keys = admin_keys;
@@ -163,8 +174,15 @@ int lp_cmd_up(int argc, char **argv)
         fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
         s.status = 1;
     } else {
-        printf("lmpipe up: ready on %s\n", lp_pipeline_endpoint(s.p));
-        if (o.http_listen) printf("lmpipe up: HTTP on http://%s\n", o.http_listen);
+        if (lp_pipeline_runs(s.p, LP_PIPELINE_COORDINATOR)) {
+            printf("lmpipe up: ready on %s\n", lp_pipeline_endpoint(s.p));
+        } else {
+            static const char *names[] = {"tokenizer-svc", "engine-svc", "sampler-svc"};
+            for (unsigned k = 0; k < 3; k++)
+                if (lp_pipeline_runs(s.p, 1u << k))
+                    printf("lmpipe up: %s ready on %s\n", names[k], lp_pipeline_service_endpoint(s.p, 1u << k));
+        }
+        if (lp_pipeline_runs(s.p, LP_PIPELINE_HTTP)) printf("lmpipe up: HTTP on http://%s\n", o.http_listen);
         fflush(stdout);
         if (lp_sdnotify_sendf("READY=1\nSTATUS=lmpipe up: ready on %s", lp_pipeline_endpoint(s.p)))
             LP_WARN("lmpipe up: %s", lp_error_msg());

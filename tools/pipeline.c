@@ -43,10 +43,13 @@ struct lp_pipeline {
     char run_dir[PATH_MAX];
     bool own_run_dir;
     char ep[P_COUNT][PATH_MAX + 64];
+    char tok_bind[PATH_MAX + 64]; /* tokenizer-svc's: the first of the list */
+    unsigned run;                 /* LP_PIPELINE_* bits: the services this host runs */
     char shm_name[64];
     bool failed;
     int failed_idx;
     bool stopping, stopped;
+    int stop_from;            /* stopping: the first child index being stopped */
     lp_pipeline_opts_t opts;  /* for restarting lmpipe-http */
     char **env;
     char env_parent[64], env_run_dir[PATH_MAX + 32];
@@ -72,6 +75,58 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
                              "sampler.server_key"};
+/* group.NAME.FIELD: the engine groups a coordinator connects to. */
+static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
+
+/* A group.NAME.FIELD key: the group (added in the order the config first
+ * names it) and the field's slot in it. */
+static int group_key(const lp_config_t *cfg, const char *k, lp_pipeline_opts_t *o)
+{
+    const char *name = k + 6, *dot = strrchr(k, '.');
+    size_t len = (size_t)(dot - name);
+    int f = -1;
+    for (int j = 0; j < 4; j++)
+        if (!strcmp(dot + 1, group_fields[j])) f = j;
+    bool name_ok = dot > name && len <= 64;
+    for (const char *c = name; name_ok && c < dot; c++)
+        name_ok = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-';
+    if (f < 0 || !name_ok)
+        return lp_error_set(LP_ERR(EINVAL), "config: unknown key '%s' (groups are group.NAME.engine, "
+                            ".sampler, .server_key, .sampler_key; NAME of a-z 0-9 _ -)", k);
+    int g = 0;
+    while (g < o->n_groups && !(strlen(o->groups[g].name) == len && !strncmp(o->groups[g].name, name, len))) g++;
+    if (g == o->n_groups) {
+        if (g == LP_PIPELINE_MAX_GROUPS)
+            return lp_error_set(LP_ERR(EINVAL), "config: %s: more than %d groups", k, LP_PIPELINE_MAX_GROUPS);
+        o->groups[g] = (lp_pipeline_group_t){0};
+        memcpy(o->groups[g].name, name, len);
+        o->n_groups++;
+    }
+    const char **dst[4] = {&o->groups[g].engine, &o->groups[g].sampler, &o->groups[g].server_key,
+                           &o->groups[g].sampler_key};
+    *dst[f] = lp_config_get(cfg, k, NULL);
+    return 0;
+}
+
+int lp_pipeline_parse_only(const char *list, unsigned *out)
+{
+    static const char *names[] = {"tokenizer", "engine", "sampler", "coordinator", "http"};
+    *out = 0;
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        int k = -1;
+        for (int i = 0; i < 5; i++)
+            if (strlen(names[i]) == n && !strncmp(p, names[i], n)) k = i;
+        if (k < 0)
+            return lp_error_set(LP_ERR(EINVAL), "--only: '%.*s' is not one of tokenizer, engine, "
+                                "sampler, coordinator, http", (int)n, p);
+        *out |= 1u << k;
+        p += n + (p[n] == ',');
+    }
+    if (!*out) return lp_error_set(LP_ERR(EINVAL), "--only: no service named");
+    return 0;
+}
 
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
 {
@@ -79,8 +134,15 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
         const char *k = lp_config_key_at(cfg, i);
         bool known = false;
         for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++) known |= !strcmp(k, keys[j]);
-        if (!known) return lp_error_set(LP_ERR(EINVAL), "config: unknown key '%s'", k);
+        if (known) continue;
+        int rc = !strncmp(k, "group.", 6) ? group_key(cfg, k, o)
+                                           : lp_error_set(LP_ERR(EINVAL), "config: unknown key '%s'", k);
+        if (rc) return rc;
     }
+    for (int g = 0; g < o->n_groups; g++)
+        if (!o->groups[g].engine || !o->groups[g].sampler)
+            return lp_error_set(LP_ERR(EINVAL), "config: group.%s: needs both group.%s.engine and "
+                                "group.%s.sampler", o->groups[g].name, o->groups[g].name, o->groups[g].name);
     o->model = lp_config_get(cfg, "model", o->model);
     o->run_dir = lp_config_get(cfg, "run_dir", o->run_dir);
     o->endpoint = lp_config_get(cfg, "endpoint", o->endpoint);
@@ -200,7 +262,8 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char bin[PATH_MAX + 64];
     int rc = find_bin(o, i, bin, sizeof(bin));
     if (rc) return rc;
-    char *argv[64 + 4 * 16];
+    char *argv[64 + 4 * 16 + 2 * LP_PIPELINE_MAX_GROUPS];
+    char *group_args[LP_PIPELINE_MAX_GROUPS] = {0};
     int n = 0;
     char b1[16], b2[16], b3[16], b4[16], b5[16];
     argv[n++] = bin;
@@ -228,7 +291,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     }
     if (i != P_HTTP) {
         argv[n++] = "--endpoint";
-        argv[n++] = p->ep[i];
+        argv[n++] = i == P_TOK ? p->tok_bind : p->ep[i];
     }
     if (i == P_ENG) {
         if (o->no_shm) argv[n++] = "--no-shm";
@@ -253,10 +316,25 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     if (i == P_COORD) {
         argv[n++] = "--tokenizer";
         argv[n++] = p->ep[P_TOK];
-        argv[n++] = "--engine";
-        argv[n++] = p->ep[P_ENG];
-        argv[n++] = "--sampler";
-        argv[n++] = p->ep[P_SAMP];
+        if (o->n_groups == 0) {
+            argv[n++] = "--engine";
+            argv[n++] = p->ep[P_ENG];
+            argv[n++] = "--sampler";
+            argv[n++] = p->ep[P_SAMP];
+        }
+        for (int g = 0; g < o->n_groups; g++) {
+            const lp_pipeline_group_t *q = &o->groups[g];
+            /* NAME,ENGINE,SAMPLER[,KEY[,SAMPLER_KEY]]: an empty key is "none". */
+            bool sk = q->sampler_key && q->sampler_key[0];
+            if (asprintf(&group_args[g], "%s,%s,%s%s%s%s%s", q->name, q->engine, q->sampler,
+                         q->server_key || sk ? "," : "", q->server_key ? q->server_key : "",
+                         sk ? "," : "", sk ? q->sampler_key : "") < 0) {
+                for (int k = 0; k < g; k++) free(group_args[k]);
+                return LP_ERR(ENOMEM);
+            }
+            argv[n++] = "--group";
+            argv[n++] = group_args[g];
+        }
         if (o->no_shm) argv[n++] = "--no-shm";
         if (o->max_queued_per_client) {
             argv[n++] = "--max-queued-per-client";
@@ -290,6 +368,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     k->owner = p;
     k->proc.data = k;
     rc = uv_spawn(p->loop, &k->proc, &po);
+    for (int g = 0; g < o->n_groups; g++) free(group_args[g]);
     if (rc) {
         uv_close((uv_handle_t *)&k->proc, NULL);
         return lp_error_set(rc, "spawn %s: %s", bin, uv_strerror(rc));
@@ -359,8 +438,15 @@ static int check_curve(const lp_pipeline_opts_t *o)
 int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out)
 {
     *out = NULL;
-    if (!o->model) return lp_error_set(LP_ERR(EINVAL), "no model: give --model or 'model =' in the config");
-    if (access(o->model, R_OK) != 0)
+    unsigned run = o->only ? o->only
+                           : LP_PIPELINE_TOKENIZER | LP_PIPELINE_ENGINE | LP_PIPELINE_SAMPLER |
+                                 LP_PIPELINE_COORDINATOR | (o->http_listen ? LP_PIPELINE_HTTP : 0);
+    if ((run & LP_PIPELINE_HTTP) && !o->http_listen)
+        return lp_error_set(LP_ERR(EINVAL), "--only http: no address to listen on (--http or http.listen)");
+    bool need_model = run & (LP_PIPELINE_TOKENIZER | LP_PIPELINE_ENGINE | LP_PIPELINE_SAMPLER);
+    if (need_model && !o->model)
+        return lp_error_set(LP_ERR(EINVAL), "no model: give --model or 'model =' in the config");
+    if (need_model && access(o->model, R_OK) != 0)
         return lp_error_set(LP_ERR(errno), "model %s: %s", o->model, strerror(errno));
     int crc = check_curve(o);
     if (crc) return crc;
@@ -368,6 +454,7 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
     if (!p) return LP_ERR(ENOMEM);
     p->loop = loop;
     p->failed_idx = -1;
+    p->run = run;
     if (o->run_dir) {
         snprintf(p->run_dir, sizeof(p->run_dir), "%s", o->run_dir);
         int rc = run_dir_private(p->run_dir);
@@ -388,6 +475,7 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
     default_ep(p, P_ENG, o->engine_endpoint);
     default_ep(p, P_SAMP, o->sampler_endpoint);
     default_ep(p, P_COORD, o->endpoint);
+    snprintf(p->tok_bind, sizeof(p->tok_bind), "%.*s", (int)strcspn(p->ep[P_TOK], ","), p->ep[P_TOK]);
     p->opts = *o;
     uv_timer_init(loop, &p->http_timer);
     p->http_timer.data = p;
@@ -414,7 +502,7 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
             if (o->notify_env[i]) env[k++] = (char *)o->notify_env[i];
     }
     for (int i = 0; !rc && i < P_COUNT; i++)
-        if (i != P_HTTP || o->http_listen) rc = spawn(p, o, i, env);
+        if (run & (1u << i)) rc = spawn(p, o, i, env);
     p->env = env; /* kept for restarting lmpipe-http */
     *out = p;
     return rc; /* on failure the caller destroys p, which stops what started */
@@ -436,11 +524,13 @@ bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name)
     return p->failed;
 }
 
-int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms)
+/* Say hello to service i until it answers as `role`. */
+static int wait_one(lp_pipeline_t *p, int i, Lmpipe__Role role, int timeout_ms)
 {
     lp_client_t *c;
-    /* All four run here: the coordinator's key is this host's. */
-    int rc = lp_client_new_curve(p->ep[P_COORD], p->opts.curve_key, p->opts.curve_key, &c);
+    /* This host's own services: their server key is this host's. */
+    int rc = lp_client_new_curve(i == P_TOK ? p->tok_bind : p->ep[i], p->opts.curve_key,
+                                 p->opts.curve_key, &c);
     if (rc) return rc;
     rc = LP_ERR(ETIMEDOUT);
     for (int waited = 0; waited < timeout_ms; waited += 250) {
@@ -450,17 +540,41 @@ int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms)
             rc = lp_error_set(LP_ERR(ECHILD), "%s exited while the pipeline started", who);
             break;
         }
-        rc = lp_client_hello(c, 250);
+        rc = role == LMPIPE__ROLE__ROLE_COORDINATOR ? lp_client_hello(c, 250)
+                                                    : lp_client_hello_as(c, role, 250);
         if (rc != LP_ERR(ETIMEDOUT)) break;
     }
     lp_client_destroy(&c);
     return rc;
 }
 
+int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms)
+{
+    if (p->run & LP_PIPELINE_COORDINATOR) return wait_one(p, P_COORD, LMPIPE__ROLE__ROLE_COORDINATOR, timeout_ms);
+    /* A host without the coordinator: each of its services answers. */
+    static const Lmpipe__Role roles[3] = {LMPIPE__ROLE__ROLE_TOKENIZER, LMPIPE__ROLE__ROLE_ENGINE,
+                                          LMPIPE__ROLE__ROLE_SAMPLER};
+    for (int i = P_TOK; i <= P_SAMP; i++) {
+        if (!(p->run & (1u << i))) continue;
+        int rc = wait_one(p, i, roles[i], timeout_ms);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+bool lp_pipeline_runs(const lp_pipeline_t *p, unsigned service) { return (p->run & service) != 0; }
+
+const char *lp_pipeline_service_endpoint(const lp_pipeline_t *p, unsigned service)
+{
+    for (int i = 0; i < P_HTTP; i++)
+        if (service == 1u << i) return i == P_TOK ? p->tok_bind : p->ep[i];
+    return NULL;
+}
+
 static void on_kill_timer(uv_timer_t *t)
 {
     lp_pipeline_t *p = t->data;
-    for (int i = 0; i < P_COUNT; i++)
+    for (int i = p->stop_from; i < P_COUNT; i++)
         if (p->kids[i].running) {
             LP_WARN("lmpipe: %s did not stop in 5 s; killing it", svc_names[i]);
             uv_process_kill(&p->kids[i].proc, SIGKILL);
@@ -476,29 +590,37 @@ int lp_pipeline_stop(lp_pipeline_t *p)
 {
     if (!p || p->stopped) return 0;
     p->stopping = true;
-    /* The coordinator first, so that it stops sending to the others. */
-    for (int i = P_COUNT - 1; i >= 0; i--)
-        if (p->kids[i].running) uv_process_kill(&p->kids[i].proc, SIGTERM);
     uv_timer_t timer;
     uv_timer_init(p->loop, &timer);
     timer.data = p;
-    /* The loop's clock stood still while it was not running: without this
-     * the 5 s would count from the last time it ran. */
-    uv_update_time(p->loop);
-    uv_timer_start(&timer, on_kill_timer, 5000, 0);
-    for (;;) {
-        bool any = false;
-        for (int i = 0; i < P_COUNT; i++) any |= p->kids[i].running;
-        if (!any) break;
-        uv_run(p->loop, UV_RUN_ONCE);
+    /* The gateway and the coordinator first, and gone before the others
+     * are told: the coordinator then neither sends to a stopping service
+     * nor reports it as dropped out. */
+    for (int phase = 0; phase < 2; phase++) {
+        p->stop_from = phase == 0 ? P_COORD : 0;
+        for (int i = P_COUNT - 1; i >= p->stop_from; i--)
+            if (p->kids[i].running) uv_process_kill(&p->kids[i].proc, SIGTERM);
+        /* The loop's clock stood still while it was not running: without
+         * this the 5 s would count from the last time it ran. */
+        uv_update_time(p->loop);
+        uv_timer_start(&timer, on_kill_timer, 5000, 0);
+        for (;;) {
+            bool any = false;
+            for (int i = p->stop_from; i < P_COUNT; i++) any |= p->kids[i].running;
+            if (!any) break;
+            uv_run(p->loop, UV_RUN_ONCE);
+        }
+        uv_timer_stop(&timer);
     }
     uv_close((uv_handle_t *)&timer, NULL);
     if (p->http_timer_open) uv_close((uv_handle_t *)&p->http_timer, NULL);
     p->http_timer_open = false;
     uv_run(p->loop, UV_RUN_NOWAIT); /* the close callbacks */
-    /* What a killed service could not remove. */
-    shm_unlink(p->shm_name);
-    for (int i = 0; i < P_COUNT; i++) unlink_ep(p->ep[i]);
+    /* What a killed service could not remove (only its own: another host's
+     * or another lmpipe up's files stay). */
+    if (p->kids[P_ENG].spawned) shm_unlink(p->shm_name);
+    for (int i = 0; i < P_HTTP; i++)
+        if (p->kids[i].spawned) unlink_ep(i == P_TOK ? p->tok_bind : p->ep[i]);
     if (p->own_run_dir) rmdir(p->run_dir);
     p->stopped = true;
     int rc = 0;

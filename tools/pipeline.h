@@ -12,11 +12,35 @@
 
 #include "config.h"
 
+/* The services, as bits of lp_pipeline_opts_t.only. */
+enum {
+    LP_PIPELINE_TOKENIZER = 1 << 0,
+    LP_PIPELINE_ENGINE = 1 << 1,
+    LP_PIPELINE_SAMPLER = 1 << 2,
+    LP_PIPELINE_COORDINATOR = 1 << 3,
+    LP_PIPELINE_HTTP = 1 << 4,
+};
+
+#define LP_PIPELINE_MAX_GROUPS 64
+
+/* An engine group the coordinator connects to (config group.NAME.*);
+ * the endpoints and keys are borrowed from the config. */
+typedef struct lp_pipeline_group {
+    char name[65];
+    const char *engine, *sampler, *server_key, *sampler_key;
+} lp_pipeline_group_t;
+
 typedef struct lp_pipeline_opts {
     const char *model;
     const char *run_dir;            /* NULL: a new /tmp/lmpipe-XXXXXX */
     const char *endpoint;           /* client API; NULL: ipc://RUN_DIR/coordinator.sock */
-    const char *tokenizer_endpoint; /* NULL: ipc://RUN_DIR/tokenizer.sock, and so on */
+    const char *tokenizer_endpoint; /* NULL: ipc://RUN_DIR/tokenizer.sock, and so on; a
+                                     * list EP,EP: the coordinator's tokenizers
+                                     * (tokenizer-svc binds the first) */
+    lp_pipeline_group_t groups[LP_PIPELINE_MAX_GROUPS]; /* none: engine and sampler endpoints */
+    int n_groups;
+    unsigned only;                  /* LP_PIPELINE_* bits to run; 0: all (the gateway
+                                     * when http_listen is set) */
     const char *engine_endpoint;
     const char *sampler_endpoint;
     const char *sampler_default;    /* sampler-svc's default strategy (JSON); NULL: llama.cpp's */
@@ -48,18 +72,27 @@ typedef struct lp_pipeline lp_pipeline_t;
 /* Fill opts from config keys (deploy/lmpipe.conf); strings are borrowed from
  * the config.  Unknown keys are an error naming the key. */
 int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o);
+/* "engine,sampler" (any of tokenizer, engine, sampler, coordinator, http)
+ * to LP_PIPELINE_* bits; an unknown name is an error naming it. */
+int lp_pipeline_parse_only(const char *list, unsigned *out);
 
 int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out);
 /* The client endpoint; borrowed. */
 const char *lp_pipeline_endpoint(const lp_pipeline_t *p);
 /* Run the loop and say hello until the coordinator answers (0), a child
- * exits, or timeout_ms passes. */
+ * exits, or timeout_ms passes.  Without a coordinator: until each service
+ * started answers a hello. */
 int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms);
 /* The running children's pids (at most cap); returns the count. */
 int lp_pipeline_pids(const lp_pipeline_t *p, int *out, int cap);
+/* Whether this pipeline runs `service` (an LP_PIPELINE_* bit), and the
+ * endpoint it binds (borrowed; NULL for the gateway). */
+bool lp_pipeline_runs(const lp_pipeline_t *p, unsigned service);
+const char *lp_pipeline_service_endpoint(const lp_pipeline_t *p, unsigned service);
 /* A child has exited; *name gets which (borrowed). */
 bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name);
-/* Stop every child (SIGTERM, then SIGKILL after 5 s), wait for them, and
+/* Stop every child (SIGTERM, then SIGKILL after 5 s; the gateway and the
+ * coordinator first, the services once they are gone), wait for them, and
  * remove the files and the segment.  0 when every service exited with
  * status 0 (a clean stop), else LP_ERR(ECHILD) naming the first that did
  * not.  Later calls return 0. */

@@ -91,6 +91,32 @@ static void kinds(lp_sb_t *b, const lp_gw_t *gw, const char *name, const char *h
     for (size_t j = 0; j < n; j++) sample(b, gw, name, label, k[j]->kind, (double)k[j]->n);
 }
 
+/* The coordinator's engine groups: one sample per group of each, labelled
+ * group="NAME". */
+static void groups(lp_sb_t *b, const lp_gw_t *gw, const Lmpipe__StatsReply *s)
+{
+    static const struct { const char *name, *type, *help; } g[] = {
+        {"group_ready", "gauge", "1 when the engine group is ready for new requests."},
+        {"group_slots_used", "gauge", "Engine sequence slots in use, by group."},
+        {"group_slots_total", "gauge", "Engine sequence slots, by group (0 until it has been ready)."},
+        {"group_requests_running", "gauge", "Requests in the group's steps."},
+        {"group_requests_waiting", "gauge", "Requests placed on the group waiting for a slot."},
+        {"group_steps_total", "counter", "Steps sent to the group's engine."},
+        {"group_requests_total", "counter", "Requests placed on the group."},
+        {"group_dropped_total", "counter", "Times the group dropped out."},
+    };
+    for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
+        meta(b, g[k].name, g[k].type, g[k].help);
+        for (size_t i = 0; i < s->n_groups; i++) {
+            const Lmpipe__GroupStats *q = s->groups[i];
+            double v[] = {q->ready, q->slots_used, q->slots_total, (double)q->n_running,
+                          (double)q->n_waiting, (double)q->steps, (double)q->n_requests,
+                          (double)q->n_dropped};
+            sample(b, gw, g[k].name, "group", q->name, v[k]);
+        }
+    }
+}
+
 static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
 {
     metrics_call_t *mc = op->arg;
@@ -134,6 +160,7 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
           s->finish_reasons, s->n_finish_reasons, reasons);
     static const char *const errs[] = {"bad_request", "tokenizer", "engine", "sampler", "internal", NULL};
     kinds(&b, gw, "errors_total", "Errors, by kind.", "kind", s->error_kinds, s->n_error_kinds, errs);
+    groups(&b, gw, s);
     meta(&b, "http_requests_total", "counter", "HTTP responses of this gateway, by status code.");
     static const char *const codes[LP_GW_N_CODES] = {"200", "400", "401", "403", "404", "405", "413", "500", "503"};
     /* This response counts too: it is 200 unless it fails to build. */

@@ -267,6 +267,10 @@ assert n["401"] >= 4 and n["404"] >= 2 and n["405"] >= 2 and n["400"] >= 5 and n
 PY
 gen=$(metric generation_tokens_total)
 [ "${gen:-0}" -gt 0 ] && ok "generation_tokens_total moved ($gen)" || bad "generation_tokens_total: '$gen'"
+grp=$(sed -n 's/^lmpipe:group_requests_total{.*group="default"} //p' "$work/m")
+grep -q '^lmpipe:group_ready{.*group="default"} 1$' "$work/m" && [ "${grp:-0}" -gt 0 ] &&
+    ok "/metrics: engine group 'default' ready, $grp requests placed on it" ||
+    bad "group metrics: $(grep group_ "$work/m" | head -4)"
 
 # ---- a second gateway with small limits, on the same coordinator ----
 P2=$(free_port)
