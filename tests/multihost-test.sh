@@ -18,7 +18,7 @@ shared=$(realpath "$2")
 build=$(realpath "$3")
 model=$shared/models/stories260K.gguf
 golden=$shared/goldens/stories260K.json
-marker_so=$build/sampler-svc/plugins/test-marker.so
+marker_so=$build/sampler-svc/test-marker.so
 
 [ "$(id -u)" = 0 ] || { echo "skip: network namespaces need root"; exit 77; }
 probe=lpprobe$$
@@ -29,7 +29,8 @@ command -v unshare >/dev/null || { echo "skip: no unshare"; exit 77; }
 fail=0
 sfx=$$
 A=lpA$sfx B=lpB$sfx C=lpC$sfx
-work=$(mktemp -d /tmp/lmpipe-multihost.XXXXXX)
+# under the build tree: the plugin folder must have no writable-by-others parent
+work=$(mktemp -d "$build/multihost.XXXXXX")
 chmod 755 "$work"
 kill_ns() { # ns: every process in it, at once (a host that dies)
     local p
@@ -69,11 +70,13 @@ on() { # host cmd...: run on a host (its namespace and hostname)
 for k in hostA hostB hostC client rogue; do "$lmpipe" keygen -o "$work/$k" >/dev/null || exit 1; done
 "$lmpipe" keygen -o "$work/stranger" >/dev/null # a key pair no host knows of
 mkdir -m 700 "$work/plugins"
-cp "$marker_so" "$work/plugins/" 2>/dev/null
+cp "$marker_so" "$work/plugins/" || exit 1
+# the marker plugin's constructor creates this file in the sampler's process
+export LP_TEST_PLUGIN_MARKER=$work/marker-opened
 
 write_configs() { # variant
     local v=$1
-    cat >"$work/a.conf" <<EOF
+    cat >"$work/A.conf" <<EOF
 model = $model
 run_dir = $work/runA
 endpoint = tcp://10.77.1.1:5555
@@ -88,9 +91,9 @@ group.c.engine = tcp://10.77.2.2:5557
 group.c.server_key = $work/hostC.pub
 EOF
     if [ "$v" = 1 ]; then
-        echo "group.c.sampler = tcp://10.77.2.2:5558" >>"$work/a.conf"
+        echo "group.c.sampler = tcp://10.77.2.2:5558" >>"$work/A.conf"
     else # group c's sampler on host A: its rows cross hosts inline
-        cat >>"$work/a.conf" <<EOF
+        cat >>"$work/A.conf" <<EOF
 group.c.sampler = tcp://10.77.2.1:5560
 group.c.sampler_key = $work/hostA.pub
 sampler.endpoint = tcp://10.77.2.1:5560
@@ -137,7 +140,8 @@ group_field() { # stats-text group field: "requests 8" -> 8; "rows ring" -> ring
 }
 
 wait_ready() { # seconds: the coordinator answers and both groups are ready
-    for _ in $(seq 1 $(($1 * 5))); do
+    local end=$((SECONDS + $1))
+    while [ $SECONDS -lt $end ]; do
         st=$(cstats)
         [ "$(echo "$st" | grep -c '^group [bc]: ready')" = 2 ] && return 0
         sleep 0.2
@@ -217,7 +221,7 @@ write_configs 1
 start_host B engine,sampler
 start_host C engine,sampler
 start_host A tokenizer,coordinator,http
-if wait_ready 60; then
+if wait_ready 20; then
     check_goldens "variant 1"
     check_spread "variant 1"
 
@@ -238,22 +242,32 @@ if wait_ready 60; then
     segs=$(on B sh -c "ls /dev/shm | grep -c lmpipe" 2>/dev/null)
     [ "${segs:-0}" -ge 1 ] && echo "ok: host B's ring is a /dev/shm segment" || { echo "FAIL: no ring on host B"; fail=1; }
 
-    # control: admins only, plugins from the folder only
-    on A timeout 10 "$lmpipe" sampler --endpoint "$coord" --curve-key "$work/client.key" \
-        --server-key "$work/hostA.pub" set '{"temperature": 0.1}' >"$work/ctl.out" 2>&1 &&
+    # control: admins only (through the coordinator and at a sampler), and
+    # plugins only from the plugin folder
+    ctl() { # host key endpoint server-key-name command...
+        local h=$1 key=$2 ep=$3 srv=$4
+        shift 4
+        on "$h" timeout 15 "$lmpipe" sampler --endpoint "$ep" --curve-key "$work/$key.key" \
+            --server-key "$work/$srv.pub" "$@" >"$work/ctl.out" 2>&1
+    }
+    ctl A client "$coord" hostA set '{"temperature": 0.1}' &&
         { echo "FAIL: a non-admin's SamplerControl was taken: $(cat "$work/ctl.out")"; fail=1; } ||
-        echo "ok: a non-admin's SamplerControl is refused: $(tail -1 "$work/ctl.out")"
-    on B timeout 10 "$lmpipe" sampler --endpoint tcp://10.77.1.2:5558 --curve-key "$work/client.key" \
-        --server-key "$work/hostB.pub" get >"$work/ctl.out" 2>&1 &&
-        { echo "FAIL: host B's sampler answered a non-admin: $(cat "$work/ctl.out")"; fail=1; } ||
-        echo "ok: host B's sampler refuses a non-admin"
-    export LP_TEST_PLUGIN_MARKER=$work/marker-opened
+        { grep -q "only admins" "$work/ctl.out" && echo "ok: a non-admin's SamplerControl is refused: $(tail -1 "$work/ctl.out")" ||
+          { echo "FAIL: non-admin control: $(cat "$work/ctl.out")"; fail=1; }; }
+    ctl A stranger tcp://10.77.1.2:5558 hostB get &&
+        { echo "FAIL: host B's sampler answered a stranger: $(cat "$work/ctl.out")"; fail=1; } ||
+        echo "ok: host B's sampler gives a stranger nothing"
+    ctl A hostA "$coord" hostA get && echo "ok: the admin key's control goes through" ||
+        { echo "FAIL: admin control: $(cat "$work/ctl.out")"; fail=1; }
     cp "$marker_so" "$work/outside.so"
-    on A timeout 10 "$lmpipe" sampler --endpoint "$coord" --curve-key "$work/hostA.key" \
-        --server-key "$work/hostA.pub" load "$work/outside.so" >"$work/ctl.out" 2>&1 &&
+    ctl A hostA "$coord" hostA load "$work/outside.so" &&
         { echo "FAIL: a plugin outside the plugin folder loaded: $(cat "$work/ctl.out")"; fail=1; } ||
         echo "ok: a plugin path outside the folder is refused: $(tail -1 "$work/ctl.out")"
     [ -e "$work/marker-opened" ] && { echo "FAIL: the refused plugin was opened"; fail=1; }
+    ctl A hostA "$coord" hostA load test-marker.so && [ -e "$work/marker-opened" ] &&
+        echo "ok: the same plugin loads from the plugin folder (its constructor ran)" ||
+        { echo "FAIL: the plugin in the folder: $(cat "$work/ctl.out")"; fail=1; }
+    ctl A hostA "$coord" hostA rollback >/dev/null || { echo "FAIL: rollback: $(cat "$work/ctl.out")"; fail=1; }
 
     # host C dies mid-run: only its requests fail, group b serves on
     gp=()
@@ -292,7 +306,7 @@ write_configs 2
 start_host B engine,sampler
 start_host C engine
 start_host A tokenizer,coordinator,http,sampler
-if wait_ready 60; then
+if wait_ready 20; then
     st=$(cstats)
     [ "$(group_field "$st" b rows)" = ring ] && [ "$(group_field "$st" c rows)" = inline ] &&
         echo "ok (variant 2): group b uses its ring, group c's rows travel inline to host A" ||

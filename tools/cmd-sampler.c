@@ -18,8 +18,9 @@
     "                           sampler-svc's --plugin-dir (PATH relative to it)\n"    \
     "  unload NAME              unload a plugin\n"                                     \
     "  rollback                 go back to the strategy before the last change\n"      \
-    "  EP is sampler-svc's endpoint (ipc://RUN_DIR/sampler.sock under lmpipe up).\n"   \
-    "  Over tcp:// the key must be in the sampler's curve.admin (docs/SECURITY.md)."
+    "  EP is sampler-svc's endpoint (ipc://RUN_DIR/sampler.sock under lmpipe up), or\n" \
+    "  the coordinator's, which passes the command to every engine group's sampler.\n" \
+    "  Over tcp:// the key must be in the service's curve.admin (docs/SECURITY.md)."
 
 /* Append s as a JSON string to the message being built. */
 static int quoted(char *buf, size_t cap, size_t *n, const char *s)

@@ -3,6 +3,7 @@
 
 #include "client.h"
 #include "error.h"
+#include "hello.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +25,16 @@ int lp_sampler_ctl_curve(const char *endpoint, const char *key_path, const char 
     lp_client_t *c;
     int rc = lp_client_new_curve(endpoint, key_path, server_key, &c);
     if (rc) return rc;
-    if ((rc = lp_client_hello_as(c, LMPIPE__ROLE__ROLE_SAMPLER, timeout_ms))) {
-        lp_error_prefix("sampler-svc at %s: ", endpoint);
+    /* sampler-svc itself, or the coordinator, which passes the message to
+     * every group's sampler and answers with their reply. */
+    if ((rc = lp_client_hello_as(c, LMPIPE__ROLE__ROLE_UNKNOWN, timeout_ms))) {
+        lp_error_prefix("%s: ", endpoint);
+        goto out;
+    }
+    Lmpipe__Role role = lp_client_server_hello(c)->role;
+    if (role != LMPIPE__ROLE__ROLE_SAMPLER && role != LMPIPE__ROLE__ROLE_COORDINATOR) {
+        rc = lp_error_set(LP_ERR(EPROTO), "%s: %s is neither sampler-svc nor the coordinator", endpoint,
+                          lp_role_name(role));
         goto out;
     }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
