@@ -42,16 +42,17 @@ static void on_check(uv_timer_t *t)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmpipe up [--config F] [--model M] [--endpoint EP] [--no-shm]\n"
-               "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...]\n"
+               "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...] [--nats URL]\n"
                "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n"
-               "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md).\n");
+               "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md);\n"
+               "--nats (or nats.url in the config) the NATS JetStream bridge (lmpipe-nats, docs/NATS.md).\n");
 }
 
 int lp_cmd_up(int argc, char **argv)
 {
     lp_pipeline_opts_t o = {0};
     lp_config_t *cfg = NULL;
-    const char *model = NULL, *endpoint = NULL, *http = NULL;
+    const char *model = NULL, *endpoint = NULL, *http = NULL, *nats = NULL;
     char api_keys[4096] = "", admin_keys[4096] = "";
     bool no_shm = false;
     for (int i = 1; i < argc; i++) {
@@ -65,6 +66,7 @@ int lp_cmd_up(int argc, char **argv)
         else if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
         else if (!strcmp(argv[i], "--no-shm")) no_shm = true;
         else if (!strcmp(argv[i], "--http") && i + 1 < argc) http = argv[++i];
+        else if (!strcmp(argv[i], "--nats") && i + 1 < argc) nats = argv[++i];
         else if ((!strcmp(argv[i], "--api-key") || !strcmp(argv[i], "--admin-key")) && i + 1 < argc) {
             char *list = argv[i][3] == 'p' ? api_keys : admin_keys;
             const char *key = argv[++i];
@@ -93,6 +95,7 @@ int lp_cmd_up(int argc, char **argv)
     if (endpoint) o.endpoint = endpoint;
     if (no_shm) o.no_shm = true;
     if (http) o.http_listen = http;
+    if (nats) o.nats[0] = nats; /* nats.url */
     if (api_keys[0]) o.http_api_keys = api_keys;
     if (admin_keys[0]) o.http_admin_keys = admin_keys;
 
@@ -114,6 +117,7 @@ int lp_cmd_up(int argc, char **argv)
     } else {
         printf("lmpipe up: ready on %s\n", lp_pipeline_endpoint(s.p));
         if (o.http_listen) printf("lmpipe up: HTTP on http://%s\n", o.http_listen);
+        if (o.nats[0]) printf("lmpipe up: NATS bridge to %s\n", o.nats[0]);
         fflush(stdout);
         uv_timer_init(&loop, &s.check);
         s.check.data = &s;

@@ -12,6 +12,8 @@
 
 #include "config.h"
 
+#define LP_PIPELINE_NATS_KEYS 24
+
 typedef struct lp_pipeline_opts {
     const char *model;
     const char *run_dir;            /* NULL: a new /tmp/lmpipe-XXXXXX */
@@ -28,6 +30,9 @@ typedef struct lp_pipeline_opts {
     const char *http_api_keys;
     const char *http_admin_keys;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
+    /* lmpipe-nats: started when nats[0] (nats.url) is set; the values of the
+     * nats.* config keys in pipeline.c's order, NULL when not given. */
+    const char *nats[LP_PIPELINE_NATS_KEYS];
 } lp_pipeline_opts_t;
 
 typedef struct lp_pipeline lp_pipeline_t;

@@ -5,7 +5,7 @@
 // running `lmpipe up`), MODEL, WORK (a scratch folder).
 import { spawn, execFileSync } from 'node:child_process';
 import { createServer } from 'node:net';
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { writeFileSync, mkdirSync, appendFileSync } from 'node:fs';
 import { connect, headers, StringCodec } from 'nats';
 
 export const env = {};
@@ -82,7 +82,7 @@ export function bridge(name, url, args = []) {
         br.starts++;
         br.proc = spawn(env.LMPIPE_NATS, ['--coordinator', env.COORD, '--url', url, ...args],
                         { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LMPIPE_LOG: 'info' } });
-        br.proc.stderr.on('data', (d) => { br.log += d; });
+        br.proc.stderr.on('data', (d) => { br.log += d; appendFileSync(`${env.WORK}/bridge-${name}.log`, d); });
     };
     br.ready = () => waitFor(() => /consuming .* at most \d+ unacked/.test(br.log), 20000, `the bridge ${name} to consume`);
     br.kill = async (sig = 'SIGKILL') => {

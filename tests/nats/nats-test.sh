@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs one of the NATS bridge's node tests (bridge-test.mjs, drain-test.mjs,
-# fault-test.mjs) against `lmpipe up` on stories260K: the node script starts
+# fault-test.mjs, up-test.mjs) against `lmpipe up` on stories260K: the node script starts
 # its own nats-server -js on loopback and the bridge.  Skips (77) only where
 # nats-server or the bridge (built where libnats-dev is installed) is absent.
 # usage: nats-test.sh LMPIPE LMPIPE_NATS SHARED_DIR SCRIPT.mjs [lmpipe up flags...]
@@ -19,14 +19,17 @@ work=$(mktemp -d /tmp/lmpipe-nats-test.XXXXXX)
 up=
 trap '[ -n "$up" ] && kill -TERM $up 2>/dev/null && wait $up; rm -rf "$work"' EXIT
 model=$shared/models/stories260K.gguf
-"$lmpipe" up --model "$model" --endpoint "ipc://$work/client.sock" "$@" >"$work/up.out" 2>"$work/up.err" &
-up=$!
-for _ in $(seq 1 300); do
-    grep -q "^lmpipe up: ready on" "$work/up.out" && break
-    kill -0 $up 2>/dev/null || break
-    sleep 0.1
-done
-grep -q "^lmpipe up: ready on" "$work/up.out" || { echo "FAIL: lmpipe up: $(cat "$work/up.out" "$work/up.err")"; exit 1; }
+# up-test.mjs starts its own `lmpipe up --config`.
+if [ "$script" != up-test.mjs ]; then
+    "$lmpipe" up --model "$model" --endpoint "ipc://$work/client.sock" "$@" >"$work/up.out" 2>"$work/up.err" &
+    up=$!
+    for _ in $(seq 1 300); do
+        grep -q "^lmpipe up: ready on" "$work/up.out" && break
+        kill -0 $up 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "^lmpipe up: ready on" "$work/up.out" || { echo "FAIL: lmpipe up: $(cat "$work/up.out" "$work/up.err")"; exit 1; }
+fi
 LMPIPE=$lmpipe LMPIPE_NATS=$bridge COORD="ipc://$work/client.sock" MODEL=$model WORK=$work \
     GOLDENS=$shared/goldens timeout 600 node "$here/$script"
 rc=$?
