@@ -864,7 +864,9 @@ int lp_nb_start(uv_loop_t *loop, const lp_nb_opts_t *o, lp_nb_t **out)
     nb->async.data = nb;
     uv_timer_init(loop, &nb->timer);
     nb->timer.data = nb;
-    uv_timer_start(&nb->timer, on_timer, 100, 250);
+    /* a tick of at most a quarter of AckWait, so that +WPI goes out in time */
+    uint64_t tick = o->ack_wait_ms / 4 < 250 ? (uint64_t)o->ack_wait_ms / 4 : 250;
+    uv_timer_start(&nb->timer, on_timer, tick, tick);
     *out = nb;
     return 0;
 fail:

@@ -3,15 +3,17 @@
 // stories260K goldens (llama.cpp /completion, OpenAI completions and chat
 // bodies), every kind of bad request gets an error event and is terminated
 // with the bridge unharmed, Nats-Msg-Id deduplicates, and sampler control
-// is refused to users not named in the config.
-// Environment: lib.mjs's, and GOLDENS.
+// is refused to users not named in the config, and a generation longer
+// than AckWait is kept in progress.
+// Environment: lib.mjs's, GOLDENS, and PACE (tests/http/pace-plugin.c built).
 import { readFileSync } from 'node:fs';
 import { env, check, done, sc, sleep, natsServer, bridge, client, request, Collector, runText, detok,
          streamState, waitFor } from './lib.mjs';
 
+if (!process.env.PACE) { console.log('FAIL: PACE (the pace plugin) is not set'); process.exit(1); }
 const golden = JSON.parse(readFileSync(`${process.env.GOLDENS}/stories260K.json`, 'utf8'));
 const srv = await natsServer('main');
-const br = bridge('main', srv.url, ['--max-body', '16384', '--control-user', '*']);
+const br = bridge('main', srv.url, ['--max-body', '16384', '--control-user', '*', '--ack-wait-ms', '300']);
 const nc = await client(srv.url);
 const js = nc.jetstream();
 const col = new Collector();
@@ -126,6 +128,24 @@ try {
         check(r.version !== undefined || r.params !== undefined || r.ok === true, 'control get with --control-user *: the strategy', r);
         const e = JSON.parse(sc.decode((await nc.request('lmpipe.control.sampler', sc.encode('nope'), { timeout: 5000 })).data));
         check(e.ok === false && e.error.code === 'invalid_request', 'control with a body that is not JSON: refused', e);
+    }
+
+    // ---- a generation many times AckWait (300 ms) long: +WPI keeps it from redelivery ----
+    {
+        // stories260K makes thousands of tokens a second: tests/http/pace-plugin.c,
+        // loaded over the bus, holds each token for 2 ms
+        const ctl = async (o) => JSON.parse(sc.decode((await nc.request('lmpipe.control.sampler', sc.encode(JSON.stringify(o)), { timeout: 5000 })).data));
+        const l = await ctl({ op: 'load', path: process.env.PACE, config: '2000' });
+        check(l.ok === true, 'control load of the pace plugin over the bus', l);
+        const t0 = Date.now();
+        const { id } = await ask({ prompt: 'Once upon a time', n_predict: 600, ignore_eos: true, temperature: 0 });
+        const f = await finalOf(id);
+        const ms = Date.now() - t0;
+        const st = await streamState(nc);
+        check(f.usage.completion_tokens === 600 && ms > 1000 && st.redelivered === 0 && col.reqs.get(id).dups === 0,
+              `a ${ms} ms generation with AckWait 300 ms is not redelivered (+WPI)`, { ms, st, tokens: f.usage.completion_tokens });
+        const u = await ctl({ op: 'unload', name: 'pace' });
+        check(u.ok === true, 'control unload of the pace plugin', u);
     }
 } catch (e) {
     check(false, 'bridge-test ran to the end', String(e.stack || e));
