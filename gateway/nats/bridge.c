@@ -39,6 +39,7 @@ struct job {
     char *id, *reply, *ack;
     uint64_t sseq;
     uint32_t seq;        /* the next event's */
+    int epoch;           /* nb->disconnects when it started */
     double last_wpi_ms;
 };
 
@@ -66,10 +67,14 @@ struct lp_nb {
     int work_rc;
     char work_err[512];
     atomic_int need_setup; /* at start and after every reconnect */
+    atomic_int disconnects;
     int cap;               /* MaxAckPending */
     job_t *jobs;
     int n_jobs;
-    uint64_t done[DONE_RING];
+    struct {
+        uint64_t sseq;
+        int epoch; /* nb->disconnects when it was acked */
+    } done[DONE_RING];
     size_t done_pos;
 };
 
@@ -128,14 +133,25 @@ static void publish_error(lp_nb_t *nb, const char *reply, const char *id, uint32
 
 static void remember_done(lp_nb_t *nb, uint64_t sseq)
 {
-    nb->done[nb->done_pos++ % DONE_RING] = sseq;
+    size_t i = nb->done_pos++ % DONE_RING;
+    nb->done[i].sseq = sseq;
+    nb->done[i].epoch = atomic_load(&nb->disconnects);
 }
 
+/* Answered, and no connection lost since: its events and ack reached the server. */
 static bool was_done(const lp_nb_t *nb, uint64_t sseq)
 {
     for (size_t i = 0; i < DONE_RING; i++)
-        if (nb->done[i] == sseq) return true;
+        if (nb->done[i].sseq == sseq) return nb->done[i].epoch == atomic_load(&nb->disconnects);
     return false;
+}
+
+/* Events published before a connection was lost may be lost with it (they
+ * were written to the old socket): such a request is generated again. */
+static bool tainted(const job_t *j)
+{
+    return j->epoch != atomic_load(&j->nb->disconnects) ||
+           natsConnection_Status(j->nb->nc) != NATS_CONN_STATUS_CONNECTED;
 }
 
 static void job_free(job_t *j)
@@ -200,6 +216,13 @@ static void on_final(job_t *j, const Lmpipe__FinalEvent *f)
         bool bad = j->seq == 0 && (strstr(msg, "the context holds") || strstr(msg, "chat_template"));
         publish_error(nb, j->reply, j->id, j->seq, bad ? "invalid_request" : "internal", msg);
         job_end(j, "+TERM");
+        return;
+    }
+    if (tainted(j)) {
+        /* Not acked: AckWait gives it to a bridge again.  (A -NAK of a delivery
+         * made before the server restarted can leave it stuck in nats-server 2.9.) */
+        LP_INFO("request %s finished across a lost NATS connection: it will be generated again", j->id);
+        job_free(j);
         return;
     }
     lp_sb_t b = {0};
@@ -414,6 +437,7 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
     j->op.on_msg = on_job_msg;
     j->ack = strdup(ack_subj);
     j->last_wpi_ms = lp_now_ms();
+    j->epoch = atomic_load(&nb->disconnects);
     const char *h = NULL;
     char idbuf[64];
     if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &h) == NATS_OK && h && h[0]) j->id = strdup(h);
@@ -639,6 +663,8 @@ static void on_async(uv_async_t *a)
 
 static void on_disconnected(natsConnection *nc, void *arg)
 {
+    lp_nb_t *nb = arg;
+    atomic_fetch_add(&nb->disconnects, 1);
     LP_WARN("disconnected from NATS; reconnecting");
 }
 

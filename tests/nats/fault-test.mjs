@@ -20,7 +20,14 @@ const js = nc.jetstream();
 const col = new Collector();
 const idOfSeq = new Map(); // stream sequence -> request id
 let acks = 0, early = [];
-nc.subscribe('lmpipe.test.fault.>', { callback: (err, m) => col.add(JSON.parse(sc.decode(m.data))) });
+let trigger = null; // {ids, k, n, resolve}: resolves at the k-th token event of a round
+nc.subscribe('lmpipe.test.fault.>', {
+    callback: (err, m) => {
+        const e = JSON.parse(sc.decode(m.data));
+        col.add(e);
+        if (trigger && trigger.ids.has(e.id) && ++trigger.n >= trigger.k && !e.final) { trigger.resolve(); trigger = null; }
+    },
+});
 nc.subscribe('$JS.ACK.LMPIPE_REQ.>', {
     callback: (err, m) => {
         const what = sc.decode(m.data);
@@ -41,17 +48,19 @@ try {
     let n = 0, midKills = 0;
     for (let round = 0; round < ROUNDS; round++) {
         const ids = [];
+        // a random moment of the round's generations: its k-th token event
+        const t = { ids: new Set(), k: rnd(1, Math.floor(PER_ROUND * N_PREDICT * 0.7)), n: 0 };
+        const hit = new Promise((resolve) => { t.resolve = resolve; });
+        trigger = t;
         for (let i = 0; i < PER_ROUND; i++, n++) {
             const id = `f${n}`;
             ids.push(id);
+            t.ids.add(id);
             const pa = await request(js, { prompt: prompts[n % prompts.length], n_predict: N_PREDICT, temperature: 0 },
                                      { id, reply: `lmpipe.test.fault.${id}` });
             idOfSeq.set(pa.seq, id);
         }
-        // a random moment of the round's generations: after k of its token events
-        const k = rnd(1, Math.floor(PER_ROUND * N_PREDICT * 0.7));
-        const seen = () => ids.reduce((s, id) => s + (col.reqs.get(id)?.events ?? 0), 0);
-        await waitFor(() => seen() >= k, 30000, `${k} events of round ${round}`);
+        await hit;
         const started = ids.filter((id) => col.reqs.get(id) && !col.reqs.get(id).final).length;
         await br.kill('SIGKILL');
         if (started > 0) midKills++;
@@ -103,9 +112,13 @@ try {
     const out = new Collector();
     await waitFor(async () => {
         const c = new Collector();
-        const oc = await js.consumers.get('LMPIPE_EVT');
-        const it = await oc.fetch({ max_messages: 100000, expires: 1000 });
-        for await (const m of it) c.add(JSON.parse(sc.decode(m.data)));
+        try {
+            const oc = await js.consumers.get('LMPIPE_EVT');
+            const it = await oc.fetch({ max_messages: 100000, expires: 1000 });
+            for await (const m of it) c.add(JSON.parse(sc.decode(m.data)));
+        } catch (e) {
+            return false; // the client may still be reconnecting, or JetStream starting: again
+        }
         out.reqs = c.reqs;
         return ids.every((id) => c.reqs.get(id)?.final);
     }, 60000, 'every request in the output stream').catch((e) => console.log(String(e)));
