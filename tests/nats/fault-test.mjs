@@ -9,7 +9,11 @@
 //      the requests in flight finish and are answered, and their events
 //      reach the output stream (--events-stream) for a consumer that
 //      reconnects later than the bridge.
-import { check, done, sc, sleep, natsServer, bridge, client, request, Collector, runText, streamState, waitFor } from './lib.mjs';
+//   3. the pipeline (lmpipe up) stopped mid-run and started again: the
+//      bridge naks requests with a delay while it is away, and every
+//      request is answered once it is back.
+import { spawn } from 'node:child_process';
+import { env, check, done, sc, sleep, natsServer, bridge, client, request, Collector, runText, streamState, waitFor } from './lib.mjs';
 
 const ROUNDS = 10, PER_ROUND = 24, N_PREDICT = 64;
 const prompts = ['Once upon a time', 'Lily and Tom went to the park', 'One day, a little boy named Tim', 'The cat'];
@@ -19,7 +23,8 @@ const nc = await client(srv.url);
 const js = nc.jetstream();
 const col = new Collector();
 const idOfSeq = new Map(); // stream sequence -> request id
-let acks = 0, early = [];
+let acks = 0, naks = 0, early = [];
+const naked = new Map(); // request id -> -NAKs
 let trigger = null; // {ids, k, n, resolve}: resolves at the k-th token event of a round
 nc.subscribe('lmpipe.test.fault.>', {
     callback: (err, m) => {
@@ -31,9 +36,10 @@ nc.subscribe('lmpipe.test.fault.>', {
 nc.subscribe('$JS.ACK.LMPIPE_REQ.>', {
     callback: (err, m) => {
         const what = sc.decode(m.data);
-        if (!what.startsWith('+ACK') && !what.startsWith('+TERM')) return;
         const t = m.subject.split('.');
         const sseq = Number(t.length === 9 ? t[5] : t[7]);
+        if (what.startsWith('-NAK')) { naks++; naked.set(idOfSeq.get(sseq), (naked.get(idOfSeq.get(sseq)) ?? 0) + 1); }
+        if (!what.startsWith('+ACK') && !what.startsWith('+TERM')) return;
         const id = idOfSeq.get(sseq);
         acks++;
         if (!id || !col.reqs.get(id)?.final) early.push({ sseq, id, what });
@@ -131,6 +137,66 @@ try {
 } catch (e) {
     check(false, 'the outage part ran to the end', String(e.stack || e));
 }
+await br.kill('SIGTERM');
+
+// ---- 3: the pipeline goes away and comes back: requests wait, naked with a delay ----
+let up = null;
+try {
+    const ep = `ipc://${env.WORK}/p3.sock`;
+    const startUp = async () => {
+        const p = spawn(env.LMPIPE, ['up', '--model', env.MODEL, '--endpoint', ep], { stdio: ['ignore', 'pipe', 'ignore'] });
+        let out = '';
+        p.stdout.on('data', (d) => { out += d; });
+        await waitFor(() => /ready on/.test(out), 30000, 'lmpipe up');
+        return p;
+    };
+    up = await startUp();
+    br = bridge('pipeline', srv.url, args, ep);
+    await br.ready();
+    const ids = [];
+    const t = { ids: new Set(), k: rnd(1, 16 * N_PREDICT / 2), n: 0 };
+    const hit = new Promise((resolve) => { t.resolve = resolve; });
+    trigger = t;
+    for (let i = 0; i < 24; i++) {
+        const id = `p${i}`;
+        ids.push(id);
+        t.ids.add(id);
+        const pa = await request(js, { prompt: prompts[i % prompts.length], n_predict: N_PREDICT, temperature: 0 }, { id, reply: `lmpipe.test.fault.${id}` });
+        idOfSeq.set(pa.seq, id);
+    }
+    await hit;
+    const running = ids.filter((id) => col.reqs.get(id) && !col.reqs.get(id).final);
+    const exited = new Promise((r) => up.once('exit', r));
+    up.kill('SIGTERM');
+    await exited;
+    const naks0 = naks;
+    const late = [];
+    for (let i = 24; i < 32; i++) {
+        const id = `p${i}`;
+        ids.push(id);
+        late.push(id);
+        const pa = await request(js, { prompt: prompts[i % prompts.length], n_predict: N_PREDICT, temperature: 0 }, { id, reply: `lmpipe.test.fault.${id}` });
+        idOfSeq.set(pa.seq, id);
+    }
+    // The running ones fail when the coordinator has been silent for 5 s, are
+    // naked, and come back every 200 ms (--nak-delay-ms) to be naked again.
+    const nakedOften = () => running.every((id) => (naked.get(id) ?? 0) >= 3);
+    await waitFor(nakedOften, 20000, 'naks while the pipeline is away').catch(() => {});
+    check(running.length > 0 && nakedOften() && late.every((id) => !col.reqs.get(id)) && running.every((id) => !col.reqs.get(id).final),
+          `while the pipeline is away the bridge naks the ${running.length} requests it was running, again and again (${naks - naks0} -NAK), answering none`,
+          running.map((id) => naked.get(id) ?? 0));
+    up = await startUp();
+    await waitFor(() => ids.every((id) => col.reqs.get(id)?.final), 60000, 'the answers after the pipeline came back').catch(() => {});
+    let right = 0;
+    ids.forEach((id, i) => { if (col.text(id) === want[i % prompts.length]) right++; });
+    check(right === ids.length, `after the pipeline came back all ${ids.length} requests are answered, texts equal lmpipe run's`, { right });
+    await waitFor(async () => (await streamState(nc)).msgs === 0, 10000, 'an empty stream').catch(() => {});
+    const st = await streamState(nc);
+    check(st.msgs === 0 && st.ackPending === 0, 'the request stream is empty after the pipeline restart', st);
+} catch (e) {
+    check(false, 'the pipeline part ran to the end', String(e.stack || e));
+}
+if (up) up.kill('SIGTERM');
 await nc.close();
 await br.kill('SIGTERM');
 await srv.stop();

@@ -76,11 +76,11 @@ export async function natsServer(name, { port, conf } = {}) {
 }
 
 // The bridge; `args` are extra flags.  Its stderr goes to WORK/bridge-<name>.log.
-export function bridge(name, url, args = []) {
+export function bridge(name, url, args = [], coord = env.COORD) {
     const br = { proc: null, log: '', starts: 0 };
     br.start = () => {
         br.starts++;
-        br.proc = spawn(env.LMPIPE_NATS, ['--coordinator', env.COORD, '--url', url, ...args],
+        br.proc = spawn(env.LMPIPE_NATS, ['--coordinator', coord, '--url', url, ...args],
                         { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LMPIPE_LOG: 'info' } });
         br.proc.stderr.on('data', (d) => { br.log += d; appendFileSync(`${env.WORK}/bridge-${name}.log`, d); });
     };
