@@ -35,7 +35,19 @@ try {
     const st0 = await streamState(nc);
     check(st0.msgs === N, `${N} requests wait in the stream`, st0);
     br = bridge('drain', srv.url);
+    // the consumer's unacked deliveries, sampled while the queue drains
+    let maxAckPending = 0, samples = 0, sampling = true;
+    const jsm = await nc.jetstreamManager();
+    const sampler = (async () => {
+        while (sampling) {
+            const ci = await jsm.consumers.info('LMPIPE_REQ', 'lmpipe-bridge').catch(() => null);
+            if (ci) { maxAckPending = Math.max(maxAckPending, ci.num_ack_pending); samples++; }
+            await new Promise((r) => setTimeout(r, 5));
+        }
+    })();
     await col.waitFinals(N, 240000);
+    sampling = false;
+    await sampler;
     const secs = (Date.now() - t0) / 1000;
     console.log(`drained ${N} requests in ${secs.toFixed(1)} s`);
     let once = 0, right = 0;
@@ -46,7 +58,8 @@ try {
     }
     check(once === N, `each of the ${N} requests is answered exactly once (${N_PREDICT} token events and one final)`, { once });
     check(right === N, `each text equals lmpipe run's`, { right });
-    check(maxRunning <= 16 && maxRunning >= 16, `at most 16 requests in flight, and 16 reached (max seen ${maxRunning})`, maxRunning);
+    check(maxRunning <= 16 && maxRunning >= 16, `at most 16 requests generating at once, and 16 reached (max seen ${maxRunning})`, maxRunning);
+    check(maxAckPending === 16, `at most 16 requests delivered and unacked (MaxAckPending), and 16 reached (max of ${samples} samples: ${maxAckPending})`, maxAckPending);
     await waitFor(async () => (await streamState(nc)).msgs === 0, 10000, 'an empty stream').catch(() => {});
     const st = await streamState(nc);
     check(st.msgs === 0 && st.ackPending === 0 && st.redelivered === 0, 'the stream is empty, nothing unacked or redelivered', st);
