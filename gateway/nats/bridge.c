@@ -68,6 +68,7 @@ struct lp_nb {
     char work_err[512];
     atomic_int need_setup; /* at start and after every reconnect */
     atomic_int disconnects;
+    atomic_bool closing;
     int cap;               /* MaxAckPending */
     job_t *jobs;
     int n_jobs;
@@ -665,7 +666,7 @@ static void on_disconnected(natsConnection *nc, void *arg)
 {
     lp_nb_t *nb = arg;
     atomic_fetch_add(&nb->disconnects, 1);
-    LP_WARN("disconnected from NATS; reconnecting");
+    if (!atomic_load(&nb->closing)) LP_WARN("disconnected from NATS; reconnecting");
 }
 
 static void on_reconnected(natsConnection *nc, void *arg)
@@ -912,6 +913,7 @@ void lp_nb_stop(lp_nb_t *nb)
     if (nb->req_sub) natsSubscription_Destroy(nb->req_sub);
     if (nb->ctl_sub) natsSubscription_Destroy(nb->ctl_sub);
     nb->req_sub = nb->ctl_sub = NULL;
+    atomic_store(&nb->closing, true);
     natsConnection_Close(nb->nc);
     uv_close((uv_handle_t *)&nb->async, NULL);
     lp_gw_link_stop(nb->gw);
