@@ -19,9 +19,11 @@
 #include "log.h"
 #include "sysinfo.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DONE_RING 4096 /* stream sequences answered lately: a late redelivery is acked again */
 
@@ -828,23 +830,30 @@ static int opt_fail(natsStatus s, const char *what)
 static int make_options(lp_nb_t *nb)
 {
     const lp_nb_opts_t *o = &nb->o;
+    /* nats.c reads some of these only when it connects, and a connection that
+     * fails is retried forever: a missing file is said now. */
+    const char *files[][2] = {{"--creds", o->creds}, {"--nkey-seed", o->nkey_seed}, {"--tls-ca", o->tls_ca},
+                              {"--tls-cert", o->tls_cert}, {"--tls-key", o->tls_key}};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        if (files[i][1] && access(files[i][1], R_OK) != 0)
+            return lp_error_set(LP_ERR(errno), "%s %s: %s", files[i][0], files[i][1], strerror(errno));
     natsOptions *no = NULL;
     natsStatus s = natsOptions_Create(&no);
     if (s != NATS_OK) return lp_error_set(LP_ERR(ENOMEM), "NATS options: %s", natsStatus_GetText(s));
     nb->nopts = no;
     /* the URL list: comma-separated, as nats.c takes it */
-    if ((s = natsOptions_SetURL(no, o->urls)) != NATS_OK) return opt_fail(s, "nats.url");
+    if ((s = natsOptions_SetURL(no, o->urls)) != NATS_OK) return opt_fail(s, "--url");
     if (o->creds && (s = natsOptions_SetUserCredentialsFromFiles(no, o->creds, NULL)) != NATS_OK)
-        return opt_fail(s, "nats.creds");
+        return opt_fail(s, "--creds");
     if (o->nkey_seed && (s = natsOptions_SetNKeyFromSeed(no, o->user, o->nkey_seed)) != NATS_OK)
-        return opt_fail(s, "nats.nkey_seed");
+        return opt_fail(s, "--nkey-seed");
     if (!o->nkey_seed && o->user && (s = natsOptions_SetUserInfo(no, o->user, o->password)) != NATS_OK)
-        return opt_fail(s, "nats.user");
-    if (o->tls && (s = natsOptions_SetSecure(no, true)) != NATS_OK) return opt_fail(s, "nats.tls");
+        return opt_fail(s, "--user");
+    if (o->tls && (s = natsOptions_SetSecure(no, true)) != NATS_OK) return opt_fail(s, "--tls");
     if (o->tls_ca && (s = natsOptions_LoadCATrustedCertificates(no, o->tls_ca)) != NATS_OK)
-        return opt_fail(s, "nats.tls_ca");
+        return opt_fail(s, "--tls-ca");
     if ((o->tls_cert || o->tls_key) && (s = natsOptions_LoadCertificatesChain(no, o->tls_cert, o->tls_key)) != NATS_OK)
-        return opt_fail(s, "nats.tls_cert/nats.tls_key");
+        return opt_fail(s, "--tls-cert/--tls-key");
     natsOptions_SetName(no, "lmpipe-nats");
     natsOptions_SetMaxReconnect(no, -1);
     natsOptions_SetCustomReconnectDelay(no, reconnect_delay, nb);
@@ -875,7 +884,11 @@ int lp_nb_start(uv_loop_t *loop, const lp_nb_opts_t *o, lp_nb_t **out)
         rc = opt_fail(s, o->urls);
         goto fail;
     }
-    if (s == NATS_NOT_YET_CONNECTED) LP_WARN("no NATS server at %s yet; retrying", o->urls);
+    if (s == NATS_NOT_YET_CONNECTED) {
+        const char *last = nats_GetLastError(NULL);
+        LP_WARN("cannot connect to NATS at %s yet%s%s%s; retrying", o->urls, last && last[0] ? " (" : "",
+                last && last[0] ? last : "", last && last[0] ? ")" : "");
+    }
     if (!(nb->gw = calloc(1, sizeof(*nb->gw)))) {
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
         goto fail;

@@ -1,6 +1,6 @@
 // up-test.mjs - `lmpipe up --config` with nats.* keys starts lmpipe-nats
 // with them (nats.max_inflight, nats.control_users), restarts it when it
-// is killed, and fails naming the bridge when its flags are bad.
+// is killed, and fails naming the bridge's flag when a value or a file is bad.
 import { spawn, execFileSync } from 'node:child_process';
 import { writeFileSync, readFileSync } from 'node:fs';
 import { env, check, done, sc, sleep, natsServer, client, request, Collector, runText, waitFor } from './lib.mjs';
@@ -52,6 +52,13 @@ try { execFileSync(env.LMPIPE, ['up', '--config', conf], { timeout: 60000, stdio
 catch (e) { rc = e.status; err2 = String(e.stderr); }
 check(rc !== 0 && /lmpipe-nats: --max-inflight: 'lots'/.test(err2) && /lmpipe-nats exited/.test(err2),
       'nats.max_inflight = lots: lmpipe up fails with the bridge\'s message', { rc, err: err2.slice(-600) });
+// a credentials file that is not there: said at once, not retried forever
+writeFileSync(conf, `model = ${env.MODEL}\nendpoint = ipc://${env.WORK}/up3.sock\nnats.url = ${srv.url}\nnats.creds = ${env.WORK}/none.creds\n`);
+rc = 0; err2 = '';
+try { execFileSync(env.LMPIPE, ['up', '--config', conf], { timeout: 60000, stdio: ['ignore', 'pipe', 'pipe'] }); }
+catch (e) { rc = e.status; err2 = String(e.stderr); }
+check(rc !== 0 && /lmpipe-nats: --creds .*none\.creds: No such file/.test(err2),
+      'nats.creds naming a missing file: lmpipe up fails with the bridge\'s message', { rc, err: err2.slice(-600) });
 await nc.close();
 await srv.stop();
 done();
