@@ -285,6 +285,18 @@ static uint64_t ack_sseq(const char *ack_subj)
     return strtoull(tok[n == 9 ? 5 : 7], NULL, 10);
 }
 
+/* An event subject the requester may name: no wildcards or white space, and
+ * none of the server's ($JS.API, $SYS, ...) or the bridge's own, which a
+ * request could otherwise drive with the bridge's permissions. */
+static bool reply_ok(const char *s)
+{
+    if (!s[0] || s[0] == '$' || s[0] == '.' || !strncmp(s, "_lmpipe.", 8) || strlen(s) > 255) return false;
+    for (const char *p = s; *p; p++)
+        if (*p == '*' || *p == '>' || (unsigned char)*p <= ' ' || *p == 127 || (*p == '.' && (p[1] == '.' || !p[1])))
+            return false;
+    return true;
+}
+
 static const char *const own_fields[] = {
     "v", "id", "reply_to", "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "n", "stream",
     "stream_options", "logprobs", "top_logprobs", "user", "chat_template", "echo", "stop", NULL,
@@ -474,8 +486,10 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
         lp_json_doc_destroy(&doc);
         return;
     }
-    if (!j->reply) {
-        LP_WARN("request %s has no Lmpipe-Reply-To header or reply_to field: terminated", j->id);
+    if (!j->reply || !reply_ok(j->reply)) {
+        LP_WARN("request %s: %s%s: terminated", j->id,
+                j->reply ? "not a subject the bridge answers on: " : "no Lmpipe-Reply-To header or reply_to field",
+                j->reply ? j->reply : "");
         job_end(j, "+TERM");
         lp_json_doc_destroy(&doc);
         return;
