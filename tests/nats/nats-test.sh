@@ -33,6 +33,12 @@ fi
 LMPIPE=$lmpipe LMPIPE_NATS=$bridge COORD="ipc://$work/client.sock" MODEL=$model WORK=$work \
     GOLDENS=$shared/goldens timeout 600 node "$here/$script"
 rc=$?
+# a bridge built with sanitizers reports into its log (an exit by signal or
+# a restart would hide it from the node script)
+if grep -l "Sanitizer\|runtime error:" "$work"/bridge-*.log 2>/dev/null; then
+    echo "FAIL: a sanitizer report in the bridge's log"
+    rc=1
+fi
 if [ $rc -ne 0 ]; then
     for f in "$work"/bridge-*.log; do [ -f "$f" ] && { echo "--- $f"; tail -30 "$f"; }; done
 fi
