@@ -45,11 +45,13 @@ struct job {
     double last_wpi_ms;
 };
 
-typedef struct ctl_call {
+typedef struct ctl_call ctl_call_t;
+struct ctl_call {
     lp_gw_op_t op;
     lp_nb_t *nb;
+    ctl_call_t *next;
     char *reply;
-} ctl_call_t;
+};
 
 struct lp_nb {
     uv_loop_t *loop;
@@ -74,6 +76,7 @@ struct lp_nb {
     int cap;               /* MaxAckPending */
     job_t *jobs;
     int n_jobs;
+    ctl_call_t *ctls; /* control requests waiting for the coordinator */
     struct {
         uint64_t sseq;
         int epoch; /* nb->disconnects when it was acked */
@@ -539,10 +542,21 @@ static void ctl_refuse(lp_nb_t *nb, const char *reply, const char *code, const c
     lp_sb_free(&b);
 }
 
+static void ctl_free(ctl_call_t *c)
+{
+    lp_gw_link_forget(c->nb->gw, &c->op);
+    for (ctl_call_t **p = &c->nb->ctls; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    free(c->reply);
+    free(c);
+}
+
 static void on_ctl_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
 {
     ctl_call_t *c = op->arg;
-    lp_gw_link_forget(c->nb->gw, op);
     if (m->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY) {
         const Lmpipe__SamplerControlReply *s = m->sampler_control_reply;
         ctl_reply(c->nb, c->reply, s->json && s->json[0] ? s->json : s->ok ? "{\"ok\":true}" : "{\"ok\":false}");
@@ -550,8 +564,7 @@ static void on_ctl_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
         ctl_refuse(c->nb, c->reply, "unavailable", m->error->message);
     else
         ctl_refuse(c->nb, c->reply, "internal", lp_msg_body_name(m->body_case));
-    free(c->reply);
-    free(c);
+    ctl_free(c);
 }
 
 /* The requester's user as nats-server states it: the Nats-Request-Info header,
@@ -625,6 +638,9 @@ static void on_control(lp_nb_t *nb, natsMsg *msg)
         ctl_refuse(nb, reply, "unavailable", nb->gw->ready ? "cannot send to the coordinator" : nb->gw->reason);
         free(c->reply);
         free(c);
+    } else {
+        c->next = nb->ctls;
+        nb->ctls = c;
     }
     free(json);
 }
@@ -937,6 +953,7 @@ void lp_nb_stop(lp_nb_t *nb)
     uv_close((uv_handle_t *)&nb->timer, NULL);
     /* Unfinished requests stay unacked: JetStream gives them to the next bridge. */
     while (nb->jobs) job_free(nb->jobs);
+    while (nb->ctls) ctl_free(nb->ctls);
     if (nb->req_sub) natsSubscription_Destroy(nb->req_sub);
     if (nb->ctl_sub) natsSubscription_Destroy(nb->ctl_sub);
     nb->req_sub = nb->ctl_sub = NULL;
