@@ -1,5 +1,6 @@
 #!/bin/sh
-# Install every Debian 12 package that lmpipe needs to build and test.
+# Install every Debian 12 package that lmpipe needs to build and test
+# (libnats-dev and nats-server: the NATS bridge, gateway/nats, and its tests).
 # The CUDA toolkit is not a Debian package: when nvcc is present the CUDA
 # backend is built too (-Dcuda=auto).  libpcre2-dev is only for the
 # tokenizer benchmark's PCRE2-JIT comparison; unicode-data only to regenerate
@@ -9,7 +10,7 @@ set -eu
 pkgs="build-essential meson ninja-build pkg-config
       libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev node-llhttp
       clang libclang-rt-14-dev python3 libpcre2-dev unicode-data
-      python3-prometheus-client python3-yaml systemd chromium curl"
+      python3-prometheus-client python3-yaml systemd chromium curl libnats-dev nats-server"
 # node and npm run the HTTP tests (the npm packages pinned in
 # tests/http/package-lock.json; the web page's test drives chromium from
 # node over DevTools); a machine with its own node keeps it.
@@ -25,5 +26,7 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
 fi
-# the npm clients of the HTTP tests and bench/http-bench.mjs, exactly as locked
+# the npm clients of the HTTP tests and bench/http-bench.mjs, and the NATS
+# client of the bridge's tests (tests/nats), exactly as locked
 (cd "$(dirname "$0")/../tests/http" && npm ci --no-audit --no-fund)
+(cd "$(dirname "$0")/../tests/nats" && npm ci --no-audit --no-fund)

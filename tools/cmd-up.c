@@ -83,20 +83,21 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: lmpipe up [--config F] [--model M] [--endpoint EP] [--no-shm]\n"
                "                 [--plugin-dir DIR]\n"
-               "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...]\n"
+               "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...] [--nats URL]\n"
                "                 [--only SERVICE[,SERVICE...]]\n"
                "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n"
-               "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md).\n"
+               "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md);\n"
+               "--nats (or nats.url in the config) the NATS JetStream bridge (lmpipe-nats, docs/NATS.md).\n"
                "--plugin-dir (config sampler.plugin_dir): the folder sampler plugins load from.\n"
-               "--only runs just these of tokenizer, engine, sampler, coordinator, http (one host\n"
-               "of a deployment across hosts, docs/PIPELINE.md).\n");
+               "--only runs just these of tokenizer, engine, sampler, coordinator, http, nats (one\n"
+               "host of a deployment across hosts, docs/PIPELINE.md).\n");
 }
 
 int lp_cmd_up(int argc, char **argv)
 {
     lp_pipeline_opts_t o = {0};
     lp_config_t *cfg = NULL;
-    const char *model = NULL, *endpoint = NULL, *http = NULL, *plugin_dir = NULL;
+    const char *model = NULL, *endpoint = NULL, *http = NULL, *plugin_dir = NULL, *nats = NULL;
     char api_keys[4096] = "", admin_keys[4096] = "";
     bool no_shm = false;
     unsigned only = 0;
@@ -118,6 +119,7 @@ int lp_cmd_up(int argc, char **argv)
             }
         }
         else if (!strcmp(argv[i], "--http") && i + 1 < argc) http = argv[++i];
+        else if (!strcmp(argv[i], "--nats") && i + 1 < argc) nats = argv[++i];
         else if ((!strcmp(argv[i], "--api-key") || !strcmp(argv[i], "--admin-key")) && i + 1 < argc) {
             char *list = argv[i][3] == 'p' ? api_keys : admin_keys;
             const char *key = argv[++i];
@@ -148,6 +150,7 @@ int lp_cmd_up(int argc, char **argv)
     if (plugin_dir) o.plugin_dir = plugin_dir;
     if (only) o.only = only;
     if (http) o.http_listen = http;
+    if (nats) o.nats[0] = nats; /* nats.url */
     if (api_keys[0]) o.http_api_keys = api_keys;
     if (admin_keys[0]) o.http_admin_keys = admin_keys;
 
@@ -183,6 +186,7 @@ int lp_cmd_up(int argc, char **argv)
                     printf("lmpipe up: %s ready on %s\n", names[k], lp_pipeline_service_endpoint(s.p, 1u << k));
         }
         if (lp_pipeline_runs(s.p, LP_PIPELINE_HTTP)) printf("lmpipe up: HTTP on http://%s\n", o.http_listen);
+        if (lp_pipeline_runs(s.p, LP_PIPELINE_NATS)) printf("lmpipe up: NATS bridge to %s\n", o.nats[0]);
         fflush(stdout);
         if (lp_sdnotify_sendf("READY=1\nSTATUS=lmpipe up: ready on %s", lp_pipeline_endpoint(s.p)))
             LP_WARN("lmpipe up: %s", lp_error_msg());

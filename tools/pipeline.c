@@ -19,15 +19,16 @@
 
 extern char **environ;
 
-enum { P_TOK, P_ENG, P_SAMP, P_COORD, P_HTTP, P_COUNT };
+enum { P_TOK, P_ENG, P_SAMP, P_COORD, P_HTTP, P_NATS, P_COUNT };
 static const char *const svc_names[P_COUNT] = {"tokenizer-svc", "engine-svc", "sampler-svc",
-                                               "coordinator", "lmpipe-http"};
+                                               "coordinator", "lmpipe-http", "lmpipe-nats"};
 /* Where each binary lies relative to lmpipe in the build tree. */
 static const char *const build_paths[P_COUNT] = {"../tokenizer-svc/tokenizer-svc",
                                                  "../engine-svc/engine-svc",
                                                  "../sampler-svc/sampler-svc",
                                                  "../coordinator/coordinator",
-                                                 "../gateway/http/lmpipe-http"};
+                                                 "../gateway/http/lmpipe-http",
+                                                 "../gateway/nats/lmpipe-nats"};
 
 typedef struct child {
     uv_process_t proc;
@@ -53,7 +54,7 @@ struct lp_pipeline {
     lp_pipeline_opts_t opts;  /* for restarting lmpipe-http */
     char **env;
     char env_parent[64], env_run_dir[PATH_MAX + 32];
-    uv_timer_t http_timer;
+    uv_timer_t http_timer, nats_timer;
     bool http_timer_open;
     char curve_allow[8192]; /* this host's key, then curve.allow */
 };
@@ -66,6 +67,23 @@ static void on_http_restart(uv_timer_t *t)
     if (p->stopping) return;
     if (spawn(p, &p->opts, P_HTTP, p->env) != 0) LP_ERROR("lmpipe: restarting lmpipe-http: %s", lp_error_msg());
 }
+
+static void on_nats_restart(uv_timer_t *t)
+{
+    lp_pipeline_t *p = t->data;
+    if (p->stopping) return;
+    if (spawn(p, &p->opts, P_NATS, p->env) != 0) LP_ERROR("lmpipe: restarting lmpipe-nats: %s", lp_error_msg());
+}
+
+/* lmpipe-nats's config keys: nats.X becomes its flag --X (underscores as
+ * dashes); nats.control_users is a comma list of --control-user, nats.tls a
+ * boolean. */
+static const char *const nats_keys[LP_PIPELINE_NATS_KEYS] = {
+    "nats.url", "nats.creds", "nats.user", "nats.password", "nats.nkey", "nats.nkey_seed", "nats.tls",
+    "nats.tls_ca", "nats.tls_cert", "nats.tls_key", "nats.stream", "nats.subjects", "nats.durable",
+    "nats.max_inflight", "nats.ack_wait_ms", "nats.nak_delay_ms", "nats.dup_window_ms", "nats.max_body",
+    "nats.control_subject", "nats.control_users", "nats.events_stream", "nats.events_subjects",
+    "nats.events_max_age_s"};
 
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
@@ -110,17 +128,17 @@ static int group_key(const lp_config_t *cfg, const char *k, lp_pipeline_opts_t *
 
 int lp_pipeline_parse_only(const char *list, unsigned *out)
 {
-    static const char *names[] = {"tokenizer", "engine", "sampler", "coordinator", "http"};
+    static const char *names[] = {"tokenizer", "engine", "sampler", "coordinator", "http", "nats"};
     *out = 0;
     const char *p = list;
     while (*p) {
         size_t n = strcspn(p, ",");
         int k = -1;
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 6; i++)
             if (strlen(names[i]) == n && !strncmp(p, names[i], n)) k = i;
         if (k < 0)
             return lp_error_set(LP_ERR(EINVAL), "--only: '%.*s' is not one of tokenizer, engine, "
-                                "sampler, coordinator, http", (int)n, p);
+                                "sampler, coordinator, http, nats", (int)n, p);
         *out |= 1u << k;
         p += n + (p[n] == ',');
     }
@@ -134,6 +152,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
         const char *k = lp_config_key_at(cfg, i);
         bool known = false;
         for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++) known |= !strcmp(k, keys[j]);
+        for (size_t j = 0; j < LP_PIPELINE_NATS_KEYS; j++) known |= nats_keys[j] && !strcmp(k, nats_keys[j]);
         if (known) continue;
         int rc = !strncmp(k, "group.", 6) ? group_key(cfg, k, o)
                                            : lp_error_set(LP_ERR(EINVAL), "config: unknown key '%s'", k);
@@ -164,6 +183,14 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->sampler_server_key = lp_config_get(cfg, "sampler.server_key", o->sampler_server_key);
     int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
     if (!rc) rc = lp_config_get_bool(cfg, "allow_insecure_tcp", o->allow_insecure_tcp, &o->allow_insecure_tcp);
+    for (size_t j = 0; !rc && j < LP_PIPELINE_NATS_KEYS && nats_keys[j]; j++) {
+        if (!strcmp(nats_keys[j], "nats.tls")) {
+            bool tls = o->nats[j] != NULL;
+            rc = lp_config_get_bool(cfg, "nats.tls", tls, &tls);
+            o->nats[j] = tls ? "true" : NULL;
+        } else
+            o->nats[j] = lp_config_get(cfg, nats_keys[j], o->nats[j]);
+    }
     int64_t v;
     const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads",
                           "max_queued_per_client"};
@@ -185,14 +212,16 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int term_signal)
     k->status = status;
     k->term_signal = term_signal;
     lp_pipeline_t *p = k->owner;
-    if ((int)(k - p->kids) == P_HTTP && !(status == 2 && !p->stopping && !p->failed)) {
+    int idx = (int)(k - p->kids);
+    if ((idx == P_HTTP || idx == P_NATS) && !(status == 2 && !p->stopping && !p->failed)) {
         /* The gateway is a client: the pipeline goes on, and it comes back.
          * Status 2 (bad flags, cannot listen) would only come back again: that
          * one fails like a service. */
         if (!p->stopping) {
-            LP_ERROR("lmpipe: lmpipe-http exited (status %lld, signal %d); restarting it in 1 s",
+            LP_ERROR("lmpipe: %s exited (status %lld, signal %d); restarting it in 1 s", svc_names[idx],
                      (long long)status, term_signal);
-            uv_timer_start(&p->http_timer, on_http_restart, 1000, 0);
+            if (idx == P_HTTP) uv_timer_start(&p->http_timer, on_http_restart, 1000, 0);
+            else uv_timer_start(&p->nats_timer, on_nats_restart, 1000, 0);
         }
         uv_close((uv_handle_t *)h, NULL);
         return;
@@ -268,7 +297,30 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char b1[16], b2[16], b3[16], b4[16], b5[16];
     argv[n++] = bin;
     char keys_copy[2][4096];
-    if (i == P_HTTP) {
+    char nats_flags[LP_PIPELINE_NATS_KEYS][40];
+    if (i == P_NATS) {
+        argv[n++] = "--coordinator";
+        argv[n++] = p->ep[P_COORD];
+        for (int j = 0; j < LP_PIPELINE_NATS_KEYS && nats_keys[j]; j++) {
+            if (!o->nats[j]) continue;
+            if (!strcmp(nats_keys[j], "nats.control_users")) {
+                snprintf(keys_copy[0], sizeof(keys_copy[0]), "%s", o->nats[j]);
+                char *save = NULL;
+                int count = 0;
+                for (char *tok = strtok_r(keys_copy[0], ", ", &save); tok && count < 16;
+                     tok = strtok_r(NULL, ", ", &save), count++) {
+                    argv[n++] = "--control-user";
+                    argv[n++] = tok;
+                }
+                continue;
+            }
+            snprintf(nats_flags[j], sizeof(nats_flags[j]), "--%s", nats_keys[j] + 5);
+            for (char *c = nats_flags[j]; *c; c++)
+                if (*c == '_') *c = '-';
+            argv[n++] = nats_flags[j];
+            if (strcmp(nats_keys[j], "nats.tls")) argv[n++] = (char *)o->nats[j];
+        }
+    } else if (i == P_HTTP) {
         argv[n++] = "--coordinator";
         argv[n++] = p->ep[P_COORD];
         argv[n++] = "--listen";
@@ -289,7 +341,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         argv[n++] = "--model";
         argv[n++] = (char *)o->model;
     }
-    if (i != P_HTTP) {
+    if (i != P_HTTP && i != P_NATS) {
         argv[n++] = "--endpoint";
         argv[n++] = i == P_TOK ? p->tok_bind : p->ep[i];
     }
@@ -440,9 +492,12 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
     *out = NULL;
     unsigned run = o->only ? o->only
                            : LP_PIPELINE_TOKENIZER | LP_PIPELINE_ENGINE | LP_PIPELINE_SAMPLER |
-                                 LP_PIPELINE_COORDINATOR | (o->http_listen ? LP_PIPELINE_HTTP : 0);
+                                 LP_PIPELINE_COORDINATOR | (o->http_listen ? LP_PIPELINE_HTTP : 0) |
+                                 (o->nats[0] ? LP_PIPELINE_NATS : 0);
     if ((run & LP_PIPELINE_HTTP) && !o->http_listen)
         return lp_error_set(LP_ERR(EINVAL), "--only http: no address to listen on (--http or http.listen)");
+    if ((run & LP_PIPELINE_NATS) && !o->nats[0])
+        return lp_error_set(LP_ERR(EINVAL), "--only nats: no NATS URL (--nats or nats.url)");
     bool need_model = run & (LP_PIPELINE_TOKENIZER | LP_PIPELINE_ENGINE | LP_PIPELINE_SAMPLER);
     if (need_model && !o->model)
         return lp_error_set(LP_ERR(EINVAL), "no model: give --model or 'model =' in the config");
@@ -479,6 +534,8 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
     p->opts = *o;
     uv_timer_init(loop, &p->http_timer);
     p->http_timer.data = p;
+    uv_timer_init(loop, &p->nats_timer);
+    p->nats_timer.data = p;
     p->http_timer_open = true;
     lp_shm_ring_random_name(p->shm_name, sizeof(p->shm_name));
 
@@ -503,7 +560,7 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
     }
     for (int i = 0; !rc && i < P_COUNT; i++)
         if (run & (1u << i)) rc = spawn(p, o, i, env);
-    p->env = env; /* kept for restarting lmpipe-http */
+    p->env = env; /* kept for restarting lmpipe-http and lmpipe-nats */
     *out = p;
     return rc; /* on failure the caller destroys p, which stops what started */
 }
@@ -613,7 +670,10 @@ int lp_pipeline_stop(lp_pipeline_t *p)
         uv_timer_stop(&timer);
     }
     uv_close((uv_handle_t *)&timer, NULL);
-    if (p->http_timer_open) uv_close((uv_handle_t *)&p->http_timer, NULL);
+    if (p->http_timer_open) {
+        uv_close((uv_handle_t *)&p->http_timer, NULL);
+        uv_close((uv_handle_t *)&p->nats_timer, NULL);
+    }
     p->http_timer_open = false;
     uv_run(p->loop, UV_RUN_NOWAIT); /* the close callbacks */
     /* What a killed service could not remove (only its own: another host's
@@ -626,7 +686,7 @@ int lp_pipeline_stop(lp_pipeline_t *p)
     int rc = 0;
     for (int i = 0; i < P_COUNT; i++) {
         const child_t *k = &p->kids[i];
-        if (i != P_HTTP && k->spawned && !rc && (k->status != 0 || k->term_signal != 0))
+        if (i != P_HTTP && i != P_NATS && k->spawned && !rc && (k->status != 0 || k->term_signal != 0))
             rc = lp_error_set(LP_ERR(ECHILD), "%s ended with status %lld, signal %d", svc_names[i],
                               (long long)k->status, k->term_signal);
     }

@@ -19,6 +19,7 @@ enum {
     LP_PIPELINE_SAMPLER = 1 << 2,
     LP_PIPELINE_COORDINATOR = 1 << 3,
     LP_PIPELINE_HTTP = 1 << 4,
+    LP_PIPELINE_NATS = 1 << 5,
 };
 
 #define LP_PIPELINE_MAX_GROUPS 64
@@ -29,6 +30,8 @@ typedef struct lp_pipeline_group {
     char name[65];
     const char *engine, *sampler, *server_key, *sampler_key;
 } lp_pipeline_group_t;
+
+#define LP_PIPELINE_NATS_KEYS 24
 
 typedef struct lp_pipeline_opts {
     const char *model;
@@ -65,6 +68,9 @@ typedef struct lp_pipeline_opts {
     const char *curve_key, *curve_allow, *curve_admin, *curve_coordinator;
     const char *tokenizer_server_key, *engine_server_key, *sampler_server_key;
     bool allow_insecure_tcp;
+    /* lmpipe-nats: started when nats[0] (nats.url) is set; the values of the
+     * nats.* config keys in pipeline.c's order, NULL when not given. */
+    const char *nats[LP_PIPELINE_NATS_KEYS];
 } lp_pipeline_opts_t;
 
 typedef struct lp_pipeline lp_pipeline_t;

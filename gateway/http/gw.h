@@ -100,6 +100,7 @@ struct lp_gw {
     char reason[256];
     char model[256];
     uint32_t n_ctx, n_vocab;
+    uint32_t max_seqs;    /* the pipeline's sequence slots (the hello) */
     lp_gw_op_t *ops[1024];
     /* token texts for logprobs (after the hello; NULL until then) */
     char **vocab;

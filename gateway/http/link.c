@@ -132,6 +132,7 @@ static void on_hello_reply(lp_gw_t *gw, const Lmpipe__Msg *m)
         snprintf(gw->model, sizeof(gw->model), "%s",
                  gw->o.model_name ? gw->o.model_name : (h->model_name && h->model_name[0] ? h->model_name : "lmpipe"));
         gw->n_ctx = h->n_ctx;
+        gw->max_seqs = h->max_seqs;
         if (gw->vocab && gw->vocab_n != h->n_tokens) { /* another model behind a restarted coordinator */
             for (uint32_t i = 0; i < gw->vocab_n; i++) free(gw->vocab[i]);
             free(gw->vocab);
