@@ -21,7 +21,11 @@ trap '[ -n "$up" ] && kill -TERM $up 2>/dev/null && wait $up; rm -rf "$work"' EX
 model=$shared/models/stories260K.gguf
 # up-test.mjs starts its own `lmpipe up --config`.
 if [ "$script" != up-test.mjs ]; then
-    "$lmpipe" up --model "$model" --endpoint "ipc://$work/client.sock" "$@" >"$work/up.out" 2>"$work/up.err" &
+    # the pace plugin's folder (the build tree) is the sampler's plugin folder
+    plugins=()
+    [ -n "${PACE:-}" ] && plugins=(--plugin-dir "$(dirname "$PACE")")
+    "$lmpipe" up --model "$model" --endpoint "ipc://$work/client.sock" "${plugins[@]}" "$@" \
+        >"$work/up.out" 2>"$work/up.err" &
     up=$!
     for _ in $(seq 1 300); do
         grep -q "^lmpipe up: ready on" "$work/up.out" && break
