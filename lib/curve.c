@@ -131,9 +131,20 @@ int lp_curve_keypair_load(const char *path, lp_curve_keypair_t *out)
     return rc;
 }
 
+/* A KEY value: 40 Z85 characters, unless a file of that name exists (a
+ * 40-character path such as /tmp/x/host.key is Z85 too). */
+static bool is_key_text(const char *s, size_t n)
+{
+    if (!is_z85_key(s, n)) return false;
+    char path[LP_CURVE_KEY_LEN + 1];
+    memcpy(path, s, n);
+    path[n] = '\0';
+    return access(path, F_OK) != 0;
+}
+
 int lp_curve_key_parse(const char *value, char out[LP_CURVE_KEY_LEN + 1])
 {
-    if (is_z85_key(value, strlen(value))) {
+    if (is_key_text(value, strlen(value))) {
         memcpy(out, value, LP_CURVE_KEY_LEN + 1);
         return 0;
     }
@@ -226,7 +237,7 @@ int lp_keylist_add(lp_keylist_t *l, const char *list)
         size_t n = strlen(tok);
         while (n && (tok[n - 1] == ' ' || tok[n - 1] == '\t')) tok[--n] = '\0';
         if (!n) continue;
-        rc = is_z85_key(tok, n) ? list_push(l, tok) : list_file(l, tok);
+        rc = is_key_text(tok, n) ? list_push(l, tok) : list_file(l, tok);
     }
     free(copy);
     return rc;

@@ -56,6 +56,13 @@ int main(void)
     CHECK(!strcmp(k, a.pub));
     CHECK_RC(lp_curve_key_parse(a.pub, k), 0);
     CHECK(!strcmp(k, a.pub));
+    /* a 40-character path is Z85 text too: an existing file wins */
+    char pubtext[LP_CURVE_KEY_LEN + 2];
+    snprintf(pubtext, sizeof(pubtext), "%s\n", b.pub);
+    const char *forty = write_file("forty1.pub", pubtext, 0644);
+    CHECK(strlen(forty) == LP_CURVE_KEY_LEN, "%s", forty);
+    CHECK_RC(lp_curve_key_parse(forty, k), 0);
+    CHECK(!strcmp(k, b.pub), "%s read as the key text %s", forty, k);
 
     /* bad key files */
     char text[256];
