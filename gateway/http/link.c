@@ -145,10 +145,10 @@ static void on_hello_reply(lp_gw_t *gw, const Lmpipe__Msg *m)
         gw->reason[0] = '\0';
         gw->vocab_failed = false;
         LP_INFO("connected to the coordinator (model %s, context %u)", gw->model, gw->n_ctx);
-        /* Listening since start and the coordinator's pipeline answers:
+        /* The edge has been serving since start (lmpipe-http listening,
+         * lmpipe-nats subscribed) and the coordinator's pipeline answers:
          * ready for systemd (again after a coordinator restart: harmless). */
-        if (lp_sdnotify_sendf("READY=1\nSTATUS=lmpipe-http: listening on %s, coordinator %s",
-                              gw->o.listen, gw->o.coordinator))
+        if (lp_sdnotify_sendf("READY=1\nSTATUS=connected to the coordinator at %s", gw->o.coordinator))
             LP_WARN("%s", lp_error_msg());
         ask_vocab(gw);
     } else if (m->body_case == LMPIPE__MSG__BODY_ERROR) {

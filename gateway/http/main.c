@@ -1,12 +1,10 @@
 /* main.c - lmpipe-http: the HTTP gateway's flags (docs/HTTP.md). */
 #include "gw.h"
 
+#include "edge.h"
 #include "error.h"
 #include "log.h"
-#include "sdnotify.h"
-#include "service.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,25 +19,6 @@ static void usage(FILE *f)
             "OpenAI- and llama.cpp-compatible HTTP in front of an lmpipe coordinator.\n"
             "API keys also come from LMPIPE_API_KEY.  No TLS: terminate it in front.\n"
             "Exit status: 0 after SIGINT/SIGTERM, 2 for bad flags or an address it cannot listen on.\n");
-}
-
-static int num(const char *flag, const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    if (!*s || *end || x < lo || x > hi) {
-        fprintf(stderr, "lmpipe-http: %s: '%s' is not an integer in [%lld, %lld]\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
-static void on_signal(uv_signal_t *h, int signum)
-{
-    (void)signum;
-    lp_sdnotify_send("STOPPING=1");
-    uv_stop(h->loop);
 }
 
 int main(int argc, char **argv)
@@ -65,16 +44,16 @@ int main(int argc, char **argv)
             (admin ? o.admin_keys : o.api_keys)[(*n)++] = argv[++i];
         } else if (!strcmp(a, "--model-name") && has) o.model_name = argv[++i];
         else if (!strcmp(a, "--max-body") && has) {
-            if (num(a, argv[++i], 1, 1LL << 30, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 1LL << 30, &x)) return 2;
             o.max_body = (size_t)x;
         } else if (!strcmp(a, "--max-connections") && has) {
-            if (num(a, argv[++i], 1, 100000, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 100000, &x)) return 2;
             o.max_connections = (int)x;
         } else if (!strcmp(a, "--header-timeout-ms") && has) {
-            if (num(a, argv[++i], 1, 3600000, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 3600000, &x)) return 2;
             o.header_timeout_ms = (int)x;
         } else if (!strcmp(a, "--idle-timeout-ms") && has) {
-            if (num(a, argv[++i], 1, 3600000, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 3600000, &x)) return 2;
             o.idle_timeout_ms = (int)x;
         } else if (!strcmp(a, "--metrics-auth")) o.metrics_auth = true;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -94,35 +73,21 @@ int main(int argc, char **argv)
     const char *env = getenv("LMPIPE_API_KEY");
     if (env && env[0] && o.n_api_keys < LP_GW_MAX_KEYS) o.api_keys[o.n_api_keys++] = env;
 
-    signal(SIGPIPE, SIG_IGN);
-    lp_service_watch_parent();
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    uv_signal_t sigint, sigterm;
-    uv_signal_init(&loop, &sigint);
-    uv_signal_init(&loop, &sigterm);
-    uv_signal_start(&sigint, on_signal, SIGINT);
-    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    lp_edge_t e;
+    lp_edge_init(&e);
     lp_gw_t *gw;
-    if (lp_gw_start(&loop, &o, &gw) != 0) {
+    if (lp_gw_start(&e.loop, &o, &gw) != 0) {
         /* 2, as for bad flags: lmpipe up does not restart a gateway that cannot listen */
         fprintf(stderr, "lmpipe-http: %s\n", lp_error_msg());
-        uv_close((uv_handle_t *)&sigint, NULL);
-        uv_close((uv_handle_t *)&sigterm, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        uv_loop_close(&loop);
+        lp_edge_close(&e);
+        uv_loop_close(&e.loop);
         return 2;
     }
     LP_INFO("listening on %s", o.listen);
-    /* READY=1 comes from the link, once the coordinator answers the hello. */
-    lp_sdnotify_t *watchdog = NULL;
-    if (lp_sdnotify_watchdog_new(&loop, &watchdog) == 0) uv_run(&loop, UV_RUN_DEFAULT);
-    lp_sdnotify_watchdog_destroy(&watchdog);
+    lp_edge_run(&e);
     lp_gw_stop(gw);
-    uv_close((uv_handle_t *)&sigint, NULL);
-    uv_close((uv_handle_t *)&sigterm, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT); /* the close callbacks */
-    uv_loop_close(&loop);
+    lp_edge_close(&e);
+    uv_loop_close(&e.loop);
     lp_gw_destroy(&gw);
     return 0;
 }

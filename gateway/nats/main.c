@@ -1,11 +1,10 @@
 /* main.c - lmpipe-nats: the NATS bridge's flags (docs/NATS.md). */
 #include "bridge.h"
 
+#include "edge.h"
 #include "error.h"
 #include "log.h"
-#include "service.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,20 +23,6 @@ static void usage(FILE *f)
             "to each request's reply subject, acked after the final event.\n"
             "Exit status: 0 after SIGINT/SIGTERM, 2 for bad flags.\n");
 }
-
-static int num(const char *flag, const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    if (!*s || *end || x < lo || x > hi) {
-        fprintf(stderr, "lmpipe-nats: %s: '%s' is not an integer in [%lld, %lld]\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
-static void on_signal(uv_signal_t *h, int signum) { uv_stop(h->loop); }
 
 int main(int argc, char **argv)
 {
@@ -74,22 +59,22 @@ int main(int argc, char **argv)
             }
             o.control_users[o.n_control_users++] = argv[++i];
         } else if (!strcmp(a, "--max-inflight") && has) {
-            if (num(a, argv[++i], 0, 65536, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-nats", a, argv[++i], 0, 65536, &x)) return 2;
             o.max_inflight = (int)x;
         } else if (!strcmp(a, "--ack-wait-ms") && has) {
-            if (num(a, argv[++i], 300, 3600000, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-nats", a, argv[++i], 300, 3600000, &x)) return 2;
             o.ack_wait_ms = (int)x;
         } else if (!strcmp(a, "--nak-delay-ms") && has) {
-            if (num(a, argv[++i], 0, 3600000, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-nats", a, argv[++i], 0, 3600000, &x)) return 2;
             o.nak_delay_ms = (int)x;
         } else if (!strcmp(a, "--dup-window-ms") && has) {
-            if (num(a, argv[++i], 100, 7LL * 86400000, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-nats", a, argv[++i], 100, 7LL * 86400000, &x)) return 2;
             o.dup_window_ms = x;
         } else if (!strcmp(a, "--max-body") && has) {
-            if (num(a, argv[++i], 1, 64LL << 20, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-nats", a, argv[++i], 1, 64LL << 20, &x)) return 2;
             o.max_body = (size_t)x;
         } else if (!strcmp(a, "--events-max-age-s") && has) {
-            if (num(a, argv[++i], 1, 365LL * 86400, &x)) return 2;
+            if (lp_edge_int_arg("lmpipe-nats", a, argv[++i], 1, 365LL * 86400, &x)) return 2;
             o.events_max_age_s = x;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
@@ -110,30 +95,19 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    signal(SIGPIPE, SIG_IGN);
-    lp_service_watch_parent();
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    uv_signal_t sigint, sigterm;
-    uv_signal_init(&loop, &sigint);
-    uv_signal_init(&loop, &sigterm);
-    uv_signal_start(&sigint, on_signal, SIGINT);
-    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    lp_edge_t e;
+    lp_edge_init(&e);
     lp_nb_t *nb;
-    if (lp_nb_start(&loop, &o, &nb) != 0) {
+    if (lp_nb_start(&e.loop, &o, &nb) != 0) {
         fprintf(stderr, "lmpipe-nats: %s\n", lp_error_msg());
-        uv_close((uv_handle_t *)&sigint, NULL);
-        uv_close((uv_handle_t *)&sigterm, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        uv_loop_close(&loop);
+        lp_edge_close(&e);
+        uv_loop_close(&e.loop);
         return 2;
     }
-    uv_run(&loop, UV_RUN_DEFAULT);
+    lp_edge_run(&e);
     lp_nb_stop(nb);
-    uv_close((uv_handle_t *)&sigint, NULL);
-    uv_close((uv_handle_t *)&sigterm, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    lp_edge_close(&e);
     lp_nb_destroy(&nb);
-    uv_loop_close(&loop);
+    uv_loop_close(&e.loop);
     return 0;
 }
