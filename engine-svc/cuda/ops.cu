@@ -45,42 +45,54 @@ extern "C" int lp_cuda_rmsnorm(cudaStream_t stream, float *d_y, const float *d_x
     return lp_cuda_launched("rmsnorm");
 }
 
-/* ---- RoPE and the KV-cache store: one block per token ----------------- */
+/* ---- RoPE and the KV-cache store ------------------------------------- */
 
+/* One thread per rotated pair (blockIdx.y is the token), so that the
+ * serial chain of theta products is one pair long; the thread that rotates
+ * a K pair also stores it, and V and the unrotated K values are stored by
+ * thread index, so no block waits for another. */
 __global__ void rope_store_kernel(float *q, float *k, const float *__restrict__ v,
                                   const lp_cuda_tok_t *__restrict__ tok, int n_head,
                                   int n_head_kv, int head_dim, int n_rot, float theta_scale,
                                   bool neox, int layer)
 {
-    const int64_t t = blockIdx.x;
+    const int64_t t = blockIdx.y;
     const int pos = tok[t].pos, half = n_rot / 2;
     const int64_t q_dim = (int64_t)n_head * head_dim, kv_dim = (int64_t)n_head_kv * head_dim;
     const int n_pairs = (n_head + n_head_kv) * half;
-    for (int w = threadIdx.x; w < n_pairs; w += blockDim.x) {
-        const int hh = w / half, i = w % half;
-        float *xh;
+    const int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t off =
+        layer >= 0 ? ((size_t)layer * (size_t)tok[t].cap + (size_t)pos) * (size_t)kv_dim : 0;
+    if (w < n_pairs) {
+        const int hh = (int)w / half, i = (int)w % half;
+        float *xh = NULL;
         if (hh < n_head) {
-            if (!q) continue;
-            xh = q + t * q_dim + (int64_t)hh * head_dim;
-        } else {
-            if (!k) continue;
+            if (q) xh = q + t * q_dim + (int64_t)hh * head_dim;
+        } else if (k) {
             xh = k + t * kv_dim + (int64_t)(hh - n_head) * head_dim;
         }
-        /* theta_i = pos * theta_scale^i by repeated products, as lp_op_rope */
-        float theta = (float)pos;
-        for (int j = 0; j < i; j++) theta = __fmul_rn(theta, theta_scale);
-        const float c = cosf(theta), s = sinf(theta);
-        const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-        const float x0 = xh[a], x1 = xh[b];
-        xh[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        xh[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+        if (xh) {
+            /* theta_i = pos * theta_scale^i by repeated products, as lp_op_rope */
+            float theta = (float)pos;
+            for (int j = 0; j < i; j++) theta = __fmul_rn(theta, theta_scale);
+            const float c = cosf(theta), s = sinf(theta);
+            const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            const float x0 = xh[a], x1 = xh[b];
+            const float r0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+            const float r1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+            xh[a] = r0;
+            xh[b] = r1;
+            if (hh >= n_head && layer >= 0) {
+                float *kc = tok[t].k + off + (size_t)(hh - n_head) * head_dim;
+                kc[a] = r0;
+                kc[b] = r1;
+            }
+        }
     }
     if (layer < 0) return;
-    __syncthreads();
-    const size_t off = ((size_t)layer * (size_t)tok[t].cap + (size_t)pos) * (size_t)kv_dim;
-    for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-        tok[t].k[off + i] = k[t * kv_dim + i];
+    for (int64_t i = w; i < kv_dim; i += (int64_t)gridDim.x * blockDim.x) {
         tok[t].v[off + i] = v[t * kv_dim + i];
+        if (i % head_dim >= 2 * half) tok[t].k[off + i] = k[t * kv_dim + i];
     }
 }
 
@@ -92,8 +104,13 @@ extern "C" int lp_cuda_rope_store(cudaStream_t stream, float *d_q, float *d_k, c
     if (n_tok <= 0) return 0;
     if (layer >= 0 && (!d_k || !d_v))
         return lp_error_set(LP_ERR(EINVAL), "CUDA rope: storing into the cache needs k and v");
-    rope_store_kernel<<<n_tok, 128, 0, stream>>>(d_q, d_k, d_v, d_tok, n_head, n_head_kv,
-                                                 head_dim, n_rot, theta_scale, neox, layer);
+    if (n_tok > 65535) return lp_error_set(LP_ERR(EINVAL), "CUDA rope: %d tokens in one launch", n_tok);
+    const int64_t n_pairs = (int64_t)(n_head + n_head_kv) * (n_rot / 2);
+    const int64_t kv_dim = (int64_t)n_head_kv * head_dim;
+    const int64_t work = n_pairs > kv_dim ? n_pairs : kv_dim;
+    const dim3 grid(lp_cuda_blocks(work, 128), (unsigned)n_tok);
+    rope_store_kernel<<<grid, 128, 0, stream>>>(d_q, d_k, d_v, d_tok, n_head, n_head_kv,
+                                                head_dim, n_rot, theta_scale, neox, layer);
     return lp_cuda_launched("rope_store");
 }
 
