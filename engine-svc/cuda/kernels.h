@@ -52,7 +52,7 @@ int lp_cuda_dequant(cudaStream_t stream, uint32_t type, const void *d_w, size_t 
                     int64_t n_in, int64_t n_rows, const int32_t *d_rows, float *d_out);
 
 /* y[t][o] (+)= sum_i w[o][i] * x[t][i] (+ bias[o]) for t < n_tok <=
- * LP_CUDA_MMV_MAX_TOKENS, reading the quantized weight directly (one warp
+ * LP_CUDA_MMV_MAX_TOKENS, reading the quantized weight directly (two warps
  * per output row).  accumulate adds into y (a fused residual add); bias may
  * be NULL.  Floats are accumulated in float, in a fixed order. */
 int lp_cuda_matvec(cudaStream_t stream, uint32_t type, const void *d_w, size_t row_bytes,
