@@ -3,8 +3,8 @@
  * not prefilled again (and is not charged to the batch budget), never the
  * block of the last prompt token; a pool too small for the running
  * requests: the youngest is preempted, then recomputed from its prompt and
- * sampled tokens without a new row; admission-time placement toward the
- * group holding the prefix. */
+ * sampled tokens without a new row; decode tokens in every step while a
+ * long prompt fills in; placement toward the group holding the prefix. */
 #include "scheduler.h"
 
 #include "../tests/check.h"
@@ -228,6 +228,28 @@ static void test_preempt_in_flight(void)
     lp__sched_group_free(&g);
 }
 
+/* A long prompt fills in over several steps: every step still carries a
+ * decode token of each running request, the prompt's chunk the rest. */
+static void test_decode_not_starved(void)
+{
+    lp__sched_group_t g;
+    group(&g, 16, 64, true);
+    int32_t p[64];
+    seq_n(p, 64, 1000);
+    for (int i = 0; i < 3; i++) req(&g, i, p + i, 5);
+    ran(&g, plan(&g, 3), 3);
+    lp__sched_seq_t *l = req(&g, 3, p, 60);
+    CHECK(l->n_reused == 4, "the first request's first block");
+    for (int k = 0; k < 4; k++) {
+        lp__sched_step_t *st = plan(&g, 4);
+        CHECK(st && st->n_entries == 4);
+        for (int i = 0; st && i < 3; i++) CHECK(entry_of(st, &seqs[i]) && entry_of(st, &seqs[i])->n_tokens == 1);
+        CHECK(entry_of(st, l) && entry_of(st, l)->n_tokens == 13 && entry_of(st, l)->pos == 4 + 13 * k);
+        ran(&g, st, 4);
+    }
+    lp__sched_group_free(&g);
+}
+
 static void test_place_prefix(void)
 {
     lp__sched_place_t g[3] = {{true, 4, 0}, {true, 2, 0}, {false, 16, 0}};
@@ -248,6 +270,7 @@ int main(void)
     test_reuse();
     test_preempt();
     test_preempt_in_flight();
+    test_decode_not_starved();
     test_place_prefix();
     return CHECK_DONE();
 }
