@@ -35,9 +35,15 @@ static lp__req_t *next_waiting(lp_coord_t *c, lp__group_t *g)
 void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
 {
     if (g->state != G_READY) return;
+    /* A full pool, or a preempted request still waiting for its blocks:
+     * admission waits, so that newcomers cannot keep taking them. */
+    if (g->s.paged) {
+        if (lp__kv_available(&g->s.kv) == 0) return;
+        for (size_t i = 0; i < g->n_seqs; i++)
+            if (g->seqs[i]->parked) return;
+    }
     lp__req_t *r;
     while ((r = next_waiting(c, g)) != NULL) {
-        /* A full pool: admission waits for blocks to come back. */
         if (g->s.paged && lp__kv_available(&g->s.kv) == 0) return;
         int32_t slot = lp__sched_take_slot(&g->s);
         if (slot < 0) return;
