@@ -37,6 +37,9 @@ static void group(lp__sched_group_t *g, int32_t budget, int32_t n_blocks, bool c
 static lp__sched_seq_t *req(lp__sched_group_t *g, int i, const int32_t *p, int32_t n)
 {
     lp__sched_seq_t *s = &seqs[i];
+    /* A request left over from a group the test has freed: only its memory. */
+    free(s->hist);
+    free(s->blocks);
     memcpy(prompts[i], p, (size_t)n * sizeof(int32_t));
     *s = (lp__sched_seq_t){.key = (uint64_t)i + 1, .prompt = prompts[i], .n_prompt = n, .n_predict = -1};
     s->slot = lp__sched_take_slot(g);
@@ -272,5 +275,9 @@ int main(void)
     test_preempt_in_flight();
     test_decode_not_starved();
     test_place_prefix();
+    for (int i = 0; i < MAX_REQS; i++) {
+        free(seqs[i].hist);
+        free(seqs[i].blocks);
+    }
     return CHECK_DONE();
 }
