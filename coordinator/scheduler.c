@@ -300,7 +300,12 @@ lp__sched_step_t *lp__sched_plan(lp__sched_group_t *g, lp__sched_seq_t *const *s
                  * again makes no progress. */
                 int32_t need = lp__kv_blocks_for(&g->kv, (r->has_next ? r->n_hist : r->n_prompt) + 1);
                 if (need > g->kv.n_blocks) need = g->kv.n_blocks;
-                if (r->row_pending || r->fed_ahead > 0 || lp__kv_available(&g->kv) < need) continue;
+                if (r->row_pending || r->fed_ahead > 0) continue;
+                /* Like any request, it takes the blocks of younger ones. */
+                lp__sched_seq_t *v;
+                while (lp__kv_available(&g->kv) < need && (v = victim(seqs, n, idx, owner, n_seqs)))
+                    lp__sched_preempt(g, v);
+                if (lp__kv_available(&g->kv) < need) continue;
                 resume(g, r);
             }
             int32_t fill = r->n_refill > 0 ? r->n_refill : r->n_prompt;
