@@ -41,6 +41,9 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
     mine->max_batch_tokens = (uint32_t)c->max_batch_tokens;
     mine->n_ctx = (uint32_t)c->n_ctx;
     mine->no_shm = !g0->s.ring;
+    /* Paged KV as the first ready group has it (0: not paged). */
+    mine->kv_block = g0->s.paged ? (uint32_t)g0->s.kv_block : 0;
+    mine->kv_blocks = g0->s.paged ? (uint32_t)g0->s.kv_blocks : 0;
     return lp_hello_check_vocab(mine, peer);
 }
 

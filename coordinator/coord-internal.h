@@ -107,6 +107,8 @@ typedef struct lp__metrics {
     lp__hist_t h[H_COUNT];
     Lmpipe__Histogram *hp[H_COUNT];
     uint64_t prompt_tokens, generation_tokens, strategy_version;
+    uint64_t prefix_queries, prefix_hits; /* prompt tokens looked up in / taken from the prefix cache */
+    uint64_t preemptions;      /* requests preempted for KV blocks */
     uint64_t finished[F_COUNT], errors[E_COUNT];
     Lmpipe__KindCount kc_fin[F_COUNT], kc_err[E_COUNT];
     Lmpipe__KindCount *kcp_fin[F_COUNT], *kcp_err[E_COUNT];
@@ -130,6 +132,7 @@ typedef struct lp__group {
     size_t n_queue_pending;  /* requests running whose first step is still to go out */
     uint64_t t_sampled;      /* when the group's last SampleReply came */
     uint64_t n_steps, n_placed, n_dropped; /* totals, for GroupStats */
+    uint64_t prefix_hits;    /* prompt tokens taken from its prefix cache, total */
     bool was_ready;          /* its shape is known (slots_total) */
     Lmpipe__GroupStats stats; /* StatsReply's entry, filled on request */
 } lp__group_t;

@@ -43,6 +43,9 @@ typedef struct lp_coord_params {
     int max_batch_tokens; /* 0: the engine's */
     int max_requests;     /* queued + active; 0: 1024 */
     int max_queued_per_client; /* one client's requests waiting for a slot; 0: max_requests / 4 */
+    /* Paged engines (Hello.kv_block > 0) only: */
+    bool no_prefix_cache; /* no block is shared between requests */
+    int kv_blocks;        /* use at most this many of each engine's KV blocks; 0: all */
 } lp_coord_params_t;
 
 typedef struct lp_coord lp_coord_t;

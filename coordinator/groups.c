@@ -45,6 +45,15 @@ int lp__group_ready(lp_coord_t *c, lp__group_t *g)
     g->s.max_batch_tokens = c->p.max_batch_tokens > 0 && c->p.max_batch_tokens < ebt
                                 ? c->p.max_batch_tokens : ebt;
     g->s.n_ctx = e->n_ctx ? (int32_t)e->n_ctx : 4096;
+    /* A paged engine leaves its blocks to the coordinator; one that does
+     * not page keeps a stretch per slot and nothing here changes. */
+    g->s.paged = e->kv_block > 0 && e->kv_blocks > 0;
+    if (g->s.paged) {
+        g->s.kv_block = (int32_t)e->kv_block;
+        g->s.kv_blocks = c->p.kv_blocks > 0 && (uint32_t)c->p.kv_blocks < e->kv_blocks
+                             ? c->p.kv_blocks : (int32_t)e->kv_blocks;
+        g->s.prefix_cache = !c->p.no_prefix_cache;
+    }
     /* The ring only where engine and sampler share a host: a sampler
      * elsewhere gets the rows inline. */
     g->s.ring = !c->p.no_shm && e->shm_name && e->shm_name[0] && s->shm_ok &&
@@ -67,6 +76,9 @@ int lp__group_ready(lp_coord_t *c, lp__group_t *g)
     g->eng.backoff_ms = 500;
     LP_INFO("coordinator: group %s ready (engine %s, sampler %s): %d seqs, logits %s", g->name,
             g->eng_ep, g->samp_ep, g->s.max_seqs, g->s.ring ? "in shared memory" : "inline");
+    if (g->s.paged)
+        LP_INFO("coordinator: group %s: KV pool of %d blocks of %d positions, prefix cache %s", g->name,
+                g->s.kv_blocks, g->s.kv_block, g->s.prefix_cache ? "on" : "off");
     return 0;
 }
 
@@ -131,6 +143,7 @@ void lp__groups_place(lp_coord_t *c)
     if (!c->ready) return;
     size_t n = c->n_groups;
     lp__sched_place_t pl[n];
+    int32_t prefix[n];
     for (size_t i = 0; i < n; i++) {
         lp__group_t *g = &c->groups[i];
         pl[i] = (lp__sched_place_t){.ready = g->state == G_READY};
@@ -141,7 +154,14 @@ void lp__groups_place(lp_coord_t *c)
     for (size_t i = 0; i < c->n_reqs; i++) {
         lp__req_t *r = c->reqs[i];
         if (r->group || r->state != R_WAIT_SLOT) continue;
-        int k = lp__sched_place(pl, n);
+        for (size_t j = 0; j < n; j++) {
+            lp__sched_group_t *s = &c->groups[j].s;
+            prefix[j] = pl[j].ready && s->paged && s->prefix_cache && r->s.n_prompt > 0
+                               ? s->kv.block * lp__kv_match(&s->kv, r->s.prompt, r->s.n_prompt,
+                                                            (r->s.n_prompt - 1) / s->kv.block)
+                               : 0;
+        }
+        int k = lp__sched_place_prefix(pl, prefix, n);
         if (k < 0) return;
         if (lp__req_place(r, &c->groups[k]) != 0) {
             lp__coord_fail(c, r, E_INTERNAL, "out of memory");
@@ -174,6 +194,12 @@ void lp__groups_stats(lp_coord_t *c, Lmpipe__StatsReply *out, Lmpipe__GroupStats
         s->n_requests = g->n_placed;
         s->n_dropped = g->n_dropped;
         s->shm = g->state == G_READY && g->s.ring;
+        if (g->state == G_READY && g->s.paged) {
+            s->kv_blocks_used = (uint32_t)g->s.kv.n_used;
+            s->kv_blocks_total = (uint32_t)g->s.kv.n_blocks;
+            s->kv_blocks_cached = (uint32_t)g->s.kv.n_cached;
+        }
+        s->prefix_cache_hits = g->prefix_hits;
         gp[i] = s;
     }
     out->n_groups = c->n_groups;

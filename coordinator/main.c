@@ -17,11 +17,14 @@ static void usage(FILE *f)
                "                   (--engine EP --sampler EP [--engine-server-key KEY] [--sampler-server-key KEY]\n"
                "                    | --group NAME,ENGINE_EP,SAMPLER_EP[,KEY[,SAMPLER_KEY]]...)\n"
                "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n"
-               "                   [--max-queued-per-client N]\n" LP_CURVE_USAGE
+               "                   [--max-queued-per-client N] [--no-prefix-cache] [--kv-blocks N]\n" LP_CURVE_USAGE
                "--max-requests: queued and running requests in all (default 1024);\n"
                "--max-queued-per-client: requests one client may have waiting for a slot\n"
                "(default max-requests / 4); waiting requests are admitted round-robin across\n"
-               "clients.\n");
+               "clients.\n"
+               "--no-prefix-cache: with paged engines, no KV block is shared between requests\n"
+               "(every prompt is prefilled whole); --kv-blocks: use at most N blocks of each\n"
+               "paged engine's KV pool.\n");
 }
 
 /* NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY[,SAMPLER_KEY]], split in a copy
@@ -71,6 +74,7 @@ int main(int argc, char **argv)
         {"tokenizer-server-key", required_argument, 0, 'T'},
         {"engine-server-key", required_argument, 0, 'E'},
         {"sampler-server-key", required_argument, 0, 'P'},
+        {"no-prefix-cache", no_argument, 0, 'C'}, {"kv-blocks", required_argument, 0, 'K'},
         {"group", required_argument, 0, 'G'}, LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lp_coord_params_t p = {0};
@@ -86,6 +90,8 @@ int main(int argc, char **argv)
         case 'g': p.engine_endpoint = optarg; break;
         case 's': p.sampler_endpoint = optarg; break;
         case 'n': p.no_shm = true; break;
+        case 'C': p.no_prefix_cache = true; break;
+        case 'K': if (int_arg("--kv-blocks", optarg, &p.kv_blocks)) return 2; break;
         case 'T': p.tokenizer_key = optarg; break;
         case 'E': p.engine_key = optarg; break;
         case 'P': p.sampler_key = optarg; break;

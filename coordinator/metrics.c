@@ -1,5 +1,5 @@
 /* metrics.c - the coordinator's request and step metrics, as StatsReply
- * fields 5-20 (the HTTP gateway's /metrics; docs/PIPELINE.md defines each).
+ * fields 5-20 and 24-29 (the HTTP gateway's /metrics; docs/PIPELINE.md defines each).
  * Observations are counts in fixed buckets: no allocation and no syscall
  * beyond the clock readings the callers already make. */
 #include "coord-internal.h"
@@ -113,6 +113,16 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out)
             if (g->steps[k].no) out->ring_used += (uint32_t)g->steps[k].n_rows;
     }
     out->strategy_version = m->strategy_version;
+    out->prefix_cache_queries = m->prefix_queries;
+    out->prefix_cache_hits = m->prefix_hits;
+    for (size_t i = 0; i < c->n_groups; i++) {
+        const lp__group_t *g = &c->groups[i];
+        if (g->state != G_READY || !g->s.paged) continue;
+        out->kv_blocks_used += (uint32_t)g->s.kv.n_used;
+        out->kv_blocks_total += (uint32_t)g->s.kv.n_blocks;
+        out->kv_blocks_cached += (uint32_t)g->s.kv.n_cached;
+    }
+    out->kv_preemptions = m->preemptions;
     for (int i = 0; i < F_COUNT; i++) m->kc_fin[i].n = m->finished[i];
     for (int i = 0; i < E_COUNT; i++) m->kc_err[i].n = m->errors[i];
     out->n_finish_reasons = F_COUNT;

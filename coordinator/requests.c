@@ -68,6 +68,8 @@ void lp__req_free(lp__req_t *r)
     free(r->stop_lens);
     lp_textstream_destroy(&r->ts);
     free(r->tail);
+    free(r->s.hist);
+    free(r->s.blocks);
     free(r);
 }
 

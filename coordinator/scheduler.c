@@ -13,19 +13,36 @@ int lp__sched_group_init(lp__sched_group_t *g)
     bool ok = g->slot_used && g->tokbuf;
     for (int i = 0; i < LP__SCHED_MAX_STEPS; i++)
         ok &= (g->steps[i].entries = calloc((size_t)g->max_seqs, sizeof(lp__sched_entry_t))) != NULL;
-    return ok ? 0 : lp_error_set(LP_ERR(ENOMEM), "coordinator: out of memory");
+    if (!ok) return lp_error_set(LP_ERR(ENOMEM), "coordinator: out of memory");
+    if (g->paged) {
+        int rc = lp__kv_init(&g->kv, g->kv_block, g->kv_blocks);
+        if (rc) return rc;
+        /* A request never needs more positions than the pool holds. */
+        int64_t pool = (int64_t)g->kv_block * g->kv_blocks;
+        if (pool < g->n_ctx) g->n_ctx = (int32_t)pool;
+    }
+    return 0;
 }
 
 void lp__sched_group_free(lp__sched_group_t *g)
 {
     free(g->slot_used);
     free(g->tokbuf);
-    for (int i = 0; i < LP__SCHED_MAX_STEPS; i++) free(g->steps[i].entries);
+    for (int i = 0; i < LP__SCHED_MAX_STEPS; i++) {
+        free(g->steps[i].entries);
+        g->steps[i].entries = NULL;
+    }
     g->slot_used = NULL;
     g->tokbuf = NULL;
+    if (g->paged) lp__kv_free(&g->kv);
 }
 
 int lp__sched_place(const lp__sched_place_t *groups, size_t n)
+{
+    return lp__sched_place_prefix(groups, NULL, n);
+}
+
+int lp__sched_place_prefix(const lp__sched_place_t *groups, const int32_t *prefix, size_t n)
 {
     int best = -1;
     int64_t best_free = 0;
@@ -33,13 +50,158 @@ int lp__sched_place(const lp__sched_place_t *groups, size_t n)
         const lp__sched_place_t *g = &groups[i];
         if (!g->ready) continue;
         int64_t free_cap = (int64_t)g->free_slots - (int64_t)g->waiting;
-        if (best < 0 || free_cap > best_free ||
-            (free_cap == best_free && g->waiting < groups[best].waiting)) {
+        bool better;
+        if (best < 0) {
+            better = true;
+        } else {
+            const lp__sched_place_t *b = &groups[best];
+            int32_t pg = prefix ? prefix[i] : 0, pb = prefix ? prefix[best] : 0;
+            /* A prefix saves its prefill only where the request starts at
+             * once; behind a queue, load decides. */
+            bool room = free_cap > 0, best_room = best_free > 0;
+            if (room && best_room && pg != pb) better = pg > pb;
+            else if (free_cap != best_free) better = free_cap > best_free;
+            else if (pg != pb) better = pg > pb;
+            else better = g->waiting < b->waiting;
+        }
+        if (better) {
             best = (int)i;
             best_free = free_cap;
         }
     }
     return best;
+}
+
+/* ---- paged KV ---------------------------------------------------------------- */
+
+/* Register the request's full blocks whose KV is confirmed and whose
+ * tokens are known.  A block computed twice moves to the cached copy. */
+static void commit_blocks(lp__sched_group_t *g, lp__sched_seq_t *s)
+{
+    if (!g->prefix_cache) return;
+    int32_t B = g->kv.block;
+    int32_t known = s->n_done < s->n_hist ? s->n_done : s->n_hist;
+    while (s->n_hashed < s->n_blocks && (s->n_hashed + 1) * B <= known) {
+        int32_t i = s->n_hashed;
+        int32_t parent = i ? (int32_t)s->blocks[i - 1] : LP__KV_NONE;
+        s->blocks[i] = lp__kv_commit(&g->kv, s->blocks[i], parent, s->chain_hash,
+                                     s->hist + (size_t)i * (size_t)B, &s->chain_hash);
+        s->n_hashed++;
+    }
+}
+
+/* Give back every block, the last first: a prefix's later blocks then
+ * leave the cache before its earlier ones. */
+static void drop_blocks(lp__sched_group_t *g, lp__sched_seq_t *s)
+{
+    while (s->n_blocks > 0) lp__kv_release(&g->kv, s->blocks[--s->n_blocks]);
+    s->n_hashed = 0;
+    s->chain_hash = 0;
+}
+
+/* Take the longest cached prefix of hist[0..n) within max_blocks. */
+static void reuse_prefix(lp__sched_group_t *g, lp__sched_seq_t *s, int32_t n, int32_t max_blocks)
+{
+    int32_t got = 0;
+    if (g->prefix_cache)
+        got = lp__kv_acquire_prefix(&g->kv, s->hist, n, max_blocks, s->blocks, &s->chain_hash);
+    s->n_blocks = s->n_hashed = got;
+    s->n_past = s->n_done = got * g->kv.block;
+}
+
+int lp__sched_seq_start(lp__sched_group_t *g, lp__sched_seq_t *s)
+{
+    s->n_past = 0;
+    if (!g->paged) return 0;
+    free(s->hist);
+    free(s->blocks);
+    /* Positions stop at n_ctx; chained steps may sample a few past it. */
+    s->cap_hist = (s->n_prompt > g->n_ctx ? s->n_prompt : g->n_ctx) + LP__SCHED_MAX_STEPS + 2;
+    s->cap_blocks = lp__kv_blocks_for(&g->kv, s->cap_hist);
+    s->hist = malloc((size_t)s->cap_hist * sizeof(int32_t));
+    s->blocks = malloc((size_t)s->cap_blocks * sizeof(uint32_t));
+    if (!s->hist || !s->blocks) {
+        free(s->hist);
+        free(s->blocks);
+        s->hist = NULL;
+        s->blocks = NULL;
+        return lp_error_set(LP_ERR(ENOMEM), "coordinator: out of memory");
+    }
+    memcpy(s->hist, s->prompt, (size_t)s->n_prompt * sizeof(int32_t));
+    s->n_hist = s->n_prompt;
+    s->n_blocks = s->n_hashed = s->n_done = s->n_refill = 0;
+    s->parked = false;
+    /* At least the last prompt token is computed: its row is the first
+     * token's logits. */
+    reuse_prefix(g, s, s->n_prompt, s->n_prompt > 0 ? (s->n_prompt - 1) / g->kv.block : 0);
+    s->n_reused = s->n_past;
+    return 0;
+}
+
+void lp__sched_done(lp__sched_group_t *g, lp__sched_seq_t *s, int32_t n_past, uint32_t epoch)
+{
+    if (!g->paged || !s->blocks || s->parked || epoch != s->epoch) return;
+    if (n_past > s->n_done) s->n_done = n_past;
+    commit_blocks(g, s);
+}
+
+void lp__sched_preempt(lp__sched_group_t *g, lp__sched_seq_t *s)
+{
+    commit_blocks(g, s);
+    drop_blocks(g, s);
+    s->n_past = s->n_done = s->n_refill = 0;
+    s->parked = true;
+    s->epoch++;
+    g->n_preempted++;
+}
+
+/* A parked request whose rows in flight are all back starts over: its
+ * known tokens less the pending one are prefilled again (from the longest
+ * cached prefix), then the pending one is fed as usual.  One preempted
+ * before its first row simply prefills its prompt again. */
+static void resume(lp__sched_group_t *g, lp__sched_seq_t *s)
+{
+    s->parked = false;
+    s->n_refill = s->has_next ? s->n_hist - 1 : 0;
+    if (s->n_refill > 0) reuse_prefix(g, s, s->n_refill, s->n_refill / g->kv.block);
+    else reuse_prefix(g, s, s->n_prompt, s->n_prompt > 0 ? (s->n_prompt - 1) / g->kv.block : 0);
+}
+
+/* Blocks so that the request covers n_pos positions; false when the pool
+ * has too few (those taken are kept). */
+static bool grow(lp__sched_group_t *g, lp__sched_seq_t *s, int32_t n_pos)
+{
+    int32_t want = lp__kv_blocks_for(&g->kv, n_pos);
+    if (want > s->cap_blocks) return false;
+    while (s->n_blocks < want) {
+        uint32_t id;
+        if (lp__kv_alloc(&g->kv, &id)) return false;
+        s->blocks[s->n_blocks++] = id;
+    }
+    return true;
+}
+
+/* Positions the request may cover with its blocks and the pool's. */
+static int32_t room(const lp__sched_group_t *g, const lp__sched_seq_t *s)
+{
+    int64_t blocks = (int64_t)s->n_blocks + lp__kv_available(&g->kv);
+    if (blocks > s->cap_blocks) blocks = s->cap_blocks;
+    return (int32_t)(blocks * g->kv.block);
+}
+
+/* The youngest running request younger than seqs[idx] that holds blocks
+ * and is not in the step being planned; NULL when none. */
+static lp__sched_seq_t *victim(lp__sched_seq_t *const *seqs, size_t n, size_t idx,
+                               lp__sched_seq_t *const *in_step, size_t n_in)
+{
+    for (size_t i = n; i-- > idx + 1;) {
+        lp__sched_seq_t *v = seqs[i];
+        if (!v->running || v->parked || v->n_blocks == 0) continue;
+        bool busy = false;
+        for (size_t k = 0; k < n_in && !busy; k++) busy = in_step[k] == v;
+        if (!busy) return v;
+    }
+    return NULL;
 }
 
 int32_t lp__sched_take_slot(lp__sched_group_t *g)
@@ -57,6 +219,15 @@ void lp__sched_release(lp__sched_group_t *g, lp__sched_seq_t *s)
     s->running = false;
     if (s->slot >= 0) g->slot_used[s->slot] = 0;
     s->slot = -1;
+    if (g->paged && s->blocks && g->kv.b) {
+        commit_blocks(g, s);
+        drop_blocks(g, s);
+    }
+    free(s->hist);
+    free(s->blocks);
+    s->hist = NULL;
+    s->blocks = NULL;
+    s->n_hist = s->cap_hist = s->n_blocks = s->cap_blocks = 0;
 }
 
 void lp__sched_retire(lp__sched_step_t *st)
@@ -79,6 +250,7 @@ bool lp__sched_token(lp__sched_seq_t *s, int32_t tok)
     /* Tokens come back in step order: the oldest one fed ahead by a chained
      * step is this one; otherwise this was the newest row, and the token
      * waits for the next step. */
+    if (s->hist && s->n_hist < s->cap_hist) s->hist[s->n_hist++] = tok;
     if (s->fed_ahead > 0) {
         s->fed_ahead--;
         return true;
@@ -119,9 +291,25 @@ lp__sched_step_t *lp__sched_plan(lp__sched_group_t *g, lp__sched_seq_t *const *s
     lp__sched_seq_t *owner[g->max_seqs];
     for (int pass = 0; pass < 2; pass++) {
         for (size_t j = 0; j < n && budget > 0 && n_seqs < (size_t)g->max_seqs; j++) {
-            lp__sched_seq_t *r = seqs[pass == 0 ? (start + j) % n : j];
+            size_t idx = pass == 0 ? (start + j) % n : j;
+            lp__sched_seq_t *r = seqs[idx];
             if (!r->running) continue;
-            bool decode = r->n_past >= r->n_prompt;
+            if (r->parked) {
+                /* Back once its rows are in and its recompute fits whole:
+                 * a request that takes a few blocks only to be preempted
+                 * again makes no progress. */
+                int32_t need = lp__kv_blocks_for(&g->kv, (r->has_next ? r->n_hist : r->n_prompt) + 1);
+                if (need > g->kv.n_blocks) need = g->kv.n_blocks;
+                if (r->row_pending || r->fed_ahead > 0) continue;
+                /* Like any request, it takes the blocks of younger ones. */
+                lp__sched_seq_t *v;
+                while (lp__kv_available(&g->kv) < need && (v = victim(seqs, n, idx, owner, n_seqs)))
+                    lp__sched_preempt(g, v);
+                if (lp__kv_available(&g->kv) < need) continue;
+                resume(g, r);
+            }
+            int32_t fill = r->n_refill > 0 ? r->n_refill : r->n_prompt;
+            bool decode = r->n_past >= fill;
             if (decode != (pass == 0)) continue;
             bool chained = false;
             if (decode && !r->has_next) {
@@ -134,16 +322,35 @@ lp__sched_step_t *lp__sched_plan(lp__sched_group_t *g, lp__sched_seq_t *const *s
                 k = 1;
                 toks[0] = r->next_tok;
             } else {
-                k = r->n_prompt - r->n_past;
+                k = fill - r->n_past;
                 if (k > budget) k = budget;
-                memcpy(toks, r->prompt + r->n_past, (size_t)k * sizeof(int32_t));
             }
-            int32_t n_logits = decode || r->n_past + k == r->n_prompt ? 1 : 0;
+            if (g->paged) {
+                /* Short of blocks: take those of younger requests, then
+                 * a prefill chunk makes do with what there is. */
+                lp__sched_seq_t *v;
+                while (room(g, r) < r->n_past + k && (v = victim(seqs, n, idx, owner, n_seqs)))
+                    lp__sched_preempt(g, v);
+                if (!decode && room(g, r) < r->n_past + k) k = room(g, r) - r->n_past;
+                if (k <= 0 || !grow(g, r, r->n_past + k)) {
+                    /* A decode token with no younger request to take from
+                     * gives way: its own blocks go to the older ones. */
+                    if (decode && !victim(seqs, n, idx, seqs, 0) && r->n_blocks > 0) lp__sched_preempt(g, r);
+                    continue;
+                }
+            }
+            if (!decode)
+                memcpy(toks, (r->n_refill > 0 ? r->hist : r->prompt) + r->n_past, (size_t)k * sizeof(int32_t));
+            int32_t n_logits = decode || (r->n_refill == 0 && r->n_past + k == r->n_prompt) ? 1 : 0;
             if (n_rows + (size_t)n_logits > row_cap) continue;
             lp__sched_entry_t *e = &st->entries[n_seqs];
             *e = (lp__sched_entry_t){.req = r->key, .slot = r->slot, .pos = r->n_past,
                                      .n_tokens = k, .tokens = chained ? NULL : toks,
-                                     .n_logits = n_logits};
+                                     .n_logits = n_logits, .epoch = r->epoch};
+            if (g->paged) {
+                e->blocks = r->blocks;
+                e->n_blocks = lp__kv_blocks_for(&g->kv, r->n_past + k);
+            }
             if (chained) {
                 e->chain_slot = r->row_slot;
                 e->chain_seq = r->row_seq;

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvcache.h"
+
 /* With the ring, two steps of a group may be in flight: the newer one
  * feeds the tokens the sampler picks from the older one's rows. */
 #define LP__SCHED_MAX_STEPS 2
@@ -35,6 +37,20 @@ typedef struct lp__sched_seq {
     int32_t fed_ahead;      /* tokens fed by chained steps before their sample came back */
     int32_t n_gen;          /* tokens generated */
     int32_t n_predict;      /* -1: no limit */
+    /* Paged KV only (the group's `paged`); all zero otherwise. */
+    int32_t *hist;          /* the token of each position: the prompt, then every
+                             * sampled token (owned, cap_hist) */
+    int32_t n_hist, cap_hist;
+    uint32_t *blocks;       /* the block table from position 0 (owned, cap_blocks) */
+    int32_t n_blocks, cap_blocks;
+    int32_t n_hashed;       /* leading blocks registered in the cache */
+    uint64_t chain_hash;    /* the chain hash of the last of them */
+    int32_t n_done;         /* positions whose KV a step has confirmed */
+    int32_t n_refill;       /* > 0 after a preemption: hist[0..n_refill) is prefilled
+                             * again, without a row, before the pending token */
+    bool parked;            /* preempted: no KV; waits for its rows in flight */
+    uint32_t epoch;         /* bumped by each preemption */
+    int32_t n_reused;       /* prompt tokens taken from the cache at admission */
 } lp__sched_seq_t;
 
 /* One request's part of a step. */
@@ -49,6 +65,10 @@ typedef struct lp__sched_entry {
     int32_t n_past;         /* the request's cached tokens once the step has run */
     uint32_t row_slot;      /* early: the ring slot and sequence number of its row */
     uint64_t row_seq;
+    const uint32_t *blocks; /* paged: the block table (borrowed from the request,
+                             * valid until the step is sent), n_blocks long */
+    int32_t n_blocks;
+    uint32_t epoch;         /* the request's epoch when planned */
 } lp__sched_entry_t;
 
 /* A step planned or in flight. */
@@ -74,6 +94,13 @@ typedef struct lp__sched_group {
     size_t rr;              /* round-robin start of the decode pass */
     uint64_t next_step_no;
     uint8_t *slot_used;     /* max_seqs */
+    /* Paged KV: the engine announced kv_block > 0; the coordinator owns its
+     * blocks (set before lp__sched_group_init, with kv_block, kv_blocks). */
+    bool paged;
+    bool prefix_cache;      /* full blocks are kept and shared by their hash */
+    int32_t kv_block, kv_blocks;
+    lp__kv_t kv;
+    uint64_t n_preempted;   /* requests preempted for blocks, total */
     int32_t *tokbuf;        /* max_batch_tokens + max_seqs: the tokens of the step being planned */
     lp__sched_step_t steps[LP__SCHED_MAX_STEPS];
 } lp__sched_group_t;
@@ -90,6 +117,13 @@ typedef struct lp__sched_place {
  * the fewest waiting, then the first listed.  -1 when none is ready. */
 int lp__sched_place(const lp__sched_place_t *groups, size_t n);
 
+/* The same, weighing prefix[i], the request's prompt tokens that group i
+ * holds in its prefix cache (NULL: none anywhere): among the groups with
+ * room (free capacity > 0), the one holding the longest prefix wins; where
+ * a group has no room, load comes first and a longer prefix only breaks a
+ * tie of free capacity. */
+int lp__sched_place_prefix(const lp__sched_place_t *groups, const int32_t *prefix, size_t n);
+
 /* Allocate the group's buffers for its max_seqs and max_batch_tokens
  * (set by the caller, with ring, ring_slots and ring_seq). */
 int lp__sched_group_init(lp__sched_group_t *g);
@@ -98,9 +132,28 @@ void lp__sched_group_free(lp__sched_group_t *g);
 /* The lowest free engine slot, now taken; -1 when all are used. */
 int32_t lp__sched_take_slot(lp__sched_group_t *g);
 
+/* A request enters the steps (its slot taken): n_past 0, or with a paged
+ * group its history and block table, and the longest cached prefix of its
+ * prompt (full blocks, never the one holding the last prompt token), which
+ * is not prefilled again (n_past and n_reused).  LP_ERR(ENOMEM). */
+int lp__sched_seq_start(lp__sched_group_t *g, lp__sched_seq_t *s);
+
+/* A step of epoch `epoch` that leaves the request's KV at n_past positions
+ * has run: its full blocks with known tokens are registered in the cache. */
+void lp__sched_done(lp__sched_group_t *g, lp__sched_seq_t *s, int32_t n_past, uint32_t epoch);
+
+/* Free the request's blocks, drop its KV and have it recomputed later
+ * (prompt and sampled tokens, no new row) once its rows in flight are back. */
+void lp__sched_preempt(lp__sched_group_t *g, lp__sched_seq_t *s);
+
 /* Plan the group's next step over `seqs` (in arrival order): a decode token
  * for every running request that has one (round-robin start), then prefill
- * chunks in arrival order while max_batch_tokens lasts.  With the ring and
+ * chunks in arrival order while max_batch_tokens lasts.  Paged, each entry
+ * gets the blocks it grows into; where the pool is short a request takes
+ * the blocks of the youngest running requests younger than itself that are
+ * not in this step (lp__sched_preempt); a decode token that still finds
+ * none parks its own request when no younger one holds blocks, and a
+ * prefill chunk shrinks to the blocks it can have.  With the ring and
  * an early step in flight, the new step is chained on it: a request whose
  * row is pending feeds that row's token, unknown yet.  The seqs are
  * advanced as the step will leave them.  Returns the step record (no,
@@ -117,7 +170,8 @@ bool lp__sched_token(lp__sched_seq_t *s, int32_t tok);
  * chained step would not be computed for nothing). */
 bool lp__sched_will_continue(const lp__sched_group_t *g, const lp__sched_seq_t *s);
 
-/* The request has ended: it leaves the steps and frees its slot. */
+/* The request has ended: it leaves the steps and frees its slot; paged,
+ * its confirmed full blocks stay cached and the others go back. */
 void lp__sched_release(lp__sched_group_t *g, lp__sched_seq_t *s);
 
 /* Forget a step once neither its StepReply nor its SampleReply is due. */

@@ -35,14 +35,37 @@ static lp__req_t *next_waiting(lp_coord_t *c, lp__group_t *g)
 void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
 {
     if (g->state != G_READY) return;
+    /* A full pool, or a preempted request still waiting for its blocks:
+     * admission waits, so that newcomers cannot keep taking them. */
+    if (g->s.paged) {
+        if (lp__kv_available(&g->s.kv) == 0) return;
+        for (size_t i = 0; i < g->n_seqs; i++)
+            if (g->seqs[i]->parked) return;
+    }
     lp__req_t *r;
     while ((r = next_waiting(c, g)) != NULL) {
+        if (g->s.paged && lp__kv_available(&g->s.kv) == 0) return;
         int32_t slot = lp__sched_take_slot(&g->s);
         if (slot < 0) return;
         lp__fair_served(&c->fair, r->client, r->client_len);
         r->s.slot = slot;
-        r->s.n_past = 0;
+        if (g->s.paged && r->s.n_prompt >= g->s.n_ctx) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "the prompt has %d tokens; group %s's KV pool holds %d",
+                     r->s.n_prompt, g->name, g->s.n_ctx);
+            lp__coord_fail(c, r, E_BAD_REQUEST, msg);
+            continue;
+        }
+        if (lp__sched_seq_start(&g->s, &r->s)) {
+            lp__coord_fail(c, r, E_INTERNAL, "out of memory");
+            continue;
+        }
         c->m.prompt_tokens += (uint64_t)r->s.n_prompt;
+        if (g->s.paged && g->s.prefix_cache) {
+            c->m.prefix_queries += (uint64_t)r->s.n_prompt;
+            c->m.prefix_hits += (uint64_t)r->s.n_reused;
+            g->prefix_hits += (uint64_t)r->s.n_reused;
+        }
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
         so.session = r->s.key;
@@ -80,6 +103,17 @@ void lp__steps_on_opened(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     r->group->n_queue_pending++;
 }
 
+/* The step has run: its requests' KV is there (full blocks may be cached). */
+static void confirm_entries(lp_coord_t *c, lp__group_t *g, const lp__sched_step_t *st)
+{
+    if (!g->s.paged) return;
+    for (size_t i = 0; i < st->n_entries; i++) {
+        lp__req_t *r = lp__req_find(c, st->entries[i].req);
+        if (r && r->state == R_RUNNING)
+            lp__sched_done(&g->s, &r->s, st->entries[i].n_past, st->entries[i].epoch);
+    }
+}
+
 static void fail_entries(lp_coord_t *c, lp__sched_step_t *st, enum lp__errkind kind, const char *err)
 {
     for (size_t i = 0; i < st->n_entries; i++) {
@@ -91,7 +125,13 @@ static void fail_entries(lp_coord_t *c, lp__sched_step_t *st, enum lp__errkind k
 bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
 {
     if (g->state != G_READY) return false;
+    uint64_t preempted = g->s.n_preempted;
     lp__sched_step_t *st = lp__sched_plan(&g->s, g->seqs, g->n_seqs);
+    if (g->s.n_preempted != preempted) {
+        c->m.preemptions += g->s.n_preempted - preempted;
+        LP_DEBUG("coordinator: group %s: %llu requests preempted for KV blocks", g->name,
+                 (unsigned long long)(g->s.n_preempted - preempted));
+    }
     if (!st) return false;
     g->n_steps++;
     size_t n_seqs = st->n_entries, n_rows = st->n_rows;
@@ -106,6 +146,8 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
         seqs[i].seq_id = e->slot;
         seqs[i].pos = e->pos;
         seqs[i].n_logits = e->n_logits;
+        seqs[i].n_blocks = (size_t)e->n_blocks;
+        seqs[i].blocks = (uint32_t *)e->blocks;
         if (e->tokens) {
             seqs[i].n_tokens = (size_t)e->n_tokens;
             seqs[i].tokens = (int32_t *)e->tokens;
@@ -202,6 +244,7 @@ void lp__steps_on_stepped(lp_coord_t *c, lp__group_t *g, uint64_t no, const lp_f
     }
     const Lmpipe__StepReply *sr = m->step_reply;
     st->engine_ns = sr->compute_ns;
+    confirm_entries(c, g, st);
     size_t n_rows = st->n_rows;
     size_t raw_len;
     const void *raw = lp_frame_raw(f, &raw_len);
@@ -306,6 +349,8 @@ void lp__steps_on_sampled(lp_coord_t *c, lp__group_t *g, uint64_t no, const Lmpi
     size_t row = 0;
     bool ok = m->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY;
     if (ok && st->n_rows) lp__metrics_step(c, g, st, m->sample_reply);
+    /* A quiet step's rows are in the ring once the sampler has read them. */
+    if (ok && st->early) confirm_entries(c, g, st);
     const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply";
     for (size_t i = 0; i < st->n_entries; i++) {
         if (!st->entries[i].n_logits) continue;

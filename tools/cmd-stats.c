@@ -25,6 +25,13 @@ static void print_stats(const Lmpipe__StatsReply *s, Lmpipe__Role role)
            (unsigned long long)s->n_running, (unsigned long long)s->n_waiting);
     printf("tokens: %llu prompt, %llu generated\n", (unsigned long long)s->prompt_tokens,
            (unsigned long long)s->generation_tokens);
+    if (s->kv_blocks_total || s->prefix_cache_queries) {
+        double rate = s->prefix_cache_queries ? 100.0 * (double)s->prefix_cache_hits / (double)s->prefix_cache_queries : 0;
+        printf("prefix cache: %llu of %llu prompt tokens reused (%.1f%%); kv blocks %u used, %u cached, "
+               "%u total; %llu preempted\n", (unsigned long long)s->prefix_cache_hits,
+               (unsigned long long)s->prefix_cache_queries, rate, s->kv_blocks_used, s->kv_blocks_cached,
+               s->kv_blocks_total, (unsigned long long)s->kv_preemptions);
+    }
     for (size_t i = 0; i < s->n_groups; i++) {
         const Lmpipe__GroupStats *g = s->groups[i];
         printf("group %s: %s, slots %u/%u, running %llu, waiting %llu, steps %llu, requests %llu, "
@@ -34,6 +41,10 @@ static void print_stats(const Lmpipe__StatsReply *s, Lmpipe__Role role)
                (unsigned long long)g->steps, (unsigned long long)g->n_requests,
                (unsigned long long)g->n_dropped, g->ready ? (g->shm ? "ring" : "inline") : "-",
                g->engine, g->sampler);
+        if (g->kv_blocks_total)
+            printf("group %s kv: blocks %u used, %u cached, %u total; %llu prompt tokens reused\n", g->name,
+                   g->kv_blocks_used, g->kv_blocks_cached, g->kv_blocks_total,
+                   (unsigned long long)g->prefix_cache_hits);
     }
 }
 

@@ -82,13 +82,15 @@ static int wait_services_ready(up_state_t *s, uv_loop_t *loop, int timeout_ms)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: lmpipe up [--config F] [--model M] [--endpoint EP] [--no-shm]\n"
-               "                 [--plugin-dir DIR]\n"
+               "                 [--plugin-dir DIR] [--no-prefix-cache]\n"
                "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...] [--nats URL]\n"
                "                 [--only SERVICE[,SERVICE...]]\n"
                "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n"
                "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md);\n"
                "--nats (or nats.url in the config) the NATS JetStream bridge (lmpipe-nats, docs/NATS.md).\n"
                "--plugin-dir (config sampler.plugin_dir): the folder sampler plugins load from.\n"
+               "--no-prefix-cache (config coordinator.prefix_cache = false): with a paged engine,\n"
+               "no KV block is shared between requests.\n"
                "--only runs just these of tokenizer, engine, sampler, coordinator, http, nats (one\n"
                "host of a deployment across hosts, docs/PIPELINE.md).\n");
 }
@@ -99,7 +101,7 @@ int lp_cmd_up(int argc, char **argv)
     lp_config_t *cfg = NULL;
     const char *model = NULL, *endpoint = NULL, *http = NULL, *plugin_dir = NULL, *nats = NULL;
     char api_keys[4096] = "", admin_keys[4096] = "";
-    bool no_shm = false;
+    bool no_shm = false, no_prefix_cache = false;
     unsigned only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) {
@@ -111,6 +113,7 @@ int lp_cmd_up(int argc, char **argv)
         } else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
         else if (!strcmp(argv[i], "--no-shm")) no_shm = true;
+        else if (!strcmp(argv[i], "--no-prefix-cache")) no_prefix_cache = true;
         else if (!strcmp(argv[i], "--plugin-dir") && i + 1 < argc) plugin_dir = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             if (lp_pipeline_parse_only(argv[++i], &only)) {
@@ -147,6 +150,7 @@ int lp_cmd_up(int argc, char **argv)
     if (model) o.model = model;
     if (endpoint) o.endpoint = endpoint;
     if (no_shm) o.no_shm = true;
+    if (no_prefix_cache) o.no_prefix_cache = true;
     if (plugin_dir) o.plugin_dir = plugin_dir;
     if (only) o.only = only;
     if (http) o.http_listen = http;

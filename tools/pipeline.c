@@ -92,7 +92,8 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "sampler.plugin_dir", "max_queued_per_client",
                              "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
-                             "sampler.server_key"};
+                             "sampler.server_key", "coordinator.prefix_cache",
+                             "coordinator.kv_blocks"};
 /* group.NAME.FIELD: the engine groups a coordinator connects to. */
 static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
 
@@ -183,6 +184,9 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->sampler_server_key = lp_config_get(cfg, "sampler.server_key", o->sampler_server_key);
     int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
     if (!rc) rc = lp_config_get_bool(cfg, "allow_insecure_tcp", o->allow_insecure_tcp, &o->allow_insecure_tcp);
+    bool prefix_cache = !o->no_prefix_cache;
+    if (!rc) rc = lp_config_get_bool(cfg, "coordinator.prefix_cache", prefix_cache, &prefix_cache);
+    o->no_prefix_cache = !prefix_cache;
     for (size_t j = 0; !rc && j < LP_PIPELINE_NATS_KEYS && nats_keys[j]; j++) {
         if (!strcmp(nats_keys[j], "nats.tls")) {
             bool tls = o->nats[j] != NULL;
@@ -193,10 +197,10 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     }
     int64_t v;
     const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads",
-                          "max_queued_per_client"};
+                          "max_queued_per_client", "coordinator.kv_blocks"};
     int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads,
-                  &o->max_queued_per_client};
-    for (int i = 0; !rc && i < 5; i++) {
+                  &o->max_queued_per_client, &o->kv_blocks};
+    for (int i = 0; !rc && i < 6; i++) {
         rc = lp_config_get_int(cfg, ints[i], *dst[i], &v);
         if (!rc && (v < 0 || v > (1 << 24)))
             rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is out of range", ints[i], (long long)v);
@@ -294,7 +298,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char *argv[64 + 4 * 16 + 2 * LP_PIPELINE_MAX_GROUPS];
     char *group_args[LP_PIPELINE_MAX_GROUPS] = {0};
     int n = 0;
-    char b1[16], b2[16], b3[16], b4[16], b5[16];
+    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16];
     argv[n++] = bin;
     char keys_copy[2][4096];
     char nats_flags[LP_PIPELINE_NATS_KEYS][40];
@@ -388,6 +392,8 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
             argv[n++] = group_args[g];
         }
         if (o->no_shm) argv[n++] = "--no-shm";
+        if (o->no_prefix_cache) argv[n++] = "--no-prefix-cache";
+        if (o->kv_blocks) { argv[n++] = "--kv-blocks"; argv[n++] = int_str(b6, o->kv_blocks); }
         if (o->max_queued_per_client) {
             argv[n++] = "--max-queued-per-client";
             argv[n++] = int_str(b5, o->max_queued_per_client);

@@ -57,6 +57,8 @@ typedef struct lp_pipeline_opts {
     const char *http_admin_keys;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
     int max_queued_per_client;      /* coordinator; 0: its default (max_requests / 4) */
+    bool no_prefix_cache;           /* coordinator --no-prefix-cache (config coordinator.prefix_cache) */
+    int kv_blocks;                  /* coordinator --kv-blocks (config coordinator.kv_blocks); 0: all */
     /* "NOTIFY_SOCKET=..." and "WATCHDOG_USEC=..." for the services (lmpipe
      * up's relay, tools/notify-relay.h) or NULL.  systemd's own NOTIFY_SOCKET,
      * WATCHDOG_USEC and WATCHDOG_PID are never passed on. */

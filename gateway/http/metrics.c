@@ -104,6 +104,10 @@ static void groups(lp_sb_t *b, const lp_gw_t *gw, const Lmpipe__StatsReply *s)
         {"group_steps_total", "counter", "Steps sent to the group's engine."},
         {"group_requests_total", "counter", "Requests placed on the group."},
         {"group_dropped_total", "counter", "Times the group dropped out."},
+        {"group_kv_blocks_used", "gauge", "KV blocks held by running requests, by group."},
+        {"group_kv_blocks_total", "gauge", "KV blocks in the group's pool (0: its engine does not page)."},
+        {"group_kv_blocks_cached", "gauge", "Unreferenced KV blocks kept for their prefix, by group."},
+        {"group_prefix_cache_hits_total", "counter", "Prompt tokens taken from the group's prefix cache."},
     };
     for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
         meta(b, g[k].name, g[k].type, g[k].help);
@@ -111,7 +115,8 @@ static void groups(lp_sb_t *b, const lp_gw_t *gw, const Lmpipe__StatsReply *s)
             const Lmpipe__GroupStats *q = s->groups[i];
             double v[] = {q->ready, q->slots_used, q->slots_total, (double)q->n_running,
                           (double)q->n_waiting, (double)q->steps, (double)q->n_requests,
-                          (double)q->n_dropped};
+                          (double)q->n_dropped, q->kv_blocks_used, q->kv_blocks_total,
+                          q->kv_blocks_cached, (double)q->prefix_cache_hits};
             sample(b, gw, g[k].name, "group", q->name, v[k]);
         }
     }
@@ -153,6 +158,24 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
     sample(&b, gw, "shm_ring_slots", NULL, NULL, s->ring_slots);
     meta(&b, "shm_ring_slots_used", "gauge", "Ring slots holding rows of steps in flight.");
     sample(&b, gw, "shm_ring_slots_used", NULL, NULL, s->ring_used);
+    /* Prefix cache and KV pool (paged engines; 0 where the engines do not
+     * page): vLLM's prefix_cache_queries/hits count prompt tokens, and its
+     * kv_cache_usage_perc is a fraction. */
+    meta(&b, "prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
+    sample(&b, gw, "prefix_cache_queries_total", NULL, NULL, (double)s->prefix_cache_queries);
+    meta(&b, "prefix_cache_hits_total", "counter", "Prompt tokens taken from the prefix cache (not prefilled).");
+    sample(&b, gw, "prefix_cache_hits_total", NULL, NULL, (double)s->prefix_cache_hits);
+    meta(&b, "kv_cache_usage_perc", "gauge", "Fraction of the KV blocks held by running requests (0..1).");
+    sample(&b, gw, "kv_cache_usage_perc", NULL, NULL,
+           s->kv_blocks_total ? (double)s->kv_blocks_used / s->kv_blocks_total : 0);
+    meta(&b, "kv_cache_blocks_used", "gauge", "KV blocks held by running requests.");
+    sample(&b, gw, "kv_cache_blocks_used", NULL, NULL, s->kv_blocks_used);
+    meta(&b, "kv_cache_blocks_total", "gauge", "KV blocks in the engines' pools (0: the engines do not page).");
+    sample(&b, gw, "kv_cache_blocks_total", NULL, NULL, s->kv_blocks_total);
+    meta(&b, "kv_cache_blocks_cached", "gauge", "Unreferenced KV blocks kept for their prefix (evictable).");
+    sample(&b, gw, "kv_cache_blocks_cached", NULL, NULL, s->kv_blocks_cached);
+    meta(&b, "num_preemptions_total", "counter", "Requests preempted for KV blocks and recomputed later.");
+    sample(&b, gw, "num_preemptions_total", NULL, NULL, (double)s->kv_preemptions);
     meta(&b, "sampler_strategy_version", "gauge", "The sampler's strategy version, as last seen.");
     sample(&b, gw, "sampler_strategy_version", NULL, NULL, (double)s->strategy_version);
     static const char *const reasons[] = {"stop", "length", "context", "cancelled", "error", NULL};

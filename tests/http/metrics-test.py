@@ -20,8 +20,10 @@ LAT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5,
 STEP = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5]
 # http-spec.md's names (without the lmpipe: prefix), their types and buckets
 GAUGES = ["num_requests_running", "num_requests_waiting", "shm_ring_slots", "shm_ring_slots_used",
-          "sampler_strategy_version"]
-COUNTERS = ["prompt_tokens", "generation_tokens", "request_success", "errors", "http_requests"]
+          "sampler_strategy_version", "kv_cache_usage_perc", "kv_cache_blocks_used",
+          "kv_cache_blocks_total", "kv_cache_blocks_cached"]
+COUNTERS = ["prompt_tokens", "generation_tokens", "request_success", "errors", "http_requests",
+            "prefix_cache_queries", "prefix_cache_hits", "num_preemptions"]
 HISTOGRAMS = {"time_to_first_token_seconds": LAT, "e2e_request_latency_seconds": LAT,
               "request_queue_time_seconds": LAT, "inter_token_latency_seconds": STEP,
               "engine_step_seconds": STEP, "sampler_step_seconds": STEP,
@@ -166,6 +168,16 @@ def main():
         check(value(after, "lmpipe:" + g) == 0, f"lmpipe:{g} is back to 0 when idle", value(after, "lmpipe:" + g))
     check(value(after, "lmpipe:shm_ring_slots") > 0, "lmpipe:shm_ring_slots > 0 with shared memory on",
           value(after, "lmpipe:shm_ring_slots"))
+    # The prefix cache's counters (0 where the engine does not page) agree.
+    q, h = d("lmpipe:prefix_cache_queries", "lmpipe:prefix_cache_queries_total"), \
+        d("lmpipe:prefix_cache_hits", "lmpipe:prefix_cache_hits_total")
+    check(q in (0, d("lmpipe:prompt_tokens", "lmpipe:prompt_tokens_total")) and 0 <= h <= q,
+          "prefix_cache_queries grew by 0 or the prompt tokens, hits by at most that", (q, h))
+    total = value(after, "lmpipe:kv_cache_blocks_total")
+    check(value(after, "lmpipe:kv_cache_blocks_used") == 0 and value(after, "lmpipe:kv_cache_usage_perc") == 0,
+          "no KV block is held when idle", (value(after, "lmpipe:kv_cache_blocks_used"), total))
+    check(value(after, "lmpipe:kv_cache_blocks_cached") <= total, "cached blocks <= total",
+          (value(after, "lmpipe:kv_cache_blocks_cached"), total))
     check(value(after, "lmpipe:sampler_strategy_version") >= 1, "lmpipe:sampler_strategy_version >= 1",
           value(after, "lmpipe:sampler_strategy_version"))
     print(f"metrics-test: {fails} failure(s)" if fails else "metrics-test: all passed")

@@ -1,0 +1,313 @@
+// prefix-bench.mjs - prefix reuse: lmpipe's HTTP gateway against llama.cpp's
+// llama-server (cache_prompt on, the same -np), in one run, on one GGUF and
+// the same threads (docs/BENCHMARKS.md, issue #20).
+//
+// 1. Multi-turn chat: C conversations (default 8) of T turns (6), all at
+//    once; each turn sends the whole conversation so far (the earlier
+//    prompts and the server's own answers, as text, as a chat client does)
+//    plus about U new user tokens (100), and generates G tokens (64).  Reported per turn:
+//    TTFT p50/p99 (request sent to the first token's chunk) over the
+//    conversations, and the turn-T / turn-1 TTFT p50 ratio.
+// 2. Shared system prompt: R requests (64), a common P-token prefix (1,000)
+//    and distinct Q-token questions (50), F in flight (8), G tokens each.
+//    Reported: TTFT p50/p99 and aggregate generated tokens/s (all tokens /
+//    first request sent to last stream ended).
+//
+// Both servers get the same texts (sized once through lmpipe's /tokenize),
+// greedy, ignore_eos, a fixed n_predict (random-weight models would
+// otherwise stop at random), on llama.cpp's /completion.  Each server's
+// conversation continues with the text it generated itself.
+// --no-prefix-cache also runs lmpipe with its prefix cache off.
+//
+// usage: node bench/prefix-bench.mjs --model Q.gguf [--build build]
+//          [--llama-server ../shared/llama.cpp/bin/llama-server] [--threads 2]
+//          [--conversations 8] [--turns 6] [--user-tokens 100] [--gen-tokens 64]
+//          [--requests 64] [--prefix-tokens 1000] [--question-tokens 50] [--in-flight 8]
+//          [--no-prefix-cache 1] [--json out.json]
+import { spawn } from 'node:child_process';
+import { request } from 'node:http';
+import { mkdtempSync, writeFileSync, rmSync, openSync, readSync, closeSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const args = { build: 'build', 'llama-server': '../shared/llama.cpp/bin/llama-server', threads: '2',
+               conversations: '8', turns: '6', 'user-tokens': '100', 'gen-tokens': '64', requests: '64',
+               'prefix-tokens': '1000', 'question-tokens': '50', 'in-flight': '8' };
+for (let i = 2; i < process.argv.length; i++) {
+    const a = process.argv[i];
+    if (!a.startsWith('--') || i + 1 >= process.argv.length) { console.error(`prefix-bench: bad argument '${a}' (see the usage at the top of the file)`); process.exit(2); }
+    args[a.slice(2)] = process.argv[++i];
+}
+if (!args.model) { console.error('prefix-bench: --model GGUF is required'); process.exit(2); }
+const num = (k) => {
+    const v = Number(args[k]);
+    if (!Number.isInteger(v) || v < 1) { console.error(`prefix-bench: --${k}: '${args[k]}' is not a positive integer`); process.exit(2); }
+    return v;
+};
+const model = resolve(args.model);
+const lmpipe = resolve(args.build, 'tools/lmpipe');
+const llamaServer = resolve(args['llama-server']);
+const threads = num('threads'), nConv = num('conversations'), nTurns = num('turns'), userTok = num('user-tokens');
+const genTok = num('gen-tokens'), nReq = num('requests'), prefixTok = num('prefix-tokens');
+const questionTok = num('question-tokens'), inFlight = num('in-flight');
+const slots = Math.max(nConv, inFlight);
+// Each slot holds one whole conversation, or a prefix and its question and answer.
+const ctxPerSlot = Math.max(nTurns * (userTok + genTok), prefixTok + questionTok + genTok) + 64;
+const banned = partialUtf8Tokens(model).map((id) => [id, false]);
+
+const work = mkdtempSync(join(tmpdir(), 'prefix-bench-'));
+const children = [];
+process.on('exit', () => { for (const c of children) try { c.kill('SIGTERM'); } catch { /* gone */ } rmSync(work, { recursive: true, force: true }); });
+for (const s of ['SIGINT', 'SIGTERM']) process.on(s, () => process.exit(1));
+
+function freePort() {
+    return new Promise((res, rej) => {
+        const s = createServer();
+        s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); });
+        s.on('error', rej);
+    });
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitHealthy(base, child, what) {
+    for (let i = 0; i < 1200; i++) {
+        if (child.exitCode !== null || child.signalCode !== null)
+            throw new Error(`${what} exited with ${child.exitCode ?? child.signalCode}`);
+        try { if ((await fetch(`${base}/health`)).status === 200) return; } catch { /* not up yet */ }
+        await sleep(100);
+    }
+    throw new Error(`${what} did not get healthy on ${base}`);
+}
+function start(cmd, argv, what) {
+    const c = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    c.stderr.on('data', (d) => { err = (err + d).slice(-4000); });
+    c.on('exit', (code, sig) => { if ((code || sig) && !c.stopping) console.error(`${what} exited ${code ?? sig}: ${err}`); });
+    children.push(c);
+    return c;
+}
+async function stop(c) {
+    c.stopping = true;
+    if (c.exitCode !== null || c.signalCode !== null) return;
+    const done = new Promise((r) => c.on('exit', r));
+    c.kill('SIGTERM');
+    await Promise.race([done, sleep(10000)]);
+    if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+}
+
+async function startLmpipe(cache) {
+    const port = await freePort();
+    const conf = join(work, `lmpipe-${port}.conf`);
+    writeFileSync(conf, `model = ${model}\nthreads = ${threads}\nmax_seqs = ${slots}\nn_ctx = ${ctxPerSlot}\n` +
+                        `max_batch_tokens = 512\ncoordinator.prefix_cache = ${cache}\n`);
+    const c = start(lmpipe, ['up', '--config', conf, '--endpoint', `ipc://${work}/coordinator-${port}.sock`,
+                             '--http', `127.0.0.1:${port}`], 'lmpipe up');
+    const base = `http://127.0.0.1:${port}`;
+    await waitHealthy(base, c, 'lmpipe up --http');
+    return { name: cache ? 'lmpipe' : 'lmpipe (no prefix cache)', base, child: c, extra: {} };
+}
+async function startLlama() {
+    const port = await freePort();
+    const c = start(llamaServer, ['-m', model, '-t', String(threads), '-tb', String(threads), '-np', String(slots),
+                                  '-c', String(slots * ctxPerSlot), '--host', '127.0.0.1', '--port', String(port), '-ngl', '0'],
+                    'llama-server');
+    const base = `http://127.0.0.1:${port}`;
+    await waitHealthy(base, c, 'llama-server');
+    return { name: 'llama-server', base, child: c, extra: { cache_prompt: true, logit_bias: banned } };
+}
+
+// POST a JSON body and call onEvent(json, now) for each SSE `data: {...}`.
+function ssePost(srv, path, body, onEvent) {
+    return new Promise((res, rej) => {
+        const req = request(`${srv.base}${path}`, { method: 'POST', agent: false,
+                                                   headers: { 'Content-Type': 'application/json' } }, (r) => {
+            let buf = '';
+            r.setEncoding('utf8');
+            if (r.statusCode !== 200) {
+                r.on('data', (d) => { buf += d; });
+                r.on('end', () => rej(new Error(`${srv.name}: HTTP ${r.statusCode}: ${buf}`)));
+                return;
+            }
+            r.on('data', (d) => {
+                const now = performance.now();
+                buf += d;
+                let i;
+                while ((i = buf.indexOf('\n\n')) >= 0) {
+                    const ev = buf.slice(0, i);
+                    buf = buf.slice(i + 2);
+                    if (ev.startsWith('data: {')) {
+                        const j = JSON.parse(ev.slice(6));
+                        if (j.error) return rej(new Error(`${srv.name}: ${JSON.stringify(j.error)}`));
+                        onEvent(j, now);
+                    }
+                }
+            });
+            r.on('end', () => res());
+            r.on('error', rej);
+        });
+        req.on('error', rej);
+        req.end(JSON.stringify(body));
+    });
+}
+
+// One streamed completion: its TTFT (ms), the text and token count generated.
+async function complete(srv, prompt, nTok) {
+    const t0 = performance.now();
+    let first = null, chunks = 0, predicted = null, text = '';
+    await ssePost(srv, '/completion', { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true,
+                                        ...srv.extra }, (j, now) => {
+        if (typeof j.content === 'string') text += j.content;
+        if (j.stop) { predicted = j.tokens_predicted ?? null; return; }
+        chunks++;
+        if (first === null) first = now;
+    });
+    const tokens = predicted ?? chunks;
+    if (tokens !== nTok) throw new Error(`${srv.name}: ${tokens} tokens generated, not ${nTok}`);
+    return { ttft: first - t0, t0, end: performance.now(), text, tokens };
+}
+
+const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p / 100 * s.length))]; };
+
+// About n tokens of plain text, different for each seed (words counted
+// once through /tokenize).
+const words = ('the a river mountain city garden winter morning story letter music window road friend market ' +
+               'history engine light paper ocean forest question answer reason system kitchen village teacher ' +
+               'bridge harbor station lantern journey silver copper meadow thunder quiet bright ancient careful').split(' ');
+async function countTokens(base, text) {
+    const r = await fetch(`${base}/tokenize`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                                body: JSON.stringify({ content: text }) });
+    if (r.status !== 200) throw new Error(`/tokenize: HTTP ${r.status}: ${await r.text()}`);
+    return (await r.json()).tokens.length;
+}
+async function text(base, seed, n) {
+    let x = (seed * 2654435761) % 4294967296 || 1;
+    const rnd = () => { x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0; return x; };
+    const all = [...Array(2 * n)].map(() => words[rnd() % words.length]);
+    const perWord = (await countTokens(base, ' ' + all.join(' '))) / all.length;
+    const k = Math.max(1, Math.min(all.length, Math.round(n / perWord)));
+    return ' ' + all.slice(0, k).join(' ') + '.';
+}
+
+// ---- 1. multi-turn chat ----
+async function chat(srv, users) {
+    const perTurn = [...Array(nTurns)].map(() => []);
+    let tokens = 0;
+    const t0 = performance.now();
+    await Promise.all(users.map(async (turns, c) => {
+        let conv = '';
+        for (let t = 0; t < nTurns; t++) {
+            conv += turns[t];
+            const r = await complete(srv, conv, genTok);
+            perTurn[t].push(r.ttft);
+            tokens += r.tokens;
+            conv += r.text;
+        }
+    }));
+    const wall = (performance.now() - t0) / 1000;
+    return { turns: perTurn.map((xs) => ({ p50: pct(xs, 50), p99: pct(xs, 99) })), tps: tokens / wall };
+}
+
+// ---- 2. shared system prompt ----
+async function shared(srv, prefix, questions) {
+    const ttfts = [];
+    let next = 0, tokens = 0;
+    const t0 = performance.now();
+    let end = t0;
+    await Promise.all([...Array(inFlight)].map(async () => {
+        while (next < questions.length) {
+            const q = questions[next++];
+            const r = await complete(srv, prefix + q, genTok);
+            ttfts.push(r.ttft);
+            tokens += r.tokens;
+            end = Math.max(end, r.end);
+        }
+    }));
+    return { p50: pct(ttfts, 50), p99: pct(ttfts, 99), tps: tokens / ((end - t0) / 1000) };
+}
+
+async function bench(srv, inputs) {
+    const c = await chat(srv, inputs.users);
+    const s = await shared(srv, inputs.prefix, inputs.questions);
+    return { chat: c, shared: s };
+}
+
+async function main() {
+    const runs = [];
+    // The inputs, sized by lmpipe's tokenizer-svc.
+    let srv = await startLmpipe(true);
+    const users = [];
+    for (let c = 0; c < nConv; c++) {
+        const turns = [];
+        for (let t = 0; t < nTurns; t++) turns.push(await text(srv.base, 1000 * c + t + 1, userTok));
+        users.push(turns);
+    }
+    const prefix = await text(srv.base, 7, prefixTok);
+    const questions = [];
+    for (let i = 0; i < nReq; i++) questions.push(await text(srv.base, 50000 + i, questionTok));
+    const inputs = { users, prefix, questions };
+    try { runs.push([srv.name, await bench(srv, inputs)]); } finally { await stop(srv.child); }
+    if (args['no-prefix-cache']) {
+        srv = await startLmpipe(false);
+        try { runs.push([srv.name, await bench(srv, inputs)]); } finally { await stop(srv.child); }
+    }
+    srv = await startLlama();
+    try { runs.push([srv.name, await bench(srv, inputs)]); } finally { await stop(srv.child); }
+
+    const f = (x) => x.toFixed(1);
+    console.log(`# prefix-bench: ${model}, ${threads} threads, ${slots} slots`);
+    console.log(`## multi-turn chat: ${nConv} conversations x ${nTurns} turns, ${userTok} user + ${genTok} generated tokens a turn`);
+    console.log(`| server | ${[...Array(nTurns)].map((_, t) => `turn ${t + 1} TTFT p50/p99 (ms)`).join(' | ')} | turn ${nTurns}/1 p50 | tokens/s |`);
+    console.log(`|---|${[...Array(nTurns)].map(() => '---|').join('')}---|---|`);
+    for (const [name, r] of runs) {
+        const t = r.chat.turns;
+        console.log(`| ${name} | ${t.map((x) => `${f(x.p50)} / ${f(x.p99)}`).join(' | ')} | ${(t[nTurns - 1].p50 / t[0].p50).toFixed(2)}x | ${f(r.chat.tps)} |`);
+    }
+    console.log(`## shared system prompt: ${nReq} requests, ${prefixTok}-token prefix, ${questionTok}-token questions, ${inFlight} in flight, ${genTok} generated`);
+    console.log('| server | TTFT p50 (ms) | TTFT p99 (ms) | tokens/s |');
+    console.log('|---|---|---|---|');
+    for (const [name, r] of runs) console.log(`| ${name} | ${f(r.shared.p50)} | ${f(r.shared.p99)} | ${f(r.shared.tps)} |`);
+    const lm = runs[0][1], ll = runs[runs.length - 1][1];
+    console.log(`targets: chat turn ${nTurns}/1 TTFT p50 ${(lm.chat.turns[nTurns - 1].p50 / lm.chat.turns[0].p50).toFixed(2)}x (<= 1.3x); ` +
+                `TTFT p50 vs llama-server: chat ${(lm.chat.turns.reduce((a, x) => a + x.p50, 0) / ll.chat.turns.reduce((a, x) => a + x.p50, 0)).toFixed(2)}x, ` +
+                `shared ${(lm.shared.p50 / ll.shared.p50).toFixed(2)}x (<= 1x); throughput vs llama-server: chat ` +
+                `${(lm.chat.tps / ll.chat.tps).toFixed(2)}x, shared ${(lm.shared.tps / ll.shared.tps).toFixed(2)}x (>= 1.5x)`);
+    if (args.json) writeFileSync(args.json, JSON.stringify({ model, threads, slots, runs: Object.fromEntries(runs) }, null, 2));
+}
+
+// Tokens whose text is not whole UTF-8 on its own, from the GGUF's
+// tokenizer.ggml.tokens: llama-server ends a stream with a 500 at such a
+// token, so it gets them as logit_bias false (as in http-bench.mjs).
+function partialUtf8Tokens(path) {
+    const fd = Buffer.alloc(64 << 20); // the vocabulary lies in the header
+    const f = openSync(path, 'r');
+    readSync(f, fd, 0, fd.length, 0);
+    closeSync(f);
+    let p = 16;
+    const u32 = () => { const v = fd.readUInt32LE(p); p += 4; return v; };
+    const u64 = () => { const v = Number(fd.readBigUInt64LE(p)); p += 8; return v; };
+    const str = () => { const n = u64(); const v = fd.subarray(p, p + n); p += n; return v; };
+    const fixed = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+    const skip = (t) => { if (fixed[t]) p += fixed[t]; else if (t === 8) str(); else if (t === 9) { const et = u32(); const n = u64(); for (let i = 0; i < n; i++) skip(et); } };
+    const nKv = u64();
+    const dec = new Map();
+    const printable = (b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    for (let b = 0, k = 0; b < 256; b++) dec.set(String.fromCodePoint(printable(b) ? b : 256 + k++), b);
+    const strict = new TextDecoder('utf-8', { fatal: true });
+    const bad = [];
+    for (let i = 0; i < nKv; i++) {
+        const key = str().toString();
+        const t = u32();
+        if (key !== 'tokenizer.ggml.tokens') { skip(t); continue; }
+        u32();
+        const n = u64();
+        for (let id = 0; id < n; id++) {
+            const chars = [...str().toString()];
+            if (!chars.every((c) => dec.has(c))) continue; // not a byte-level piece
+            try { strict.decode(Uint8Array.from(chars.map((c) => dec.get(c)))); } catch { bad.push(id); }
+        }
+        break;
+    }
+    return bad;
+}
+
+main().catch((e) => { console.error(`prefix-bench: ${e.stack || e}`); process.exit(1); });

@@ -1,0 +1,388 @@
+/* prefix_cache_test.c - the prefix cache end to end, over the four real
+ * services (issue #20).  Every request's tokens are checked against the
+ * same request run alone on a second pipeline whose coordinator has the
+ * cache off (--no-prefix-cache):
+ *
+ *   - a multi-turn chat, each turn the whole conversation so far plus new
+ *     tokens, alternately greedy and seeded: the same tokens; the hit-rate
+ *     counters move by exactly the full blocks the previous turns computed;
+ *   - eight requests sharing a prefix, at once, both cold (the same blocks
+ *     computed side by side) and warm (taken from the cache);
+ *   - a third pipeline whose coordinator uses a KV pool far smaller than
+ *     the work (--kv-blocks): requests are preempted and recomputed, and
+ *     every one still gives its tokens, a greedy one from BOS the golden's.
+ *
+ * The engine must page its KV (Hello.kv_block > 0); with an engine that
+ * does not, the test is skipped (exit 77).
+ *
+ * usage: prefix_cache_test MODEL GOLDEN_FROM_BOS */
+#include "client.h"
+#include "error.h"
+#include "fileio.h"
+#include "frame.h"
+#include "hello.h"
+#include "json.h"
+#include "pipeline.h"
+#include "tokenizer.h"
+
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+typedef struct pipe {
+    bool loop_open;
+    uv_loop_t loop;
+    lp_pipeline_t *p;
+    lp_client_t *c;
+    void *zctx, *stats; /* a second client socket for StatsRequests */
+    uint64_t next_id;   /* on that socket; 0 until its hello */
+} pipe_t;
+
+static int start(pipe_t *q, const char *model, bool cache, int kv_blocks)
+{
+    memset(q, 0, sizeof(*q));
+    uv_loop_init(&q->loop);
+    q->loop_open = true;
+    lp_pipeline_opts_t o = {0};
+    o.model = model;
+    o.threads = 1;
+    o.no_prefix_cache = !cache;
+    o.kv_blocks = kv_blocks;
+    int rc = lp_pipeline_start(&q->loop, &o, &q->p);
+    if (!rc) rc = lp_pipeline_wait_ready(q->p, 60000);
+    if (!rc) rc = lp_client_new(lp_pipeline_endpoint(q->p), &q->c);
+    if (!rc) rc = lp_client_hello(q->c, 10000);
+    CHECK(rc == 0, "pipeline start: %s", lp_error_msg());
+    if (rc) return rc;
+    q->zctx = zmq_ctx_new();
+    q->stats = zmq_socket(q->zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(q->stats, ZMQ_LINGER, &zero, sizeof(zero));
+    return zmq_connect(q->stats, lp_pipeline_endpoint(q->p)) == 0 ? 0 : -1;
+}
+
+static void stop(pipe_t *q)
+{
+    if (q->stats) zmq_close(q->stats);
+    if (q->zctx) zmq_ctx_term(q->zctx);
+    lp_client_destroy(&q->c);
+    if (q->p) {
+        CHECK_RC(lp_pipeline_stop(q->p), 0);
+        lp_pipeline_destroy(&q->p);
+    }
+    if (q->loop_open) uv_loop_close(&q->loop);
+    memset(q, 0, sizeof(*q));
+}
+
+static int ask(void *sock, Lmpipe__Msg *m, uint64_t id, lp_frame_t *f)
+{
+    m->id = id;
+    memset(f, 0, sizeof(*f));
+    if (lp_frame_send(sock, NULL, 0, m, NULL, 0)) return -1;
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, 10000) == 1) {
+        if (lp_frame_recv(sock, false, f)) continue;
+        if (f->msg->id == id) return 0;
+        lp_frame_clear(f);
+    }
+    return -1;
+}
+
+typedef struct stats {
+    uint64_t queries, hits, preemptions;
+    uint32_t used, total, cached;
+} stats_t;
+
+static stats_t stats(pipe_t *q)
+{
+    stats_t s = {0};
+    lp_frame_t f;
+    Lmpipe__Msg m = LMPIPE__MSG__INIT;
+    Lmpipe__Hello h;
+    if (!q->next_id) { /* the socket's hello, once */
+        q->next_id = 1;
+        lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
+        m.body_case = LMPIPE__MSG__BODY_HELLO;
+        m.hello = &h;
+        CHECK(ask(q->stats, &m, q->next_id++, &f) == 0, "hello on the stats socket");
+        lp_frame_clear(&f);
+    }
+    Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
+    m.body_case = LMPIPE__MSG__BODY_STATS;
+    m.stats = &sr;
+    if (ask(q->stats, &m, q->next_id++, &f) || f.msg->body_case != LMPIPE__MSG__BODY_STATS_REPLY) {
+        CHECK(0, "no StatsReply from the coordinator");
+        return s;
+    }
+    const Lmpipe__StatsReply *r = f.msg->stats_reply;
+    s = (stats_t){r->prefix_cache_queries, r->prefix_cache_hits, r->kv_preemptions,
+                  r->kv_blocks_used, r->kv_blocks_total, r->kv_blocks_cached};
+    lp_frame_clear(&f);
+    return s;
+}
+
+/* ---- requests ----------------------------------------------------------------- */
+
+typedef struct req {
+    int32_t *ids;
+    size_t n;
+    int n_predict;
+    const char *params;
+} req_t;
+
+static Lmpipe__GenerateRequest gen_msg(const req_t *r)
+{
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.n_prompt_ids = r->n;
+    g.prompt_ids = r->ids;
+    g.n_predict = r->n_predict;
+    g.params_json = (char *)r->params;
+    g.ignore_eos = true;
+    return g;
+}
+
+/* Run n requests at once; out[i] gets request i's result. */
+static int run_many(lp_client_t *c, uint64_t first_id, const req_t *rs, size_t n, lp_generation_t *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        Lmpipe__GenerateRequest g = gen_msg(&rs[i]);
+        if (lp_client_send_generate(c, first_id + i, &g)) return -1;
+    }
+    size_t done = 0;
+    while (done < n) {
+        lp_frame_t f;
+        if (lp_client_recv(c, 120000, &f)) {
+            fprintf(stderr, "run_many: %s\n", lp_error_msg());
+            return -1;
+        }
+        uint64_t id = f.msg->id;
+        if (id >= first_id && id < first_id + n) done += (size_t)lp_generation_add(&out[id - first_id], f.msg);
+        lp_frame_clear(&f);
+    }
+    return 0;
+}
+
+static uint64_t next_id = 1;
+
+/* Each request alone on the reference pipeline, then all of them at once
+ * on `q`: the same tokens. */
+static void same_tokens(pipe_t *ref, pipe_t *q, const req_t *rs, size_t n, const char *what)
+{
+    lp_generation_t want[n], got[n];
+    for (size_t i = 0; i < n; i++) CHECK(run_many(ref->c, next_id++, &rs[i], 1, &want[i]) == 0);
+    CHECK(run_many(q->c, next_id, rs, n, got) == 0, "%s", what);
+    next_id += n;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(want[i].n_ids == (size_t)rs[i].n_predict, "%s: request %zu alone: %zu tokens (%s)", what, i,
+              want[i].n_ids, want[i].error);
+        CHECK(got[i].n_ids == want[i].n_ids && !memcmp(got[i].ids, want[i].ids, want[i].n_ids * sizeof(int32_t)),
+              "%s: request %zu differs from the cache-off run (%zu vs %zu tokens; %s)", what, i,
+              got[i].n_ids, want[i].n_ids, got[i].error);
+        lp_generation_clear(&want[i]);
+        lp_generation_clear(&got[i]);
+    }
+}
+
+static const char *const params[2] = {"{\"temperature\": 0}", "{\"temperature\": 0.9, \"seed\": 11}"};
+
+static int32_t *tokens(const lp_tokenizer_t *tok, const char *text, bool bos, size_t *n)
+{
+    int32_t *ids = NULL;
+    CHECK_RC(lp_tokenize_alloc(tok, text, strlen(text), bos, false, &ids, n), 0);
+    return ids;
+}
+
+static void append(int32_t **ids, size_t *n, const int32_t *more, size_t k)
+{
+    int32_t *p = realloc(*ids, (*n + k) * sizeof(int32_t));
+    if (!p) return;
+    memcpy(p + *n, more, k * sizeof(int32_t));
+    *ids = p;
+    *n += k;
+}
+
+/* ---- the tests ----------------------------------------------------------------- */
+
+/* A chat: each turn is the conversation so far (prompt and answers) plus a
+ * user line.  A turn's answer is the same with and without the cache, and
+ * the cache gives back every full block of what the previous turn
+ * computed: its prompt and all but its last token. */
+static void test_chat(pipe_t *ref, pipe_t *q, const lp_tokenizer_t *tok, uint32_t block)
+{
+    static const char *const lines[4] = {
+        "Once upon a time there was a little girl named Lily who liked to play in the park with her dog.",
+        " One day the dog ran away and Lily was very sad.",
+        " Her mom said they would look for the dog together after lunch.",
+        " They found the dog under a big tree near the river.",
+    };
+    size_t n = 0, prev_computed = 0;
+    int32_t *conv = NULL;
+    for (int t = 0; t < 4; t++) {
+        size_t k;
+        int32_t *more = tokens(tok, lines[t], t == 0, &k);
+        append(&conv, &n, more, k);
+        free(more);
+        req_t r = {conv, n, 24, params[t % 2]};
+        stats_t before = stats(q);
+        lp_generation_t want, got;
+        CHECK(run_many(ref->c, next_id++, &r, 1, &want) == 0);
+        CHECK(run_many(q->c, next_id++, &r, 1, &got) == 0);
+        CHECK(want.n_ids == 24 && got.n_ids == want.n_ids &&
+              !memcmp(got.ids, want.ids, want.n_ids * sizeof(int32_t)),
+              "chat turn %d (%s): %zu tokens, the cache-off run's %zu", t, r.params, got.n_ids, want.n_ids);
+        stats_t after = stats(q);
+        size_t reusable = (n - 1) / block, cached = prev_computed / block;
+        uint64_t want_hits = (uint64_t)(reusable < cached ? reusable : cached) * block;
+        CHECK(after.queries - before.queries == n, "turn %d: %zu prompt tokens looked up", t, n);
+        CHECK(after.hits - before.hits == want_hits, "turn %d: %llu tokens reused, want %llu", t,
+              (unsigned long long)(after.hits - before.hits), (unsigned long long)want_hits);
+        printf("chat turn %d: %zu prompt tokens, %llu reused\n", t, n,
+               (unsigned long long)(after.hits - before.hits));
+        prev_computed = n + got.n_ids - 1;
+        append(&conv, &n, want.ids, want.n_ids);
+        lp_generation_clear(&want);
+        lp_generation_clear(&got);
+    }
+    /* The same prompt again: everything but the block of its last token. */
+    stats_t before = stats(q);
+    req_t r = {conv, n - 24, 8, params[0]};
+    lp_generation_t g;
+    CHECK(run_many(q->c, next_id++, &r, 1, &g) == 0 && g.n_ids == 8);
+    lp_generation_clear(&g);
+    stats_t after = stats(q);
+    CHECK(after.hits - before.hits == (uint64_t)((r.n - 1) / block) * block, "a repeated prompt");
+    CHECK(after.used == 0 && after.cached > 0 && after.cached <= after.total, "idle: %u used, %u cached of %u",
+          after.used, after.cached, after.total);
+    free(conv);
+}
+
+/* Eight requests with a common prefix and their own endings, at once:
+ * first with nothing cached, then again once the prefix is. */
+static void test_shared(pipe_t *ref, pipe_t *q, const lp_tokenizer_t *tok)
+{
+    static const char *const ends[8] = {" Tom", " The cat", " One day,", " Mom said",
+                                        " It was", " Sam saw a bird", " Then", " The sun"};
+    size_t np;
+    int32_t *prefix = tokens(tok, "In a small house near the woods there lived an old man who liked to sing "
+                                  "songs every morning to the birds and the trees and the little fox.", true, &np);
+    int32_t *ids[8];
+    req_t rs[8];
+    for (int i = 0; i < 8; i++) {
+        size_t n = 0, k;
+        ids[i] = NULL;
+        append(&ids[i], &n, prefix, np);
+        int32_t *e = tokens(tok, ends[i], false, &k);
+        append(&ids[i], &n, e, k);
+        free(e);
+        rs[i] = (req_t){ids[i], n, 20 + 3 * i, params[i % 2]};
+    }
+    stats_t before = stats(q);
+    same_tokens(ref, q, rs, 8, "shared prefix, cold");
+    same_tokens(ref, q, rs, 8, "shared prefix, warm");
+    stats_t after = stats(q);
+    CHECK(after.hits > before.hits, "the shared prefix was reused");
+    for (int i = 0; i < 8; i++) free(ids[i]);
+    free(prefix);
+}
+
+/* A pool far smaller than the work: every request still correct. */
+static void test_pressure(pipe_t *ref, const char *model, const lp_tokenizer_t *tok, uint32_t block,
+                          const char *golden_path)
+{
+    /* The golden: greedy from BOS. */
+    char *text = NULL;
+    size_t len;
+    lp_json_doc_t *doc = NULL;
+    int32_t want[256];
+    size_t n_want = 0;
+    CHECK_RC(lp_read_file(golden_path, &text, &len), 0);
+    if (text && lp_json_parse(text, len, &doc) == 0) {
+        const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
+        const lp_json_t *arr = lp_json_get(cs, "continuation_ids");
+        for (size_t i = 0; arr && i < arr->n && i < 256; i++) {
+            int64_t v;
+            if (!lp_json_int(&arr->u.items[i], 0, 1 << 30, &v)) want[n_want++] = (int32_t)v;
+        }
+    }
+    CHECK(n_want > 0, "golden %s", golden_path);
+    int32_t bos = 1;
+    static const char *const texts[7] = {
+        "Once upon a time", "Lily and Tom went to the park", "One day, a little boy named Tim",
+        "The cat sat on the mat and looked at the big red ball. It was", "Sam was sad because",
+        "Mom said", "Once upon a time there was a child who",
+    };
+    int32_t *ids[7];
+    req_t rs[8];
+    size_t most = n_want + 1;
+    for (int i = 0; i < 7; i++) {
+        size_t n;
+        ids[i] = tokens(tok, texts[i], true, &n);
+        rs[i] = (req_t){ids[i], n, 48, params[i % 2]};
+        if (n + 48 > most) most = n + 48;
+    }
+    rs[7] = (req_t){&bos, 1, (int)n_want, params[0]};
+    /* Room for about two of the longest requests: eight at once must
+     * preempt. */
+    int kv_blocks = (int)((2 * most + block - 1) / block) + 1;
+    pipe_t q = {0};
+    if (start(&q, model, true, kv_blocks) == 0) {
+        stats_t s0 = stats(&q);
+        CHECK(s0.total == (uint32_t)kv_blocks, "the coordinator uses %d blocks: %u", kv_blocks, s0.total);
+        same_tokens(ref, &q, rs, 8, "pool pressure");
+        same_tokens(ref, &q, rs, 8, "pool pressure, again");
+        lp_generation_t g;
+        CHECK(run_many(q.c, next_id++, &rs[7], 1, &g) == 0);
+        CHECK(g.n_ids == n_want && !memcmp(g.ids, want, n_want * sizeof(int32_t)), "the golden from BOS");
+        lp_generation_clear(&g);
+        stats_t s = stats(&q);
+        printf("pool pressure: %d blocks of %u, %llu preemptions\n", kv_blocks, block,
+               (unsigned long long)s.preemptions);
+        CHECK(s.preemptions > 0, "eight requests in a pool for two preempt some");
+        CHECK(s.used == 0, "every block back when idle: %u used", s.used);
+    }
+    stop(&q);
+    for (int i = 0; i < 7; i++) free(ids[i]);
+    lp_json_doc_destroy(&doc);
+    free(text);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: prefix_cache_test MODEL GOLDEN_FROM_BOS\n");
+        return 2;
+    }
+    const char *model = argv[1];
+    pipe_t on = {0}, off = {0};
+    if (start(&on, model, true, 0)) {
+        stop(&on);
+        return CHECK_DONE();
+    }
+    const Lmpipe__Hello *h = lp_client_server_hello(on.c);
+    uint32_t block = h->kv_block;
+    if (block == 0) {
+        printf("SKIP: the engine announces kv_block 0 (no paged KV cache): the prefix cache "
+               "needs a paging engine-svc (issue #20)\n");
+        stop(&on);
+        return 77;
+    }
+    printf("engine: KV blocks of %u positions, %u blocks\n", block, h->kv_blocks);
+    lp_tokenizer_t *tok = NULL;
+    CHECK_RC(lp_tokenizer_new(model, &tok), 0);
+    if (tok && start(&off, model, false, 0) == 0) {
+        stats_t s = stats(&off);
+        CHECK(s.queries == 0 && s.total > 0, "the cache-off coordinator looks nothing up");
+        test_chat(&off, &on, tok, block);
+        test_shared(&off, &on, tok);
+        test_pressure(&off, model, tok, block, argv[2]);
+        s = stats(&off);
+        CHECK(s.queries == 0 && s.hits == 0, "--no-prefix-cache: nothing looked up, nothing reused");
+    }
+    stop(&off);
+    stop(&on);
+    lp_tokenizer_destroy(&tok);
+    return CHECK_DONE();
+}
