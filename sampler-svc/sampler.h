@@ -55,6 +55,15 @@ int lp_sampler_store_swap(lp_sampler_store_t *st, const char *json, size_t len,
  * on it and on each plugin): checked here, copied.  Until one is set, every
  * load is refused. */
 int lp_sampler_store_set_plugin_dir(lp_sampler_store_t *st, const char *dir);
+/* Keep the store in `path`: read it now if it exists (the strategy, the
+ * history for rollback and the version counter come back; plugins are
+ * reloaded from the plugin folder with its checks, so set that first, and
+ * one that is gone or refused is logged and left out of the strategies that
+ * used it, the current one then taking a new version), and from now on save
+ * every change there (temp file, fsync, rename) before it takes effect: a
+ * change that cannot be saved fails and changes nothing.  A file that is
+ * not a state file is an error naming it and the field. */
+int lp_sampler_store_set_state_file(lp_sampler_store_t *st, const char *path);
 /* Load a plugin (dlopen) and put its step first in the default "samplers"
  * (where logit bias acts, before any truncation).  `config` is handed to the plugin's init for
  * each sequence (NULL = "").  The step's name is the plugin's name.

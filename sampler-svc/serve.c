@@ -87,6 +87,11 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
         /* no tokenizer in the GGUF: only token-ID breakers act */
         LP_WARN("sampler-svc: %s; DRY text breakers are off", lp_error_msg());
     }
+    /* after the plugin folder: the saved strategies' plugins load from it */
+    if (p->state_file && (rc = lp_sampler_store_set_state_file(s->store, p->state_file)) != 0) {
+        lp_error_prefix("--state-file: ");
+        goto fail;
+    }
     if ((rc = lp_sampler_registry_new(&s->reg)) != 0) goto fail;
     if (!(s->aligned = malloc((size_t)s->n_vocab * sizeof(float)))) {
         rc = LP_ERR(ENOMEM);
