@@ -113,4 +113,35 @@ status=$?
 [ $status -ne 0 ] && grep -q "state-file: state file $state: next_version" "$run/badfile.log" &&
     ok "a bad state file stops the service: $(cat "$run/badfile.log")" ||
     bad "bad state file: status $status, $(cat "$run/badfile.log")"
+
+# lmpipe up: sampler-svc gets RUN_DIR/sampler-state.json (a stale one from an
+# earlier run is dropped first), or sampler.state_file; its own is removed
+# at the end, a configured one is kept
+up_run() { # CONF_EXTRA: start lmpipe up, set a strategy, stop it
+    mkdir -m 0700 -p "$run/up"
+    echo "stale" >"$run/up/sampler-state.json"
+    printf 'model = %s\nrun_dir = %s\n%s\n' "$model" "$run/up" "$1" >"$run/up.conf"
+    "$lmpipe" up --config "$run/up.conf" >"$run/up.out" 2>"$run/up.err" &
+    pid=$!
+    for _ in $(seq 1 300); do
+        grep -q "ready on" "$run/up.out" 2>/dev/null && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
+    args=$(ps -o args= --ppid $pid)
+    setout=$(timeout 30 "$lmpipe" sampler --endpoint "ipc://$run/up/sampler.sock" set '{"top_k":5}' 2>&1)
+    kill -TERM $pid
+    wait $pid 2>/dev/null
+    pid=
+}
+up_run ""
+echo "$args" | grep -q -- "sampler-svc .*--state-file $run/up/sampler-state.json" &&
+    echo "$setout" | grep -q '"changed":2' && [ ! -e "$run/up/sampler-state.json" ] &&
+    ok "lmpipe up: RUN_DIR/sampler-state.json, a stale one dropped, removed at the end" ||
+    bad "lmpipe up's state file: $args; $setout; $(ls "$run/up"); $(cat "$run/up.err")"
+up_run "sampler.state_file = $work/kept.json"
+echo "$args" | grep -q -- "sampler-svc .*--state-file $work/kept.json" &&
+    grep -q '"top_k":5' "$work/kept.json" &&
+    ok "lmpipe up: sampler.state_file is passed on and kept" ||
+    bad "sampler.state_file: $args; $setout; $(cat "$run/up.err")"
 exit $fail
