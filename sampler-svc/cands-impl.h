@@ -33,5 +33,7 @@ int lp__dense_top_k(lp_cands_t *c, int32_t k);
 /* Move to the front the fewest highest-logit entries whose masses (.p) sum
  * to at least `need`, and at least min_keep of them; returns how many. */
 size_t lp__select_mass(lp_token_data_t *d, size_t n, double need, size_t min_keep);
+/* A mirostat step's mu; NULL for any other sampler. */
+float *lp__sampler_mu(lp_sampler_t *s);
 
 #endif

@@ -119,6 +119,34 @@ lp_sampler_t *lp_sampler_chain_new(void)
     return s;
 }
 
+bool lp_sampler_chain_get_mu(lp_sampler_t *chain, float *mu)
+{
+    if (chain->iface != &chain_i) return false;
+    chain_t *ch = chain->ctx;
+    for (int32_t i = 0; i < ch->n; i++) {
+        float *m = lp__sampler_mu(ch->items[i]);
+        if (m) {
+            *mu = *m;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool lp_sampler_chain_set_mu(lp_sampler_t *chain, float mu)
+{
+    if (chain->iface != &chain_i) return false;
+    chain_t *ch = chain->ctx;
+    for (int32_t i = 0; i < ch->n; i++) {
+        float *m = lp__sampler_mu(ch->items[i]);
+        if (m) {
+            *m = mu;
+            return true;
+        }
+    }
+    return false;
+}
+
 static lp_sampler_t *chain_clone(const lp_sampler_t *s)
 {
     const chain_t *ch = s->ctx;

@@ -133,6 +133,12 @@ typedef int (*lp_sampler_plugin_lookup_cb)(void *user, const char *name,
                                            const lp_sampler_plugin_t **desc,
                                            const char **config);
 
+/* Mirostat's mu in a chain: the one piece of a chain's state that its token
+ * history does not rebuild (it follows each step's candidate probabilities).
+ * Both return false when the chain has no mirostat step. */
+bool lp_sampler_chain_get_mu(lp_sampler_t *chain, float *mu);
+bool lp_sampler_chain_set_mu(lp_sampler_t *chain, float mu);
+
 /* Build the chain for a parameter set, as llama.cpp's common_sampler_init:
  * logit bias, then the steps of "samplers" (or mirostat), then the final
  * choice (dist, greedy when temperature <= 0, or mirostat).  `n_vocab` is the

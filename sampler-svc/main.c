@@ -12,9 +12,11 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sampler-svc --model M.gguf --endpoint EP [--default JSON] [--no-shm]\n"
-               "                   [--plugin-dir DIR]\n" LP_CURVE_USAGE
+               "                   [--plugin-dir DIR] [--state-file FILE]\n" LP_CURVE_USAGE
                "--plugin-dir: the only folder SamplerControl \"load\" takes plugins from\n"
-               "(without it every load is refused; docs/SAMPLER.md).\n");
+               "(without it every load is refused; docs/SAMPLER.md).\n"
+               "--state-file: every strategy change is saved there and read back at start,\n"
+               "so live swaps survive a restart (docs/SAMPLER.md).\n");
 }
 
 int main(int argc, char **argv)
@@ -23,7 +25,7 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"endpoint", required_argument, 0, 'e'},
         {"default", required_argument, 0, 'd'}, {"no-shm", no_argument, 0, 'n'},
-        {"plugin-dir", required_argument, 0, 'P'},
+        {"plugin-dir", required_argument, 0, 'P'}, {"state-file", required_argument, 0, 'S'},
         LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     lp_sampler_svc_params_t p = {0};
     const char *endpoint = NULL;
@@ -36,6 +38,7 @@ int main(int argc, char **argv)
         case 'd': p.default_json = optarg; break;
         case 'n': p.no_shm = true; break;
         case 'P': p.plugin_dir = optarg; break;
+        case 'S': p.state_file = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
             if (lp_curve_opts_take(&sec, c, optarg)) break;

@@ -19,6 +19,14 @@ void lp_rng_seed(lp_rng_t *r, uint64_t seed)
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
 }
 
+void lp_rng_seed_at(lp_rng_t *r, uint64_t seed, uint64_t pos)
+{
+    /* splitmix64's finaliser spreads the position over all 64 bits, so that
+     * nearby (seed, pos) pairs start unrelated streams */
+    uint64_t x = pos;
+    lp_rng_seed(r, seed ^ splitmix64(&x));
+}
+
 static inline uint64_t rotl(uint64_t x, int k)
 {
     return (x << k) | (x >> (64 - k));

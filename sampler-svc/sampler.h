@@ -55,6 +55,15 @@ int lp_sampler_store_swap(lp_sampler_store_t *st, const char *json, size_t len,
  * on it and on each plugin): checked here, copied.  Until one is set, every
  * load is refused. */
 int lp_sampler_store_set_plugin_dir(lp_sampler_store_t *st, const char *dir);
+/* Keep the store in `path`: read it now if it exists (the strategy, the
+ * history for rollback and the version counter come back; plugins are
+ * reloaded from the plugin folder with its checks, so set that first, and
+ * one that is gone or refused is logged and left out of the strategies that
+ * used it, the current one then taking a new version), and from now on save
+ * every change there (temp file, fsync, rename) before it takes effect: a
+ * change that cannot be saved fails and changes nothing.  A file that is
+ * not a state file is an error naming it and the field. */
+int lp_sampler_store_set_state_file(lp_sampler_store_t *st, const char *path);
 /* Load a plugin (dlopen) and put its step first in the default "samplers"
  * (where logit bias acts, before any truncation).  `config` is handed to the plugin's init for
  * each sequence (NULL = "").  The step's name is the plugin's name.
@@ -101,6 +110,8 @@ typedef struct lp_sampler_result {
     bool has_logprob;    /* logprob and top are filled (n_probs > 0) */
     float logprob;       /* log-softmax of id over the guarded row, before the chain */
     uint64_t version;    /* strategy version that produced it */
+    bool has_mu;         /* the chain has a mirostat step: mu is its value after this token */
+    float mu;
     int32_t n_top;       /* entries in top (the request's n_probs) */
     lp_sampler_alt_t top[LP_SAMPLER_MAX_N_PROBS]; /* most likely first, same measure */
 } lp_sampler_result_t;
@@ -131,6 +142,18 @@ int lp_sampler_seq_sample(lp_sampler_seq_t *seq, const float *logits, int32_t n_
 int lp_sampler_seq_pick(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab,
                         lp_sampler_result_t *out);
 int lp_sampler_seq_logprobs(lp_sampler_seq_t *seq, lp_sampler_result_t *out);
+/* Reopen a sequence after a sampler restart (SamplerOpen.generated_ids):
+ * after the prompt's tokens were accepted, the n tokens generated so far
+ * join the history and the next draw is that of position n.  The draws of
+ * generated token k are keyed by (seed, k) alone, so the tokens that follow
+ * are those the first sampler would have drawn (docs/SAMPLER.md). */
+int lp_sampler_seq_resume(lp_sampler_seq_t *seq, const int32_t *generated, size_t n);
+/* Position of the next draw: the tokens picked (or resumed) so far. */
+uint64_t lp_sampler_seq_position(const lp_sampler_seq_t *seq);
+/* Give mirostat its mu back (lp_sampler_result_t.mu of the last token):
+ * the one piece of state the token history does not rebuild.  EINVAL when
+ * mu is not finite or the strategy has no mirostat step. */
+int lp_sampler_seq_set_mu(lp_sampler_seq_t *seq, float mu);
 /* The seed in use (the request's, or the random one chosen for seed -1). */
 uint64_t lp_sampler_seq_seed(const lp_sampler_seq_t *seq);
 /* The effective parameters (default overlaid with the request's) of the

@@ -375,3 +375,9 @@ lp_sampler_t *lp_sampler_mirostat_v2_new(float tau, float eta, lp_rng_t *rng)
     return rng_sampler_new(&mirostat_v2_i,
                            (rng_ctx_t){.rng = rng, .tau = tau, .eta = eta, .mu = 2.0f * tau});
 }
+
+float *lp__sampler_mu(lp_sampler_t *s)
+{
+    if (s->iface != &mirostat_i && s->iface != &mirostat_v2_i) return NULL;
+    return &((rng_ctx_t *)s->ctx)->mu;
+}

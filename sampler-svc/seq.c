@@ -20,6 +20,7 @@ struct lp_sampler_seq {
     lp_sampler_t *chain;
     lp_rng_t rng;
     uint64_t seed;
+    uint64_t pos;              /* position of the next generated token: keys its draws */
     int32_t hist[LP_SAMPLER_HISTORY_MAX]; /* ring of accepted tokens */
     int32_t hist_first, hist_n;
     lp_cands_t cands;
@@ -125,6 +126,32 @@ int lp_sampler_seq_accept(lp_sampler_seq_t *seq, int32_t id)
     return 0;
 }
 
+int lp_sampler_seq_resume(lp_sampler_seq_t *seq, const int32_t *generated, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (generated[i] < 0)
+            return lp_error_set(LP_ERR(EINVAL), "resume: generated token %zu is negative (%d)", i,
+                                generated[i]);
+    for (size_t i = 0; i < n; i++) lp_sampler_seq_accept(seq, generated[i]);
+    seq->pos = n;
+    return 0;
+}
+
+uint64_t lp_sampler_seq_position(const lp_sampler_seq_t *seq)
+{
+    return seq->pos;
+}
+
+int lp_sampler_seq_set_mu(lp_sampler_seq_t *seq, float mu)
+{
+    if (!isfinite(mu))
+        return lp_error_set(LP_ERR(EINVAL), "mirostat_mu: %g is not a finite number", (double)mu);
+    if (!lp_sampler_chain_set_mu(seq->chain, mu))
+        return lp_error_set(LP_ERR(EINVAL), "mirostat_mu: the sequence's strategy has no "
+                            "mirostat step");
+    return 0;
+}
+
 uint64_t lp_sampler_seq_seed(const lp_sampler_seq_t *seq)
 {
     return seq->seed;
@@ -184,6 +211,8 @@ static int seq_guard(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab
 static int seq_choose(lp_sampler_seq_t *seq, int32_t n, lp_sampler_result_t *out)
 {
     lp_sampler_store_t *st = seq->st;
+    /* the draws of this token come from (seed, position) alone */
+    lp_rng_seed_at(&seq->rng, seq->seed, seq->pos);
     int rc = lp_sampler_apply(seq->chain, &seq->cands);
     if (rc) return rc;
     int32_t id = seq->cands.selected_id;
@@ -192,6 +221,8 @@ static int seq_choose(lp_sampler_seq_t *seq, int32_t n, lp_sampler_result_t *out
                                             "the real vocabulary (%d) or masked", id, n);
     out->id = id;
     out->version = seq->cfg->version;
+    out->has_mu = lp_sampler_chain_get_mu(seq->chain, &out->mu);
+    seq->pos++;
     return 0;
 }
 

@@ -87,6 +87,11 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
         /* no tokenizer in the GGUF: only token-ID breakers act */
         LP_WARN("sampler-svc: %s; DRY text breakers are off", lp_error_msg());
     }
+    /* after the plugin folder: the saved strategies' plugins load from it */
+    if (p->state_file && (rc = lp_sampler_store_set_state_file(s->store, p->state_file)) != 0) {
+        lp_error_prefix("--state-file: ");
+        goto fail;
+    }
     if ((rc = lp_sampler_registry_new(&s->reg)) != 0) goto fail;
     if (!(s->aligned = malloc((size_t)s->n_vocab * sizeof(float)))) {
         rc = LP_ERR(ENOMEM);
@@ -143,8 +148,13 @@ static struct detok *detok_find(lp_sampler_svc_t *s, uint64_t session)
     return NULL;
 }
 
+/* The session's decoder; `generated` (a reopened session's tokens so far,
+ * whose text the client has) primes it without a word of output, so that
+ * the next token's piece is the one the first decoder would have given
+ * (bytes of a character it held back included). */
 static int detok_add(lp_sampler_svc_t *s, uint64_t session, const int32_t *end_ids, size_t n_end,
-                     const int32_t *prompt, size_t n_prompt)
+                     const int32_t *prompt, size_t n_prompt, const int32_t *generated,
+                     size_t n_generated)
 {
     if (!s->tok)
         return lp_error_set(LP_ERR(ENOTSUP), "sampler_open: detok: the model has no tokenizer "
@@ -177,6 +187,18 @@ static int detok_add(lp_sampler_svc_t *s, uint64_t session, const int32_t *end_i
         if (lp_token_piece(s->tok, prompt[i], false, &piece, &len) == 0 && len > 0) {
             lp_detok_continue(d->d);
             break;
+        }
+    }
+    /* (as sample_one feeds them: nothing from an end token on) */
+    for (size_t i = 0; i < n_generated && !d->ended; i++) {
+        for (size_t k = 0; k < n_end && !d->ended; k++) d->ended = end_ids[k] == generated[i];
+        const char *p;
+        size_t n;
+        if (!d->ended && (rc = lp_detok_feed(d->d, generated[i], &p, &n)) != 0) {
+            lp_detok_destroy(&d->d);
+            free(d->end_ids);
+            lp_error_prefix("sampler_open: detok of generated_ids[%zu]: ", i);
+            return rc;
         }
     }
     s->n_detoks++;
@@ -212,8 +234,21 @@ static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req
             return rc;
         }
     }
-    if (o->detok && (rc = detok_add(s, o->session, o->detok_end_ids, o->n_detok_end_ids,
-                                        o->prompt_ids, o->n_prompt_ids)) != 0) {
+    /* a reopened session: the tokens generated so far, and mirostat's mu */
+    for (size_t i = 0; i < o->n_generated_ids; i++) {
+        if (o->generated_ids[i] < 0 || o->generated_ids[i] >= s->n_vocab) {
+            lp_sampler_seq_destroy(&seq);
+            return lp_error_set(LP_ERR(EINVAL), "sampler_open: generated_ids[%zu] = %d is not in "
+                                "0..%d", i, o->generated_ids[i], s->n_vocab - 1);
+        }
+    }
+    rc = lp_sampler_seq_resume(seq, o->generated_ids, o->n_generated_ids);
+    if (!rc && o->has_mirostat_mu && (rc = lp_sampler_seq_set_mu(seq, o->mirostat_mu)) != 0)
+        lp_error_prefix("sampler_open: ");
+    if (!rc && o->detok)
+        rc = detok_add(s, o->session, o->detok_end_ids, o->n_detok_end_ids, o->prompt_ids,
+                       o->n_prompt_ids, o->generated_ids, o->n_generated_ids);
+    if (rc) {
         lp_sampler_seq_destroy(&seq);
         return rc;
     }
@@ -351,6 +386,8 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
     res->has_logprob = r->has_logprob;
     res->logprob = r->has_logprob ? r->logprob : 0.0f;
     res->strategy_version = r->version;
+    res->has_mirostat_mu = r->has_mu;
+    res->mirostat_mu = r->has_mu ? r->mu : 0.0f;
     res->n_top = (size_t)r->n_top;
     res->top = tpp;
     for (int32_t k = 0; k < r->n_top; k++) {

@@ -12,6 +12,7 @@ typedef struct lp_sampler_svc_params {
     const char *default_json; /* the service default strategy; may be NULL */
     bool no_shm;              /* refuse the ring: rows must come inline */
     const char *plugin_dir;   /* the only folder plugins load from; NULL: no loads */
+    const char *state_file;   /* the strategy store is saved here and read back; NULL: none */
 } lp_sampler_svc_params_t;
 
 typedef struct lp_sampler_svc lp_sampler_svc_t;

@@ -31,6 +31,7 @@ struct lp_sampler_store {
     int n_history;
     uint64_t next_version;
     char *plugin_dir;    /* the only folder plugins load from; NULL: none do */
+    char *state_file;    /* every change is saved here first; NULL: kept in memory only */
     /* the vocabulary guard; set before sequences start, read without the lock */
     int32_t n_real;      /* 0: the row length */
     int32_t *masked;     /* ids < n_real that are never sampled */
@@ -55,6 +56,26 @@ int lp__store_dry_breakers(lp_sampler_store_t *st, const lp_sampler_params_t *p,
 /* The current strategy, with a reference for the caller. */
 lp__config_t *lp__store_current(lp_sampler_store_t *st);
 void lp__config_unref(lp__config_t **c_p);
+/* A copy with one reference (plugins referenced again); NULL on
+ * out-of-memory. */
+lp__config_t *lp__config_copy(const lp__config_t *src);
+/* A strategy is usable when its chain builds. */
+int lp__config_check(lp__config_t *c);
+
+enum lp__publish {
+    LP__PUBLISH_PUSH,    /* the current strategy goes to the history (swap, load, unload) */
+    LP__PUBLISH_POP,     /* the newest of the history is dropped (rollback), and current */
+    LP__PUBLISH_REPLACE, /* current is replaced, the history stays */
+};
+/* Publish `next` (takes its reference, also on failure) under the next
+ * version, with the lock held.  With a state file the new state is saved
+ * first; a failed save changes nothing. */
+int lp__store_publish(lp_sampler_store_t *st, lp__config_t *next, enum lp__publish how,
+                      uint64_t *version_out);
+/* store-state.c: write the state file (temp file, fsync, rename). */
+int lp__store_state_save(const char *path, uint64_t next_version, const lp__config_t *cur,
+                         lp__config_t *const *hist, int n_hist);
+
 /* Plugin lookup over a strategy, for lp_sampler_chain_build. */
 int lp__config_lookup(void *user, const char *name, const lp_sampler_plugin_t **desc,
                       const char **config);

@@ -15,7 +15,7 @@
 
 /* ---- strategies -------------------------------------------------------------- */
 
-static lp__config_t *config_copy(const lp__config_t *src)
+lp__config_t *lp__config_copy(const lp__config_t *src)
 {
     lp__config_t *c = malloc(sizeof(*c));
     if (!c) return NULL;
@@ -66,7 +66,7 @@ int lp__config_lookup(void *user, const char *name, const lp_sampler_plugin_t **
 
 /* A strategy is usable when its chain builds (plugins' init accept their
  * configuration, every named plugin is loaded). */
-static int config_check(lp__config_t *c)
+int lp__config_check(lp__config_t *c)
 {
     lp_rng_t rng;
     lp_rng_seed(&rng, 0);
@@ -94,7 +94,7 @@ int lp_sampler_store_new(const char *default_json, lp_sampler_store_t **out)
     if (default_json) {
         int rc = lp_sampler_params_parse(default_json, strlen(default_json),
                                          LP_SAMPLER_PARAMS_STRICT, &c->params);
-        if (!rc) rc = config_check(c);
+        if (!rc) rc = lp__config_check(c);
         if (rc) {
             free(c);
             free(st);
@@ -123,6 +123,7 @@ void lp_sampler_store_destroy(lp_sampler_store_t **self_p)
     }
     pthread_mutex_destroy(&st->breakers_lock);
     free(st->plugin_dir);
+    free(st->state_file);
     free(st->masked);
     free(st->mask);
     free(st);
@@ -243,12 +244,27 @@ lp__config_t *lp__store_current(lp_sampler_store_t *st)
     return c;
 }
 
-/* Publish `next` (takes its reference) as the new current strategy, keeping
- * the old one for rollback.  Called with the lock held. */
-static uint64_t publish(lp_sampler_store_t *st, lp__config_t *next, bool keep_old)
+int lp__store_publish(lp_sampler_store_t *st, lp__config_t *next, enum lp__publish how,
+                      uint64_t *version_out)
 {
-    next->version = st->next_version++;
-    if (keep_old) {
+    next->version = st->next_version;
+    if (st->state_file) {
+        /* the state as it will be, saved before anything changes */
+        lp__config_t *h[LP_STORE_HISTORY + 1];
+        int n = st->n_history;
+        memcpy(h, st->history, (size_t)n * sizeof(h[0]));
+        if (how == LP__PUBLISH_PUSH) h[n++] = st->cur;
+        if (how == LP__PUBLISH_POP) n--;
+        int from = n > LP_STORE_HISTORY ? n - LP_STORE_HISTORY : 0;
+        int rc = lp__store_state_save(st->state_file, st->next_version + 1, next, h + from,
+                                      n - from);
+        if (rc) {
+            lp__config_unref(&next);
+            return rc;
+        }
+    }
+    st->next_version++;
+    if (how == LP__PUBLISH_PUSH) {
         if (st->n_history == LP_STORE_HISTORY) {
             lp__config_unref(&st->history[0]);
             memmove(st->history, st->history + 1, (LP_STORE_HISTORY - 1) * sizeof(st->history[0]));
@@ -256,31 +272,32 @@ static uint64_t publish(lp_sampler_store_t *st, lp__config_t *next, bool keep_ol
         }
         st->history[st->n_history++] = st->cur;
     } else {
+        if (how == LP__PUBLISH_POP) lp__config_unref(&st->history[--st->n_history]);
         lp__config_unref(&st->cur);
     }
     st->cur = next;
     LP_INFO("sampler strategy version %" PRIu64, next->version);
-    return next->version;
+    if (version_out) *version_out = next->version;
+    return 0;
 }
 
 /* Lay a parsed JSON object over the current default (strict). */
 static int swap_tree(lp_sampler_store_t *st, const lp_json_t *obj, uint64_t *version_out)
 {
     pthread_mutex_lock(&st->lock);
-    lp__config_t *next = config_copy(st->cur);
+    lp__config_t *next = lp__config_copy(st->cur);
     int rc = next ? 0 : lp_error_set(LP_ERR(ENOMEM), "sampler store: out of memory");
     if (!rc) rc = lp_sampler_params_from_json(obj, LP_SAMPLER_PARAMS_STRICT, &next->params);
-    if (!rc) rc = config_check(next);
+    if (!rc) rc = lp__config_check(next);
     if (rc) {
         lp__config_unref(&next);
         pthread_mutex_unlock(&st->lock);
         return rc;
     }
     next->params.set = 0;
-    uint64_t v = publish(st, next, true);
+    rc = lp__store_publish(st, next, LP__PUBLISH_PUSH, version_out);
     pthread_mutex_unlock(&st->lock);
-    if (version_out) *version_out = v;
-    return 0;
+    return rc;
 }
 
 int lp_sampler_store_swap(lp_sampler_store_t *st, const char *json, size_t len,
@@ -345,7 +362,7 @@ int lp_sampler_store_load_plugin(lp_sampler_store_t *st, const char *path, const
                           LP_SAMPLER_MAX_CHAIN);
         goto fail;
     }
-    if (!(next = config_copy(st->cur))) {
+    if (!(next = lp__config_copy(st->cur))) {
         rc = lp_error_set(LP_ERR(ENOMEM), "sampler store: out of memory");
         goto fail;
     }
@@ -367,11 +384,10 @@ int lp_sampler_store_load_plugin(lp_sampler_store_t *st, const char *path, const
     memset(step, 0, sizeof(*step));
     step->kind = LP_SAMPLER_PLUGIN;
     snprintf(step->plugin, sizeof(step->plugin), "%s", d->name);
-    if ((rc = config_check(next))) goto fail;
-    uint64_t v = publish(st, next, true);
+    if ((rc = lp__config_check(next))) goto fail;
+    rc = lp__store_publish(st, next, LP__PUBLISH_PUSH, version_out);
     pthread_mutex_unlock(&st->lock);
-    if (version_out) *version_out = v;
-    return 0;
+    return rc;
 fail:
     lp__config_unref(&next);
     pthread_mutex_unlock(&st->lock);
@@ -390,7 +406,7 @@ int lp_sampler_store_unload_plugin(lp_sampler_store_t *st, const char *name,
         pthread_mutex_unlock(&st->lock);
         return lp_error_set(LP_ERR(ENOENT), "unload: no plugin named \"%.40s\" is loaded", name);
     }
-    lp__config_t *next = config_copy(st->cur);
+    lp__config_t *next = lp__config_copy(st->cur);
     if (!next) {
         pthread_mutex_unlock(&st->lock);
         return lp_error_set(LP_ERR(ENOMEM), "sampler store: out of memory");
@@ -407,10 +423,9 @@ int lp_sampler_store_unload_plugin(lp_sampler_store_t *st, const char *name,
         next->params.steps[k++] = *s;
     }
     next->params.n_steps = k;
-    uint64_t v = publish(st, next, true);
+    int rc = lp__store_publish(st, next, LP__PUBLISH_PUSH, version_out);
     pthread_mutex_unlock(&st->lock);
-    if (version_out) *version_out = v;
-    return 0;
+    return rc;
 }
 
 int lp_sampler_store_rollback(lp_sampler_store_t *st, uint64_t *version_out)
@@ -420,18 +435,14 @@ int lp_sampler_store_rollback(lp_sampler_store_t *st, uint64_t *version_out)
         pthread_mutex_unlock(&st->lock);
         return lp_error_set(LP_ERR(ENOENT), "rollback: no earlier strategy to go back to");
     }
-    lp__config_t *prev = st->history[st->n_history - 1];
-    lp__config_t *next = config_copy(prev);
+    lp__config_t *next = lp__config_copy(st->history[st->n_history - 1]);
     if (!next) {
         pthread_mutex_unlock(&st->lock);
         return lp_error_set(LP_ERR(ENOMEM), "sampler store: out of memory");
     }
-    st->n_history--;
-    lp__config_unref(&prev);
-    uint64_t v = publish(st, next, false);
+    int rc = lp__store_publish(st, next, LP__PUBLISH_POP, version_out);
     pthread_mutex_unlock(&st->lock);
-    if (version_out) *version_out = v;
-    return 0;
+    return rc;
 }
 
 /* ---- description and control --------------------------------------------------------- */

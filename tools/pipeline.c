@@ -47,6 +47,7 @@ struct lp_pipeline {
     char tok_bind[PATH_MAX + 64]; /* tokenizer-svc's: the first of the list */
     unsigned run;                 /* LP_PIPELINE_* bits: the services this host runs */
     char shm_name[64];
+    char sampler_state[PATH_MAX + 32]; /* sampler-svc --state-file */
     bool failed;
     int failed_idx;
     bool stopping, stopped;
@@ -89,7 +90,7 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
                              "max_seqs", "max_batch_tokens", "n_ctx", "threads",
                              "sampler.default", "http.listen", "http.api_key", "http.admin_key",
-                             "sampler.plugin_dir", "max_queued_per_client",
+                             "sampler.plugin_dir", "sampler.state_file", "max_queued_per_client",
                              "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
                              "sampler.server_key", "coordinator.prefix_cache",
@@ -171,6 +172,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
     o->sampler_default = lp_config_get(cfg, "sampler.default", o->sampler_default);
     o->plugin_dir = lp_config_get(cfg, "sampler.plugin_dir", o->plugin_dir);
+    o->sampler_state_file = lp_config_get(cfg, "sampler.state_file", o->sampler_state_file);
     o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
     o->http_listen = lp_config_get(cfg, "http.listen", o->http_listen);
     o->http_api_keys = lp_config_get(cfg, "http.api_key", o->http_api_keys);
@@ -369,6 +371,11 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         argv[n++] = "--plugin-dir";
         argv[n++] = (char *)o->plugin_dir;
     }
+    if (i == P_SAMP) {
+        /* live strategy swaps survive a restart of sampler-svc */
+        argv[n++] = "--state-file";
+        argv[n++] = p->sampler_state;
+    }
     if (i == P_COORD) {
         argv[n++] = "--tokenizer";
         argv[n++] = p->ep[P_TOK];
@@ -532,6 +539,15 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
         }
         p->own_run_dir = true;
     }
+    /* lmpipe up's own state file lives as long as this run: a file left by
+     * an earlier one would bring back strategies that its config no
+     * longer asks for (sampler.state_file keeps them on purpose) */
+    if (o->sampler_state_file) {
+        snprintf(p->sampler_state, sizeof(p->sampler_state), "%s", o->sampler_state_file);
+    } else {
+        snprintf(p->sampler_state, sizeof(p->sampler_state), "%s/sampler-state.json", p->run_dir);
+        if (run & LP_PIPELINE_SAMPLER) unlink(p->sampler_state);
+    }
     default_ep(p, P_TOK, o->tokenizer_endpoint);
     default_ep(p, P_ENG, o->engine_endpoint);
     default_ep(p, P_SAMP, o->sampler_endpoint);
@@ -687,6 +703,7 @@ int lp_pipeline_stop(lp_pipeline_t *p)
     if (p->kids[P_ENG].spawned) shm_unlink(p->shm_name);
     for (int i = 0; i < P_HTTP; i++)
         if (p->kids[i].spawned) unlink_ep(i == P_TOK ? p->tok_bind : p->ep[i]);
+    if (p->kids[P_SAMP].spawned && !p->opts.sampler_state_file) unlink(p->sampler_state);
     if (p->own_run_dir) rmdir(p->run_dir);
     p->stopped = true;
     int rc = 0;

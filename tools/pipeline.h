@@ -48,6 +48,7 @@ typedef struct lp_pipeline_opts {
     const char *sampler_endpoint;
     const char *sampler_default;    /* sampler-svc's default strategy (JSON); NULL: llama.cpp's */
     const char *plugin_dir;         /* sampler-svc --plugin-dir; NULL: plugin loads refused */
+    const char *sampler_state_file; /* sampler-svc --state-file; NULL: RUN_DIR/sampler-state.json */
     const char *bin_dir;            /* NULL: next to lmpipe (build tree or install) */
     bool no_shm;
     /* lmpipe-http: started when http_listen ("HOST:PORT") is set; the keys
