@@ -24,7 +24,10 @@ const char lp_gen_args_exit_usage[] =
     "exit status: 0 when the generation ends (end of text, --max-tokens or a --stop\n"
     "string), 3 when the context limit cuts it short (the text so far is printed and\n"
     "stderr gives the prompt, generated and context token counts), 2 for bad usage,\n"
-    "1 for any other error\n";
+    "4 when the connection to the coordinator is lost before the final event (it\n"
+    "stopped or crashed; noticed within about 3 s), 1 for any other error (the\n"
+    "pipeline refused or ended the request: stderr says why, e.g. \"draining\" or\n"
+    "\"shutting down\" while it stops)\n";
 
 void lp_gen_args_init(lp_gen_args_t *a)
 {

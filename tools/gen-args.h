@@ -43,6 +43,8 @@ int lp_gen_args_print(const lp_gen_args_t *a, const char *cmd, const struct lp_g
  * printed): 0, or LP_GEN_EXIT_CONTEXT with the counts on stderr when the
  * context limit cut it short (finish reason "context"). */
 #define LP_GEN_EXIT_CONTEXT 3
+/* The connection to the coordinator was lost before the final event. */
+#define LP_GEN_EXIT_LOST 4
 int lp_gen_args_finish(const char *cmd, const struct lp_generation *gen);
 /* A plain decimal integer in [lo, hi] for flag; -1 with a message naming it. */
 int lp_gen_args_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi,
