@@ -14,6 +14,8 @@
  *   steps.c       plans to StepRequests and SampleRequests, and their replies
  *   text.c        token text and stop strings
  *   coord.c       readiness, reply dispatch, start and stop
+ *   drain.c       the stop on SIGTERM: refuse new requests, end the running
+ *                 ones within the grace period
  *
  * A group is one engine and the sampler that reads its rows; the
  * coordinator has one or more tokenizer links and an array of groups.  A
@@ -199,6 +201,9 @@ struct lp_coord {
     size_t n_proxies, cap_proxies;
     uint64_t next_proxy;
     lp__metrics_t m;
+    bool draining, drain_stopped; /* drain.c */
+    int drain_grace_ms;
+    uv_timer_t drain_timer;
 };
 
 /* requests.c */
@@ -301,6 +306,14 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out);
 int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f);
 void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f);
 void lp__proxy_free_all(lp_coord_t *c);
+
+/* drain.c */
+/* The service skeleton's drain (SIGTERM). */
+void lp__coord_drain(void *ctx, lp_service_t *svc);
+/* A request or proxied message has ended: stop when the drain is done. */
+void lp__drain_check(lp_coord_t *c);
+/* LP_ERR(ESHUTDOWN) naming the drain while it runs, else 0. */
+int lp__drain_refuse(const lp_coord_t *c);
 
 /* client-api.c */
 int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine);

@@ -310,5 +310,6 @@ const lp_service_ops_t lp_coord_ops = {
     .start = on_start,
     .stop = on_stop,
     .stats = on_stats,
+    .drain = lp__coord_drain,
     .ready_later = true, /* READY=1 once the hello checks pass (check_ready) */
 };

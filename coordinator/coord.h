@@ -17,6 +17,7 @@
 
 #define LP_COORD_MAX_GROUPS 64
 #define LP_COORD_MAX_TOKENIZERS 16
+#define LP_COORD_DRAIN_GRACE_MS 10000
 
 /* One engine group: an engine-svc and the sampler-svc that reads its rows.
  * Strings borrowed until lp_coord_destroy(). */
@@ -43,6 +44,9 @@ typedef struct lp_coord_params {
     int max_batch_tokens; /* 0: the engine's */
     int max_requests;     /* queued + active; 0: 1024 */
     int max_queued_per_client; /* one client's requests waiting for a slot; 0: max_requests / 4 */
+    /* After SIGTERM: how long running requests may go on before they end
+     * with FINISH_ERROR "shutting down"; 0: LP_COORD_DRAIN_GRACE_MS, < 0: none. */
+    int drain_grace_ms;
 } lp_coord_params_t;
 
 typedef struct lp_coord lp_coord_t;

@@ -92,6 +92,7 @@ static void req_remove(lp_coord_t *c, lp__req_t *r)
     remove_ptr((void **)c->reqs, &c->n_reqs, r);
     lp__req_unplace(r);
     lp__req_free(r);
+    lp__drain_check(c);
 }
 
 bool lp__req_text_wanted(const lp__req_t *r)

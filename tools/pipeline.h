@@ -57,6 +57,7 @@ typedef struct lp_pipeline_opts {
     const char *http_admin_keys;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
     int max_queued_per_client;      /* coordinator; 0: its default (max_requests / 4) */
+    int drain_grace_ms;             /* coordinator's stop (SIGTERM): 0: its default (10 s); < 0: none */
     /* "NOTIFY_SOCKET=..." and "WATCHDOG_USEC=..." for the services (lmpipe
      * up's relay, tools/notify-relay.h) or NULL.  systemd's own NOTIFY_SOCKET,
      * WATCHDOG_USEC and WATCHDOG_PID are never passed on. */

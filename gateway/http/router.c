@@ -40,7 +40,7 @@ int lp_gw_status_of(int code, const char *msg)
 {
     if (code == LP_ERR(EINVAL) || code == LP_ERR(ERANGE) || code == LP_ERR(E2BIG)) return 400;
     if (code == LP_ERR(EAGAIN) || code == LP_ERR(EPROTO) || code == LP_ERR(ETIMEDOUT) ||
-        code == LP_ERR(EHOSTUNREACH))
+        code == LP_ERR(EHOSTUNREACH) || code == LP_ERR(ECONNRESET) || code == LP_ERR(ESHUTDOWN))
         return 503;
     return 500;
 }
