@@ -7,6 +7,7 @@
 #include "error.h"
 #include "log.h"
 #include "shm-ring.h"
+#include "sweep.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -497,6 +498,17 @@ static int check_curve(const lp_pipeline_opts_t *o)
     return 0;
 }
 
+/* What crashed pipelines of this user left (their owners are dead): the
+ * sweep never touches a live pipeline's files. */
+static void sweep_stale(void)
+{
+    lp_sweep_counts_t n;
+    if (lp_sweep_stale("/dev/shm", "/tmp", &n)) LP_DEBUG("lmpipe: %s", lp_error_msg());
+    if (n.segments || n.run_dirs)
+        LP_INFO("lmpipe: removed %d shared-memory segments and %d run folders of pipelines that crashed",
+                n.segments, n.run_dirs);
+}
+
 int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out)
 {
     *out = NULL;
@@ -515,6 +527,7 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
         return lp_error_set(LP_ERR(errno), "model %s: %s", o->model, strerror(errno));
     int crc = check_curve(o);
     if (crc) return crc;
+    sweep_stale();
     lp_pipeline_t *p = calloc(1, sizeof(*p));
     if (!p) return LP_ERR(ENOMEM);
     p->loop = loop;
@@ -528,7 +541,8 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
             return rc;
         }
     } else {
-        snprintf(p->run_dir, sizeof(p->run_dir), "/tmp/lmpipe-XXXXXX");
+        /* The PID in the name: a later start can tell a dead pipeline's folder (sweep.h). */
+        snprintf(p->run_dir, sizeof(p->run_dir), "/tmp/lmpipe-%d-XXXXXX", (int)getpid());
         if (!mkdtemp(p->run_dir)) {
             int rc = lp_error_set(LP_ERR(errno), "mkdtemp %s: %s", p->run_dir, strerror(errno));
             free(p);
