@@ -15,13 +15,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A PID that may still be running: kill(0) succeeds, or the process is
- * someone else's (EPERM).  PID reuse errs on the safe side. */
+/* A zombie has exited; only its exit status waits for a parent (an
+ * orphan's may wait long where nothing reaps). */
+static bool zombie(long pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return close && close[1] == ' ' && close[2] == 'Z';
+}
+
+/* A PID that may still be running: kill(0) succeeds (and it is no zombie),
+ * or the process is someone else's (EPERM).  PID reuse errs on the safe
+ * side. */
 static bool pid_alive(long pid)
 {
     if (pid <= 0 || pid > 0x3fffffff) return true; /* not a PID we made: leave it */
     if (pid == (long)getpid()) return true;
-    return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+    if (kill((pid_t)pid, 0) != 0) return errno != ESRCH;
+    return !zombie(pid);
 }
 
 /* "lmpipe-PID-" then exactly `tail_len` characters each passing `ok`;

@@ -1,5 +1,5 @@
 /* sweep_test.c - lp_sweep_stale on fake shm and tmp folders: a dead
- * owner's segment and run folder go; a live owner's, a foreign name, a
+ * (or unreaped) owner's segment and run folder go; a live owner's, a foreign name, a
  * segment whose engine still runs, and a run folder with other files stay. */
 #include "sweep.h"
 
@@ -69,6 +69,19 @@ static long dead_pid(void)
     return (long)p;
 }
 
+/* A PID that has exited but is not reaped yet. */
+static long zombie_pid(void)
+{
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    for (int i = 0; i < 200; i++) { /* until it has exited */
+        siginfo_t si = {0};
+        if (waitid(P_PID, (id_t)p, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == p) break;
+        usleep(5000);
+    }
+    return (long)p;
+}
+
 int main(void)
 {
     snprintf(base, sizeof(base), "/tmp/lp-sweep-test-XXXXXX");
@@ -95,6 +108,10 @@ int main(void)
     char odd_seg[256];
     snprintf(odd_seg, sizeof(odd_seg), "%s", n);
     touch("shm/other-1-0123456789abcdef", -1);
+    long zpid = zombie_pid();
+    char zombie_seg[256];
+    snprintf(zombie_seg, sizeof(zombie_seg), "shm/lmpipe-%ld-00000000000000aa", zpid);
+    touch(zombie_seg, zpid); /* its owners have exited, unreaped: goes */
     /* run folders */
     char stale_dir[128], busy_dir[128], live_dir[128], odd_dir[128];
     snprintf(stale_dir, sizeof(stale_dir), "tmp/lmpipe-%ld-aB3xYz", dead);
@@ -119,8 +136,9 @@ int main(void)
     path(tmp_dir, sizeof(tmp_dir), "tmp");
     lp_sweep_counts_t c;
     CHECK_RC(lp_sweep_stale(shm_dir, tmp_dir, &c), 0);
-    CHECK(c.segments == 1 && c.run_dirs == 1);
-    CHECK(!exists(stale_seg));
+    CHECK(c.segments == 2 && c.run_dirs == 1, "%d segments, %d run folders swept", c.segments, c.run_dirs);
+    CHECK(!exists(stale_seg) && !exists(zombie_seg));
+    waitpid((pid_t)zpid, NULL, 0);
     CHECK(exists(engine_live) && exists(live_seg) && exists(odd_seg) && exists("shm/other-1-0123456789abcdef"));
     CHECK(!exists(stale_dir));
     snprintf(n, sizeof(n), "%s/notes.txt", busy_dir);
