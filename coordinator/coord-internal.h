@@ -16,6 +16,7 @@
  *   coord.c       readiness, reply dispatch, start and stop
  *   drain.c       the stop on SIGTERM: refuse new requests, end the running
  *                 ones within the grace period
+ *   health.c      the stages' link state in StatsReply (for /health)
  *
  * A group is one engine and the sampler that reads its rows; the
  * coordinator has one or more tokenizer links and an array of groups.  A
@@ -161,6 +162,7 @@ typedef struct lp__req {
     char error[512];
     bool client_gone;
     char *tail;                /* text released by the final flush */
+    bool retryable;            /* ended for the pipeline's reason: FinalEvent.retryable */
     size_t tail_len;
     uint64_t t_start, t_first, t_last;
     uint64_t t_queue;          /* its first step went out; 0 until then */
@@ -204,6 +206,8 @@ struct lp_coord {
     bool draining, drain_stopped; /* drain.c */
     int drain_grace_ms;
     uv_timer_t drain_timer;
+    char (*down_names)[320];   /* health.c: StatsReply.links_down's text (owned) */
+    char **down_ptrs;
 };
 
 /* requests.c */
@@ -224,6 +228,9 @@ void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m);
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error);
 /* End it with FINISH_ERROR, counting the error's kind. */
 void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error);
+/* The same for the pipeline's reason, not the request's (the coordinator
+ * stopping, a stage lost for good): the client may send it again. */
+void lp__coord_fail_retryable(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error);
 /* Send the final event and free the request, once it is done and nothing
  * is pending. */
 void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r);
@@ -314,6 +321,9 @@ void lp__coord_drain(void *ctx, lp_service_t *svc);
 void lp__drain_check(lp_coord_t *c);
 /* LP_ERR(ESHUTDOWN) naming the drain while it runs, else 0. */
 int lp__drain_refuse(const lp_coord_t *c);
+
+/* health.c: links_down, can_serve and draining of a StatsReply */
+void lp__health_fill(lp_coord_t *c, Lmpipe__StatsReply *out);
 
 /* client-api.c */
 int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine);

@@ -33,7 +33,7 @@ static void on_close_wait(uv_timer_t *t)
         if (i >= c->n_reqs) continue; /* an earlier one's end freed more */
         lp__req_t *r = c->reqs[i];
         r->close_pending = r->session_open = false;
-        if (r->state != R_DONE) lp__coord_fail(c, r, E_INTERNAL, "shutting down");
+        if (r->state != R_DONE) lp__coord_fail_retryable(c, r, E_INTERNAL, "shutting down");
         else lp__req_maybe_final(c, r);
     }
     lp__proxy_free_all(c);
@@ -52,7 +52,7 @@ static void on_grace_over(uv_timer_t *t)
     if (c->n_reqs) LP_WARN("coordinator: grace period over: ending %zu requests", c->n_reqs);
     /* From the newest: lp__coord_fail may free the request. */
     for (size_t i = c->n_reqs; i-- > 0;)
-        if (i < c->n_reqs && c->reqs[i]->state != R_DONE) lp__coord_fail(c, c->reqs[i], E_INTERNAL, why);
+        if (i < c->n_reqs && c->reqs[i]->state != R_DONE) lp__coord_fail_retryable(c, c->reqs[i], E_INTERNAL, why);
     lp__coord_pump(c);
     stop_when_empty(c);
     if (!c->drain_stopped) uv_timer_start(&c->drain_timer, on_close_wait, CLOSE_WAIT_MS, 0);

@@ -152,6 +152,7 @@ void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
     f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
     f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
     if (r->error[0]) f.error = r->error;
+    f.retryable = r->retryable && r->reason == LMPIPE__FINISH_REASON__FINISH_ERROR;
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_FINAL;
     m.final = &f;
@@ -164,6 +165,12 @@ void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const ch
 {
     if (r->state != R_DONE) c->m.errors[kind]++;
     lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, error);
+}
+
+void lp__coord_fail_retryable(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error)
+{
+    if (r->state != R_DONE) r->retryable = true;
+    lp__coord_fail(c, r, kind, error);
 }
 
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error)

@@ -117,9 +117,9 @@ struct lp_gw {
     void *mon;
     struct lp_zsock *mzs;
     /* the coordinator's word on its stages, from the ping's StatsReply
-     * (link_state), for /health's "degraded" */
-    bool degraded;
-    char degraded_why[256];
+     * (links_down, can_serve, draining), for /health */
+    bool degraded, unserving, draining;
+    char down_json[1024]; /* StatsReply.links_down as a JSON array */
 };
 
 int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out);

@@ -164,7 +164,23 @@ static void on_hello_reply(lp_gw_t *gw, const Lmpipe__Msg *m)
 
 static void on_pong(lp_gw_op_t *op, const Lmpipe__Msg *m)
 {
-    lp_gw_link_forget(op->arg, op);
+    lp_gw_t *gw = op->arg;
+    lp_gw_link_forget(gw, op);
+    if (m->body_case != LMPIPE__MSG__BODY_STATS_REPLY) return;
+    const Lmpipe__StatsReply *s = m->stats_reply;
+    gw->draining = s->draining;
+    gw->degraded = s->n_links_down > 0;
+    /* A coordinator without the field says nothing is down: serving. */
+    gw->unserving = !s->can_serve && s->n_links_down > 0;
+    lp_sb_t b = {0};
+    lp_sb_puts(&b, "[");
+    for (size_t i = 0; i < s->n_links_down; i++) {
+        if (i) lp_sb_puts(&b, ",");
+        lp_sb_json_str(&b, s->links_down[i], strlen(s->links_down[i]));
+    }
+    lp_sb_puts(&b, "]");
+    snprintf(gw->down_json, sizeof(gw->down_json), "%s", !b.oom && b.len < sizeof(gw->down_json) ? b.p : "[]");
+    lp_sb_free(&b);
 }
 
 /* Answer every outstanding request with an Error: the coordinator is gone. */
@@ -236,7 +252,7 @@ static void link_lost(lp_gw_t *gw, const char *why)
 {
     LP_WARN("%s: failing its requests", why);
     gw->ready = false;
-    gw->degraded = false;
+    gw->degraded = gw->unserving = gw->draining = false;
     snprintf(gw->reason, sizeof(gw->reason), "%s", why);
     lp_gw_link_forget(gw, &gw->ping_op);
     fail_all(gw, gw->reason);
