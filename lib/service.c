@@ -60,8 +60,10 @@ static void note_signal(int signum)
 static void chain_signal(int signum, struct sigaction *saved)
 {
     struct sigaction sa;
-    if (sigaction(signum, NULL, saved) != 0 || (saved->sa_flags & SA_SIGINFO)) return;
-    sa = *saved;
+    /* Already in front (a second service loop in this process): libuv's
+     * handler is the one saved the first time. */
+    if (sigaction(signum, NULL, &sa) != 0 || sa.sa_handler == note_signal || (sa.sa_flags & SA_SIGINFO)) return;
+    *saved = sa;
     sa.sa_handler = note_signal;
     sigaction(signum, &sa, NULL);
 }
