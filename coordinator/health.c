@@ -32,7 +32,9 @@ void lp__health_fill(lp_coord_t *c, Lmpipe__StatsReply *out)
         const lp__group_t *g = &c->groups[i];
         const lp__link_t *ls[2] = {&g->eng, &g->samp};
         for (int k = 0; k < 2 && c->down_names; k++)
-            if (g->state != G_READY && !link_up(ls[k]))
+            /* A group reconnecting closes both links: one whose service
+             * is connected again is not the one down. */
+            if (g->state != G_READY && !link_up(ls[k]) && !ls[k]->connected)
                 snprintf(c->down_names[n++], sizeof(*c->down_names), "group %s: %s %s", g->name,
                          ls[k]->name, ls[k]->endpoint);
     }

@@ -128,7 +128,7 @@ code=$(curl -s -m 30 -o "$dir/curl2.out" -w '%{http_code}' "http://127.0.0.1:$po
 # A stage down while the coordinator runs: degraded (200), and ok once back.
 kill -KILL $samp
 wait $samp 2>/dev/null
-wait_health 200 degraded 15 && grep -q "sampler-svc" "$dir/health.body" &&
+wait_health 200 degraded 15 && grep -q "sampler-svc" "$dir/health.body" && ! grep -q "engine-svc" "$dir/health.body" &&
     ok "/health with the sampler down: 200 $(cat "$dir/health.body")" ||
     bad "/health with the sampler down: $(health) $(cat "$dir/health.body")"
 start samp.log "$build/sampler-svc/sampler-svc" --model "$model" --endpoint "ipc://$dir/samp"
