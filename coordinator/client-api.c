@@ -269,6 +269,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         lp__req_free(r);
         return rc;
     }
+    lp__deadline_set(c, r, g->deadline_ms);
     if (g->n_messages || !g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__ChatTemplateRequest ct = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;

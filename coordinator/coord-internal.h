@@ -17,6 +17,7 @@
  *   drain.c       the stop on SIGTERM: refuse new requests, end the running
  *                 ones within the grace period
  *   health.c      the stages' link state in StatsReply (for /health)
+ *   deadline.c    GenerateRequest.deadline_ms
  *
  * A group is one engine and the sampler that reads its rows; the
  * coordinator has one or more tokenizer links and an array of groups.  A
@@ -163,6 +164,8 @@ typedef struct lp__req {
     bool client_gone;
     char *tail;                /* text released by the final flush */
     bool retryable;            /* ended for the pipeline's reason: FinalEvent.retryable */
+    bool final_sent;           /* its FinalEvent is out (an error's, before the close's answer) */
+    uint64_t t_deadline;       /* lp_now_ns() it ends by (deadline.c); 0: none */
     size_t tail_len;
     uint64_t t_start, t_first, t_last;
     uint64_t t_queue;          /* its first step went out; 0 until then */
@@ -208,6 +211,8 @@ struct lp_coord {
     uv_timer_t drain_timer;
     char (*down_names)[320];   /* health.c: StatsReply.links_down's text (owned) */
     char **down_ptrs;
+    uv_timer_t deadline_timer; /* deadline.c: runs while a request has a deadline */
+    bool deadline_timer_open;
 };
 
 /* requests.c */
@@ -321,6 +326,10 @@ void lp__coord_drain(void *ctx, lp_service_t *svc);
 void lp__drain_check(lp_coord_t *c);
 /* LP_ERR(ESHUTDOWN) naming the drain while it runs, else 0. */
 int lp__drain_refuse(const lp_coord_t *c);
+
+/* deadline.c: end `r` with an error when it runs past `ms` from its
+ * arrival (0: no deadline). */
+void lp__deadline_set(lp_coord_t *c, lp__req_t *r, uint32_t ms);
 
 /* health.c: links_down, can_serve and draining of a StatsReply */
 void lp__health_fill(lp_coord_t *c, Lmpipe__StatsReply *out);

@@ -26,7 +26,8 @@ lp__req_t *lp__req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, u
 {
     for (size_t i = 0; i < c->n_reqs; i++) {
         lp__req_t *r = c->reqs[i];
-        if (r->client_id == id && r->peer_len == len && !memcmp(r->peer, peer, len)) return r;
+        /* One whose final event is out is the client's no longer. */
+        if (r->client_id == id && r->peer_len == len && !memcmp(r->peer, peer, len) && !r->final_sent) return r;
     }
     return NULL;
 }
@@ -114,9 +115,9 @@ void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m)
     }
 }
 
-void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
+static void send_final(lp_coord_t *c, lp__req_t *r)
 {
-    if (r->state != R_DONE || r->close_pending) return;
+    r->final_sent = true;
     Lmpipe__FinalEvent f = LMPIPE__FINAL_EVENT__INIT;
     f.reason = r->reason;
     if (r->reason == LMPIPE__FINISH_REASON__FINISH_STOP && r->stop_idx >= 0) {
@@ -158,6 +159,19 @@ void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
     m.final = &f;
     lp__req_send_client(c, r, &m);
     free(tail);
+}
+
+void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
+{
+    if (r->state != R_DONE) return;
+    if (r->close_pending) {
+        /* An error has no text to flush: its client hears at once, though a
+         * sampler busy in a wait answers the close late.  The request stays
+         * until then, for the replies still due. */
+        if (r->reason == LMPIPE__FINISH_REASON__FINISH_ERROR && !r->final_sent) send_final(c, r);
+        return;
+    }
+    if (!r->final_sent) send_final(c, r);
     req_remove(c, r);
 }
 

@@ -21,6 +21,7 @@ typedef struct lp_gen_args {
     bool ids;               /* print a JSON list of the generated ids */
     bool no_bos;
     bool ignore_eos;
+    uint32_t deadline_ms;   /* GenerateRequest.deadline_ms; 0: none */
     /* Filled by lp_gen_args_request, freed by lp_gen_args_clear: */
     lp_json_doc_t *doc;     /* the parsed --params (its strings are borrowed) */
     char *json;             /* params_json */
