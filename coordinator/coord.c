@@ -314,5 +314,6 @@ const lp_service_ops_t lp_coord_ops = {
     .stop = on_stop,
     .stats = on_stats,
     .drain = lp__coord_drain,
+    .heartbeat_ms = 1000, /* a client whose host is gone is noticed: its requests are cancelled */
     .ready_later = true, /* READY=1 once the hello checks pass (check_ready) */
 };

@@ -305,6 +305,11 @@ int lp_service_run_secure(const lp_service_ops_t *ops, void *ctx, const char *en
     lp_service_sockopts(svc->sock);
     int one = 1;
     zmq_setsockopt(svc->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+    if (ops->heartbeat_ms > 0) { /* before the bind: the listener copies them */
+        int hb[][2] = {{ZMQ_HEARTBEAT_IVL, ops->heartbeat_ms}, {ZMQ_HEARTBEAT_TIMEOUT, 3 * ops->heartbeat_ms},
+                       {ZMQ_HEARTBEAT_TTL, 6 * ops->heartbeat_ms}};
+        for (size_t i = 0; i < sizeof(hb) / sizeof(hb[0]); i++) zmq_setsockopt(svc->sock, hb[i][0], &hb[i][1], sizeof(int));
+    }
     rc = lp_curve_bind(svc->sock, endpoint, &svc->curve, ops->name);
     /* The handler is in place before the first peer can connect. */
     if (!rc && svc->curve.keyed && !lp_endpoint_is_local(endpoint))

@@ -49,6 +49,9 @@ typedef struct lp_service_ops {
      * true: the service sends it itself when it is ready (the coordinator,
      * once its hello checks pass; lib/sdnotify.h). */
     bool ready_later;
+    /* > 0: ZeroMQ heartbeats to every peer every heartbeat_ms (a peer silent
+     * for 3 times that is disconnected, and sends to it fail); 0: none. */
+    int heartbeat_ms;
 } lp_service_ops_t;
 
 /* Bind a ROUTER to `endpoint` and serve until SIGINT or SIGTERM.  Under
