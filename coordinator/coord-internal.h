@@ -239,6 +239,9 @@ void lp__coord_fail_retryable(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind
 /* Send the final event and free the request, once it is done and nothing
  * is pending. */
 void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r);
+/* Send a done request's final event now, without what is still due (the
+ * close's flush); the request stays until then (or lp_coord_destroy). */
+void lp__req_final_now(lp_coord_t *c, lp__req_t *r);
 
 /* links.c */
 /* Set a link's fields (no socket yet). */

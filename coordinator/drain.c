@@ -24,19 +24,18 @@ static void stop_when_empty(lp_coord_t *c)
 
 void lp__drain_check(lp_coord_t *c) { stop_when_empty(c); }
 
-/* The sampler did not answer the closes in time: the final events go out
- * without the rest of the text, and the loop stops. */
+/* The sampler did not answer the closes in time: the final events still
+ * due go out without the rest of the text, and the loop stops.  The
+ * requests stay (a reply still due may name them) until lp_coord_destroy. */
 static void on_close_wait(uv_timer_t *t)
 {
     lp_coord_t *c = t->data;
     for (size_t i = c->n_reqs; i-- > 0;) {
         if (i >= c->n_reqs) continue; /* an earlier one's end freed more */
         lp__req_t *r = c->reqs[i];
-        r->close_pending = r->session_open = false;
         if (r->state != R_DONE) lp__coord_fail_retryable(c, r, E_INTERNAL, "shutting down");
-        else lp__req_maybe_final(c, r);
+        else lp__req_final_now(c, r);
     }
-    lp__proxy_free_all(c);
     if (!c->drain_stopped) {
         c->drain_stopped = true;
         lp_service_stop(c->svc);

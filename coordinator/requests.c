@@ -161,6 +161,11 @@ static void send_final(lp_coord_t *c, lp__req_t *r)
     free(tail);
 }
 
+void lp__req_final_now(lp_coord_t *c, lp__req_t *r)
+{
+    if (r->state == R_DONE && !r->final_sent) send_final(c, r);
+}
+
 void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
 {
     if (r->state != R_DONE) return;
