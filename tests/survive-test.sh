@@ -9,7 +9,8 @@
 #      its deadline_ms, and /health says "degraded" while a stage is down.
 #   2. SIGTERM to lmpipe up during a generation: the client gets its final
 #      event ("shutting down") within the grace period; a new request during
-#      the drain is refused ("draining").
+#      the drain is refused ("draining"); with the default grace a running
+#      request finishes.
 #   3. SIGKILL of the engine and of lmpipe up: the next lmpipe up start
 #      removes the stale segment and run folder, and leaves a live owner's
 #      look-alikes alone.
@@ -211,6 +212,28 @@ if start_up --drain-grace-ms 1500; then
     wait $up
     rc=$?
     [ $rc -eq 0 ] && ok "lmpipe up exits 0 after the drain" || bad "lmpipe up exited $rc: $(tail -5 "$dir/up.err")"
+fi
+
+# A request running at the SIGTERM finishes within the (default) grace period.
+if start_up; then
+    kill -STOP $eng
+    stopped+=($eng)
+    timeout 20 "$lmpipe" generate --endpoint "$ep" --prompt "Once upon a time" --max-tokens 32 \
+        >"$dir/gen.out" 2>"$dir/gen.err" &
+    gen=$!
+    sleep 0.5
+    kill -TERM $up
+    sleep 0.5
+    kill -CONT $eng
+    stopped=()
+    wait $gen
+    rc=$?
+    [ $rc -eq 0 ] && [ -s "$dir/gen.out" ] &&
+        ok "a request running at SIGTERM finishes during the drain: $(head -c 60 "$dir/gen.out")..." ||
+        bad "a request running at SIGTERM: status $rc: $(cat "$dir/gen.err")"
+    wait $up
+    rc=$?
+    [ $rc -eq 0 ] || bad "lmpipe up exited $rc after the drain: $(tail -5 "$dir/up.err")"
 fi
 
 # ---- 3: the stale segment and run folder of a crash are swept at the next start -------
