@@ -18,6 +18,8 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
 {
     lp_coord_t *c = ctx;
     if (c->failed) return lp_error_set(LP_ERR(EPROTO), "pipeline failed: %s", c->fail_msg);
+    int drc = lp__drain_refuse(c);
+    if (drc) return drc;
     /* Ready: a tokenizer and at least one group. */
     bool tok = false, eng = false;
     for (size_t i = 0; i < c->n_toks; i++) tok |= c->toks[i].hello != NULL;
@@ -270,6 +272,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         lp__req_free(r);
         return rc;
     }
+    lp__deadline_set(c, r, g->deadline_ms);
     if (g->n_messages || !g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__ChatTemplateRequest ct = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;
@@ -322,6 +325,11 @@ static int on_client(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     if (f->has_raw) return lp_error_set(LP_ERR(EPROTO), "%s: unexpected raw frame",
                                         lp_msg_body_name(f->msg->body_case));
     if (!c->ready) return lp_error_set(LP_ERR(EAGAIN), "pipeline not ready");
+    /* While it drains, only a Cancel of a running request is taken. */
+    if (f->msg->body_case != LMPIPE__MSG__BODY_CANCEL) {
+        int rc = lp__drain_refuse(c);
+        if (rc) return rc;
+    }
     switch (f->msg->body_case) {
     case LMPIPE__MSG__BODY_GENERATE: return on_generate(c, svc, f);
     case LMPIPE__MSG__BODY_CANCEL: return on_cancel(c, f);
@@ -339,7 +347,7 @@ int lp__coord_client(void *ctx, lp_service_t *svc, const lp_frame_t *f)
 {
     lp_coord_t *c = ctx;
     int rc = on_client(c, svc, f);
-    /* "Not ready yet" is no error of the client's: it retries. */
-    if (rc && rc != LP_ERR(EAGAIN)) c->m.errors[rc == LP_ERR(ENOMEM) ? E_INTERNAL : E_BAD_REQUEST]++;
+    /* "Not ready yet" is no error of the client's: it retries; nor is the drain. */
+    if (rc && rc != LP_ERR(EAGAIN) && rc != LP_ERR(ESHUTDOWN)) c->m.errors[rc == LP_ERR(ENOMEM) ? E_INTERNAL : E_BAD_REQUEST]++;
     return rc;
 }

@@ -14,6 +14,10 @@
  *   steps.c       plans to StepRequests and SampleRequests, and their replies
  *   text.c        token text and stop strings
  *   coord.c       readiness, reply dispatch, start and stop
+ *   drain.c       the stop on SIGTERM: refuse new requests, end the running
+ *                 ones within the grace period
+ *   health.c      the stages' link state in StatsReply (for /health)
+ *   deadline.c    GenerateRequest.deadline_ms
  *
  * A group is one engine and the sampler that reads its rows; the
  * coordinator has one or more tokenizer links and an array of groups.  A
@@ -162,6 +166,9 @@ typedef struct lp__req {
     char error[512];
     bool client_gone;
     char *tail;                /* text released by the final flush */
+    bool retryable;            /* ended for the pipeline's reason: FinalEvent.retryable */
+    bool final_sent;           /* its FinalEvent is out (an error's, before the close's answer) */
+    uint64_t t_deadline;       /* lp_now_ns() it ends by (deadline.c); 0: none */
     size_t tail_len;
     uint64_t t_start, t_first, t_last;
     uint64_t t_queue;          /* its first step went out; 0 until then */
@@ -202,6 +209,13 @@ struct lp_coord {
     size_t n_proxies, cap_proxies;
     uint64_t next_proxy;
     lp__metrics_t m;
+    bool draining, drain_stopped; /* drain.c */
+    int drain_grace_ms;
+    uv_timer_t drain_timer;
+    char (*down_names)[320];   /* health.c: StatsReply.links_down's text (owned) */
+    char **down_ptrs;
+    uv_timer_t deadline_timer; /* deadline.c: runs while a request has a deadline */
+    bool deadline_timer_open;
 };
 
 /* requests.c */
@@ -222,9 +236,15 @@ void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m);
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error);
 /* End it with FINISH_ERROR, counting the error's kind. */
 void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error);
+/* The same for the pipeline's reason, not the request's (the coordinator
+ * stopping, a stage lost for good): the client may send it again. */
+void lp__coord_fail_retryable(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error);
 /* Send the final event and free the request, once it is done and nothing
  * is pending. */
 void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r);
+/* Send a done request's final event now, without what is still due (the
+ * close's flush); the request stays until then (or lp_coord_destroy). */
+void lp__req_final_now(lp_coord_t *c, lp__req_t *r);
 
 /* links.c */
 /* Set a link's fields (no socket yet). */
@@ -304,6 +324,21 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out);
 int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f);
 void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f);
 void lp__proxy_free_all(lp_coord_t *c);
+
+/* drain.c */
+/* The service skeleton's drain (SIGTERM). */
+void lp__coord_drain(void *ctx, lp_service_t *svc);
+/* A request or proxied message has ended: stop when the drain is done. */
+void lp__drain_check(lp_coord_t *c);
+/* LP_ERR(ESHUTDOWN) naming the drain while it runs, else 0. */
+int lp__drain_refuse(const lp_coord_t *c);
+
+/* deadline.c: end `r` with an error when it runs past `ms` from its
+ * arrival (0: no deadline). */
+void lp__deadline_set(lp_coord_t *c, lp__req_t *r, uint32_t ms);
+
+/* health.c: links_down, can_serve and draining of a StatsReply */
+void lp__health_fill(lp_coord_t *c, Lmpipe__StatsReply *out);
 
 /* client-api.c */
 int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpipe__Hello *mine);

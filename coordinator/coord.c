@@ -290,6 +290,8 @@ void lp_coord_destroy(lp_coord_t **self_p)
     free(c->group_stats);
     free(c->eog);
     free(c->eog_ids);
+    free(c->down_names);
+    free(c->down_ptrs);
     free(c);
     *self_p = NULL;
 }
@@ -300,6 +302,7 @@ static void on_stats(void *ctx, Lmpipe__StatsReply *out)
     out->n_active = c->n_reqs;
     lp__metrics_fill(c, out);
     lp__groups_stats(c, out, c->group_stats);
+    lp__health_fill(c, out);
 }
 
 const lp_service_ops_t lp_coord_ops = {
@@ -310,5 +313,7 @@ const lp_service_ops_t lp_coord_ops = {
     .start = on_start,
     .stop = on_stop,
     .stats = on_stats,
+    .drain = lp__coord_drain,
+    .heartbeat_ms = 1000, /* a client whose host is gone is noticed: its requests are cancelled */
     .ready_later = true, /* READY=1 once the hello checks pass (check_ready) */
 };

@@ -17,6 +17,7 @@
 
 #define LP_COORD_MAX_GROUPS 64
 #define LP_COORD_MAX_TOKENIZERS 16
+#define LP_COORD_DRAIN_GRACE_MS 10000
 
 /* One engine group: an engine-svc and the sampler-svc that reads its rows.
  * Strings borrowed until lp_coord_destroy(). */
@@ -46,6 +47,9 @@ typedef struct lp_coord_params {
     /* Paged engines (Hello.kv_block > 0) only: */
     bool no_prefix_cache; /* no block is shared between requests */
     int kv_blocks;        /* use at most this many of each engine's KV blocks; 0: all */
+    /* After SIGTERM: how long running requests may go on before they end
+     * with FINISH_ERROR "shutting down"; 0: LP_COORD_DRAIN_GRACE_MS, < 0: none. */
+    int drain_grace_ms;
 } lp_coord_params_t;
 
 typedef struct lp_coord lp_coord_t;

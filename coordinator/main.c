@@ -17,14 +17,19 @@ static void usage(FILE *f)
                "                   (--engine EP --sampler EP [--engine-server-key KEY] [--sampler-server-key KEY]\n"
                "                    | --group NAME,ENGINE_EP,SAMPLER_EP[,KEY[,SAMPLER_KEY]]...)\n"
                "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n"
-               "                   [--max-queued-per-client N] [--no-prefix-cache] [--kv-blocks N]\n" LP_CURVE_USAGE
+               "                   [--max-queued-per-client N] [--no-prefix-cache] [--kv-blocks N]\n"
+               "                   [--drain-grace-ms N]\n" LP_CURVE_USAGE
                "--max-requests: queued and running requests in all (default 1024);\n"
                "--max-queued-per-client: requests one client may have waiting for a slot\n"
                "(default max-requests / 4); waiting requests are admitted round-robin across\n"
                "clients.\n"
                "--no-prefix-cache: with paged engines, no KV block is shared between requests\n"
                "(every prompt is prefilled whole); --kv-blocks: use at most N blocks of each\n"
-               "paged engine's KV pool.\n");
+               "paged engine's KV pool.\n"
+               "--drain-grace-ms: after SIGTERM, new requests are refused (\"draining\") and\n"
+               "running ones have this long to finish before they end with an error \"shutting\n"
+               "down\" (default %d; 0: end them at once); a second signal stops at once.\n",
+            LP_COORD_DRAIN_GRACE_MS);
 }
 
 /* NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY[,SAMPLER_KEY]], split in a copy
@@ -75,6 +80,7 @@ int main(int argc, char **argv)
         {"engine-server-key", required_argument, 0, 'E'},
         {"sampler-server-key", required_argument, 0, 'P'},
         {"no-prefix-cache", no_argument, 0, 'C'}, {"kv-blocks", required_argument, 0, 'K'},
+        {"drain-grace-ms", required_argument, 0, 'D'},
         {"group", required_argument, 0, 'G'}, LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lp_coord_params_t p = {0};
@@ -111,6 +117,16 @@ int main(int argc, char **argv)
         case 'Q':
             if (int_arg("--max-queued-per-client", optarg, &p.max_queued_per_client)) return 2;
             break;
+        case 'D': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 0 || v > 3600000) {
+                fprintf(stderr, "coordinator: --drain-grace-ms: '%s' is not 0..3600000\n", optarg);
+                return 2;
+            }
+            p.drain_grace_ms = v ? (int)v : -1;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default:
             if (lp_curve_opts_take(&sec, c, optarg)) break;

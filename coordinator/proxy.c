@@ -27,6 +27,7 @@ static void proxy_remove(lp_coord_t *c, size_t i)
     proxy_free(c->proxies[i]);
     memmove(&c->proxies[i], &c->proxies[i + 1], (c->n_proxies - i - 1) * sizeof(*c->proxies));
     c->n_proxies--;
+    lp__drain_check(c);
 }
 
 void lp__proxy_free_all(lp_coord_t *c)

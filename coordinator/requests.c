@@ -26,7 +26,8 @@ lp__req_t *lp__req_find_client(lp_coord_t *c, const uint8_t *peer, size_t len, u
 {
     for (size_t i = 0; i < c->n_reqs; i++) {
         lp__req_t *r = c->reqs[i];
-        if (r->client_id == id && r->peer_len == len && !memcmp(r->peer, peer, len)) return r;
+        /* One whose final event is out is the client's no longer. */
+        if (r->client_id == id && r->peer_len == len && !memcmp(r->peer, peer, len) && !r->final_sent) return r;
     }
     return NULL;
 }
@@ -94,6 +95,7 @@ static void req_remove(lp_coord_t *c, lp__req_t *r)
     remove_ptr((void **)c->reqs, &c->n_reqs, r);
     lp__req_unplace(r);
     lp__req_free(r);
+    lp__drain_check(c);
 }
 
 bool lp__req_text_wanted(const lp__req_t *r)
@@ -115,9 +117,9 @@ void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m)
     }
 }
 
-void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
+static void send_final(lp_coord_t *c, lp__req_t *r)
 {
-    if (r->state != R_DONE || r->close_pending) return;
+    r->final_sent = true;
     Lmpipe__FinalEvent f = LMPIPE__FINAL_EVENT__INIT;
     f.reason = r->reason;
     if (r->reason == LMPIPE__FINISH_REASON__FINISH_STOP && r->stop_idx >= 0) {
@@ -153,11 +155,30 @@ void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
     f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
     f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
     if (r->error[0]) f.error = r->error;
+    f.retryable = r->retryable && r->reason == LMPIPE__FINISH_REASON__FINISH_ERROR;
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_FINAL;
     m.final = &f;
     lp__req_send_client(c, r, &m);
     free(tail);
+}
+
+void lp__req_final_now(lp_coord_t *c, lp__req_t *r)
+{
+    if (r->state == R_DONE && !r->final_sent) send_final(c, r);
+}
+
+void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
+{
+    if (r->state != R_DONE) return;
+    if (r->close_pending) {
+        /* An error has no text to flush: its client hears at once, though a
+         * sampler busy in a wait answers the close late.  The request stays
+         * until then, for the replies still due. */
+        if (r->reason == LMPIPE__FINISH_REASON__FINISH_ERROR && !r->final_sent) send_final(c, r);
+        return;
+    }
+    if (!r->final_sent) send_final(c, r);
     req_remove(c, r);
 }
 
@@ -165,6 +186,12 @@ void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const ch
 {
     if (r->state != R_DONE) c->m.errors[kind]++;
     lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, error);
+}
+
+void lp__coord_fail_retryable(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error)
+{
+    if (r->state != R_DONE) r->retryable = true;
+    lp__coord_fail(c, r, kind, error);
 }
 
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error)

@@ -97,6 +97,8 @@ int lp_engine_svc_new(const lp_engine_svc_params_t *p, lp_engine_svc_t **out)
         int slots = p->shm_slots > 0 ? p->shm_slots : 2 * s->max_seqs;
         rc = lp_shm_ring_create(p->shm_name, (uint32_t)slots, (uint32_t)s->hp->n_vocab, &s->ring);
         if (rc) goto fail;
+        /* SIGTERM ends a wait for the ring: the loop then stops the service. */
+        lp_shm_ring_set_stop(s->ring, lp_service_stop_requested);
         LP_INFO("engine-svc: logits ring %s, %d slots of %d floats", lp_shm_ring_name(s->ring),
                 slots, s->hp->n_vocab);
         /* The CUDA backend copies logits into the ring by DMA once the
@@ -199,6 +201,11 @@ static int acquire_rows(lp_engine_svc_t *s, size_t n)
         for (;;) {
             int rc = lp_shm_ring_acquire(s->ring, &s->refs[i].slot, &s->refs[i].seq, &s->row_ptrs[i]);
             if (rc == 0) break;
+            if (lp_shm_ring_stopping(s->ring)) {
+                for (size_t k = 0; k < i; k++) lp_shm_ring_abandon(s->ring, s->refs[k].slot, s->refs[k].seq);
+                return lp_error_set(LP_ERR(ECANCELED), "step: engine-svc is stopping (the logits ring "
+                                    "was full)");
+            }
             if (lp_now_ns() > deadline) {
                 for (size_t k = 0; k < i; k++) lp_shm_ring_abandon(s->ring, s->refs[k].slot, s->refs[k].seq);
                 return lp_error_set(LP_ERR(ETIMEDOUT), "step: the logits ring stayed full: the "
@@ -254,6 +261,12 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
 {
     const Lmpipe__StepRequest *sr = req->msg->step;
     size_t n_rows = 0;
+    /* Steps queued behind a stop signal are refused, not computed: the
+     * loop sees the signal once this handler returns. */
+    if (lp_service_stop_requested()) {
+        fail_refs(s, sr);
+        return lp_error_set(LP_ERR(ECANCELED), "step: engine-svc is stopping");
+    }
     bool use_ring = s->ring && !sr->inline_rows;
     if (!sr->inline_rows && !s->ring)
         return lp_error_set(LP_ERR(EINVAL), "step: rows in the ring asked for, but this engine has "

@@ -10,11 +10,43 @@
 #include <string.h>
 #include <time.h>
 
+/* Heartbeats on the client's connection: a server that goes silent (its
+ * host gone, a cable pulled) is disconnected like one that closed its
+ * socket, and the monitor below reports either to the caller. */
+#define HB_IVL_MS 1000
+#define HB_TIMEOUT_MS 3000
+#define HB_TTL_MS 6000
+
 struct lp_client {
     void *ctx, *sock;
+    void *mon;          /* PAIR reading the socket's monitor events */
     Lmpipe__Msg *hello; /* the server's Hello reply; owned */
     uint64_t next_hello;
+    bool linked;        /* a hello was answered and no disconnection came since */
 };
+
+/* Read the monitor's pending events; true when one was a disconnection.
+ * An event is [uint16 event, uint32 value] [endpoint]. */
+static bool drain_monitor(lp_client_t *c)
+{
+    bool lost = false;
+    for (;;) {
+        uint16_t event = 0;
+        bool more = true;
+        for (int part = 0; more; part++) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&m);
+                return lost;
+            }
+            if (part == 0 && zmq_msg_size(&m) >= 2) memcpy(&event, zmq_msg_data(&m), 2);
+            more = zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        lost |= event == ZMQ_EVENT_DISCONNECTED;
+    }
+}
 
 int lp_client_new(const char *endpoint, lp_client_t **out)
 {
@@ -33,6 +65,17 @@ int lp_client_new_curve(const char *endpoint, const char *key_path, const char *
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
     zmq_setsockopt(c->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
     zmq_setsockopt(c->sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+    int hb[][2] = {{ZMQ_HEARTBEAT_IVL, HB_IVL_MS}, {ZMQ_HEARTBEAT_TIMEOUT, HB_TIMEOUT_MS},
+                   {ZMQ_HEARTBEAT_TTL, HB_TTL_MS}};
+    for (size_t i = 0; i < sizeof(hb) / sizeof(hb[0]); i++) zmq_setsockopt(c->sock, hb[i][0], &hb[i][1], sizeof(int));
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://lp-client-mon-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, mon_ep, ZMQ_EVENT_DISCONNECTED) != 0 ||
+        !(c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) || zmq_connect(c->mon, mon_ep) != 0) {
+        int e = zmq_errno();
+        lp_client_destroy(&c);
+        return lp_error_set(LP_ERR(e), "client: socket monitor: %s", zmq_strerror(e));
+    }
     lp_curve_opts_t co = {.key = key_path};
     lp_curve_t cv;
     int rc = lp_curve_load(&co, &cv);
@@ -51,6 +94,8 @@ void lp_client_destroy(lp_client_t **self_p)
     if (!self_p || !*self_p) return;
     lp_client_t *c = *self_p;
     if (c->hello) lmpipe__msg__free_unpacked(c->hello, NULL);
+    if (c->sock) zmq_socket_monitor(c->sock, NULL, 0);
+    if (c->mon) zmq_close(c->mon);
     zmq_close(c->sock);
     zmq_ctx_term(c->ctx);
     free(c);
@@ -60,16 +105,26 @@ void lp_client_destroy(lp_client_t **self_p)
 void *lp_client_socket(lp_client_t *c) { return c->sock; }
 const Lmpipe__Hello *lp_client_server_hello(const lp_client_t *c) { return c->hello ? c->hello->hello : NULL; }
 
+bool lp_client_linked(const lp_client_t *c) { return c->linked; }
+
 int lp_client_recv(lp_client_t *c, int timeout_ms, lp_frame_t *f)
 {
     int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)lp_now_ms() + timeout_ms;
     for (;;) {
         int rc = lp_frame_recv(c->sock, false, f);
         if (rc != LP_ERR(EAGAIN)) return rc;
+        /* What was received before the disconnection is read first. */
+        if (drain_monitor(c) && c->linked) {
+            c->linked = false;
+            const char *who = c->hello && c->hello->hello->role == LMPIPE__ROLE__ROLE_COORDINATOR
+                                  ? "coordinator" : "service";
+            return lp_error_set(LP_ERR(ECONNRESET), "lost the connection to the %s (it stopped or "
+                                "crashed); requests in flight have no result", who);
+        }
         int wait = deadline < 0 ? -1 : (int)(deadline - (int64_t)lp_now_ms());
         if (deadline >= 0 && wait <= 0) return lp_error_set(LP_ERR(ETIMEDOUT), "no reply in %d ms", timeout_ms);
-        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, wait) < 0 && zmq_errno() != EINTR)
+        zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->mon, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(it, 2, wait) < 0 && zmq_errno() != EINTR)
             return lp_error_set(LP_ERR(zmq_errno()), "zmq_poll: %s", zmq_strerror(zmq_errno()));
     }
 }
@@ -119,9 +174,14 @@ int lp_client_hello_as(lp_client_t *c, Lmpipe__Role role, int timeout_ms)
                     lp_frame_clear(&f);
                     return rc;
                 }
+                if (c->hello) lmpipe__msg__free_unpacked(c->hello, NULL);
                 c->hello = f.msg;
                 f.msg = NULL;
                 lp_frame_clear(&f);
+                /* A disconnection reported before this answer was of an
+                 * earlier connection. */
+                drain_monitor(c);
+                c->linked = true;
                 return 0;
             }
             if (f.msg->body_case == LMPIPE__MSG__BODY_ERROR) {

@@ -31,8 +31,13 @@ const Lmpipe__Hello *lp_client_server_hello(const lp_client_t *c);
 int lp_client_send_generate(lp_client_t *c, uint64_t id, const Lmpipe__GenerateRequest *g);
 int lp_client_send_cancel(lp_client_t *c, uint64_t id);
 /* Receive one message; LP_ERR(ETIMEDOUT) after timeout_ms (-1: forever).
- * lp_frame_clear() after use. */
+ * LP_ERR(ECONNRESET) when the connection of the last hello was lost (the
+ * server stopped or crashed, or its heartbeats stopped for 3 s): nothing in
+ * flight will be answered.  ZeroMQ reconnects on its own; say hello again
+ * before the next request.  lp_frame_clear() after use. */
 int lp_client_recv(lp_client_t *c, int timeout_ms, lp_frame_t *f);
+/* Whether the last hello was answered and its connection still stands. */
+bool lp_client_linked(const lp_client_t *c);
 
 /* One whole generation. */
 typedef struct lp_generation {
@@ -52,7 +57,8 @@ typedef struct lp_generation {
 typedef void (*lp_client_token_cb)(void *arg, int32_t id, const uint8_t *piece, size_t len);
 
 /* Send `g` as request `id` and collect its events until the final one, or
- * an Error reply, or timeout_ms without a message.  0 when a final event
+ * an Error reply, or timeout_ms without a message, or the loss of the
+ * connection (LP_ERR(ECONNRESET), see lp_client_recv).  0 when a final event
  * came (whatever its reason); the caller frees with lp_generation_clear(). */
 int lp_client_generate(lp_client_t *c, uint64_t id, const Lmpipe__GenerateRequest *g,
                        int timeout_ms, lp_client_token_cb cb, void *arg, lp_generation_t *out);

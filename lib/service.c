@@ -39,8 +39,34 @@ struct lp_service {
     lp_curve_t curve;
     lp_zap_t *zap; /* NULL without CURVE */
     uint64_t n_msgs, n_malformed, n_errors, n_refused;
-    bool stopping;
+    bool stopping, draining;
 };
+
+/* Set by the signal itself (chained before libuv's handler): the loop sees
+ * the signal only once the running handler returns. */
+static volatile sig_atomic_t stop_signalled;
+static struct sigaction uv_sigint, uv_sigterm; /* libuv's handlers, called after ours */
+
+bool lp_service_stop_requested(void) { return stop_signalled != 0; }
+
+static void note_signal(int signum)
+{
+    stop_signalled = 1;
+    const struct sigaction *next = signum == SIGINT ? &uv_sigint : &uv_sigterm;
+    if (next->sa_handler != SIG_DFL && next->sa_handler != SIG_IGN) next->sa_handler(signum);
+}
+
+/* Put note_signal in front of the handler libuv installed for signum. */
+static void chain_signal(int signum, struct sigaction *saved)
+{
+    struct sigaction sa;
+    /* Already in front (a second service loop in this process): libuv's
+     * handler is the one saved the first time. */
+    if (sigaction(signum, NULL, &sa) != 0 || sa.sa_handler == note_signal || (sa.sa_flags & SA_SIGINFO)) return;
+    *saved = sa;
+    sa.sa_handler = note_signal;
+    sigaction(signum, &sa, NULL);
+}
 
 void lp_service_sockopts(void *sock)
 {
@@ -134,7 +160,7 @@ static void on_hello(lp_service_t *svc, const lp_frame_t *f)
                           "curve.coordinator)", f->user_id);
     if (!rc && svc->ops->hello) rc = svc->ops->hello(svc->ctx, peer, ctl, &mine);
     if (rc) {
-        if (rc == LP_ERR(EAGAIN)) /* "not ready yet": the client retries */
+        if (rc == LP_ERR(EAGAIN) || rc == LP_ERR(ESHUTDOWN)) /* not ready yet, or stopping */
             LP_DEBUG("%s: deferred hello from %s (pid %u): %s", svc->ops->name,
                      lp_role_name(peer->role), peer->pid, lp_error_msg());
         else if (svc->n_refused++ < 3) /* then counted in n_errors only */
@@ -210,6 +236,13 @@ void lp_service_stop(lp_service_t *svc)
 static void on_signal(uv_signal_t *h, int signum)
 {
     lp_service_t *svc = h->data;
+    if (svc->ops->drain && !svc->draining && !svc->stopping) {
+        LP_INFO("%s: signal %d, draining", svc->ops->name, signum);
+        svc->draining = true;
+        lp_sdnotify_send("STOPPING=1");
+        svc->ops->drain(svc->ctx, svc);
+        return;
+    }
     LP_INFO("%s: signal %d, stopping", svc->ops->name, signum);
     lp_service_stop(svc);
 }
@@ -272,6 +305,11 @@ int lp_service_run_secure(const lp_service_ops_t *ops, void *ctx, const char *en
     lp_service_sockopts(svc->sock);
     int one = 1;
     zmq_setsockopt(svc->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+    if (ops->heartbeat_ms > 0) { /* before the bind: the listener copies them */
+        int hb[][2] = {{ZMQ_HEARTBEAT_IVL, ops->heartbeat_ms}, {ZMQ_HEARTBEAT_TIMEOUT, 3 * ops->heartbeat_ms},
+                       {ZMQ_HEARTBEAT_TTL, 6 * ops->heartbeat_ms}};
+        for (size_t i = 0; i < sizeof(hb) / sizeof(hb[0]); i++) zmq_setsockopt(svc->sock, hb[i][0], &hb[i][1], sizeof(int));
+    }
     rc = lp_curve_bind(svc->sock, endpoint, &svc->curve, ops->name);
     /* The handler is in place before the first peer can connect. */
     if (!rc && svc->curve.keyed && !lp_endpoint_is_local(endpoint))
@@ -286,6 +324,8 @@ int lp_service_run_secure(const lp_service_ops_t *ops, void *ctx, const char *en
     svc->sigint.data = svc->sigterm.data = svc;
     uv_signal_start(&svc->sigint, on_signal, SIGINT);
     uv_signal_start(&svc->sigterm, on_signal, SIGTERM);
+    chain_signal(SIGINT, &uv_sigint);
+    chain_signal(SIGTERM, &uv_sigterm);
     if ((rc = lp_sdnotify_watchdog_new(&svc->loop, &svc->watchdog)) != 0) goto out;
     if (ops->start && (rc = ops->start(ctx, svc)) != 0) goto out;
     LP_INFO("%s: serving on %s", ops->name, endpoint);
@@ -300,6 +340,10 @@ out:
     uv_walk(&svc->loop, close_walk, NULL);
     uv_run(&svc->loop, UV_RUN_DEFAULT);
     uv_loop_close(&svc->loop);
+    if (svc->draining) { /* the final replies of the drain are still queued */
+        int linger = 1000;
+        zmq_setsockopt(svc->sock, ZMQ_LINGER, &linger, sizeof(linger));
+    }
     zmq_close(svc->sock);
     /* An ipc:// endpoint leaves its socket file behind after close. */
     if (bound && !strncmp(endpoint, "ipc://", 6)) unlink(endpoint + 6);

@@ -38,12 +38,20 @@ typedef struct lp_service_ops {
     int (*start)(void *ctx, lp_service_t *svc);
     /* After the loop stops, before the socket closes; may be NULL. */
     void (*stop)(void *ctx, lp_service_t *svc);
+    /* The first SIGINT/SIGTERM: stop taking new work, let the running work
+     * end, and call lp_service_stop() when it has (the skeleton then closes
+     * the socket with a short linger, so the last replies still go out).  A
+     * second signal stops at once.  May be NULL: the first signal stops. */
+    void (*drain)(void *ctx, lp_service_t *svc);
     /* The service's own counters in a StatsReply (n_active); may be NULL. */
     void (*stats)(void *ctx, Lmpipe__StatsReply *out);
     /* false: the skeleton tells systemd READY=1 once bound and started;
      * true: the service sends it itself when it is ready (the coordinator,
      * once its hello checks pass; lib/sdnotify.h). */
     bool ready_later;
+    /* > 0: ZeroMQ heartbeats to every peer every heartbeat_ms (a peer silent
+     * for 3 times that is disconnected, and sends to it fail); 0: none. */
+    int heartbeat_ms;
 } lp_service_ops_t;
 
 /* Bind a ROUTER to `endpoint` and serve until SIGINT or SIGTERM.  Under
@@ -82,6 +90,10 @@ uv_loop_t *lp_service_loop(lp_service_t *svc);
 void *lp_service_zmq_ctx(lp_service_t *svc);
 /* Stop the loop as a signal does. */
 void lp_service_stop(lp_service_t *svc);
+/* Whether SIGINT or SIGTERM has arrived, even while a handler still runs
+ * and the loop has not seen it: a handler that waits long (engine-svc on a
+ * full ring) checks it to give up.  Safe from any thread. */
+bool lp_service_stop_requested(void);
 void lp_service_count_malformed(lp_service_t *svc);
 
 /* Socket options every lmpipe socket gets: linger 0, no HWM limits. */

@@ -26,7 +26,20 @@ struct lp_shm_ring {
     lp_shm_slot_header_t *slots;
     uint32_t next;     /* writer: where the search for a free slot starts */
     uint64_t next_seq; /* writer: last sequence number handed out */
+    bool (*stop)(void); /* may be NULL; see lp_shm_ring_set_stop */
 };
+
+void lp_shm_ring_set_stop(lp_shm_ring_t *r, bool (*stop)(void)) { r->stop = stop; }
+bool lp_shm_ring_stopping(const lp_shm_ring_t *r) { return r->stop && r->stop(); }
+
+/* A wait gives up when the process is asked to stop: its caller returns,
+ * and the service loop can act on the signal. */
+static int check_stop(const lp_shm_ring_t *r)
+{
+    if (!r->stop || !r->stop()) return 0;
+    return lp_error_set(LP_ERR(ECANCELED), "shm %s: stopping: the wait for the ring was given up",
+                        r->name);
+}
 
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -300,6 +313,8 @@ int lp_shm_ring_acquire_at(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
     lp_shm_slot_header_t *s = &r->slots[slot];
     int64_t deadline = (int64_t)lp_now_ms() + wait_ms;
     while (!is_free(atomic_load_explicit(&s->state, memory_order_acquire))) {
+        int src = check_stop(r);
+        if (src) return src;
         if ((int64_t)lp_now_ms() >= deadline)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u stayed taken (the reader has "
                                 "not released it)", r->name, slot);
@@ -354,6 +369,8 @@ int lp_shm_ring_wait(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wa
         if (q == seq && st == LP_SHM_SLOT_FAILED)
             return lp_error_set(LP_ERR(EIO), "shm %s: the step that was to fill slot %u failed",
                                 r->name, slot);
+        int src = check_stop(r);
+        if (src) return src;
         if ((int64_t)lp_now_ms() >= deadline)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: slot %u did not get seq %llu in %d ms",
                                 r->name, slot, (unsigned long long)seq, wait_ms);
@@ -442,6 +459,8 @@ int lp_shm_ring_wait_token(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, 
         if (st == LP_SHM_SLOT_WRITING)
             return lp_error_set(LP_ERR(ESTALE), "shm %s: slot %u is still being written", r->name,
                                 slot);
+        int src = check_stop(r);
+        if (src) return src;
         if ((int64_t)lp_now_ms() >= deadline)
             return lp_error_set(LP_ERR(ETIMEDOUT), "shm %s: the sampler did not hand back slot %u "
                                 "in %d ms", r->name, slot, wait_ms);

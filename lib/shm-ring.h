@@ -143,6 +143,14 @@ int lp_shm_ring_release_token(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int
 int lp_shm_ring_wait_token(const lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int wait_ms,
                            int32_t *token);
 
+/* Make this side's waits (acquire_at, wait, wait_token) give up with
+ * LP_ERR(ECANCELED) once stop() returns true, checked at least every 50 ms:
+ * a service asked to stop is not held by a full ring.  stop may be NULL
+ * (the default: waits end only on their own conditions or timeout). */
+void lp_shm_ring_set_stop(lp_shm_ring_t *r, bool (*stop)(void));
+/* Whether stop() (lp_shm_ring_set_stop) says to give up now. */
+bool lp_shm_ring_stopping(const lp_shm_ring_t *r);
+
 /* A random segment name "/lmpipe-PID-HEX" in buf (at least 40 bytes). */
 void lp_shm_ring_random_name(char *buf, size_t size);
 

@@ -58,7 +58,7 @@ int lp_cmd_generate(int argc, char **argv)
     size_t streamed = 0;
     if (!rc) rc = lp_client_generate(c, (uint64_t)getpid(), &g, 120000, live ? print_piece : NULL,
                                      &streamed, &gen);
-    int status = 1;
+    int status = rc == LP_ERR(ECONNRESET) ? LP_GEN_EXIT_LOST : 1;
     if (rc) fprintf(stderr, "lmpipe generate: %s\n", lp_error_msg());
     else if (live) {
         /* The pieces are out; the final tail is what remains. */

@@ -11,6 +11,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -84,7 +85,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: lmpipe up [--config F] [--model M] [--endpoint EP] [--no-shm]\n"
                "                 [--plugin-dir DIR] [--no-prefix-cache]\n"
                "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...] [--nats URL]\n"
-               "                 [--only SERVICE[,SERVICE...]]\n"
+               "                 [--only SERVICE[,SERVICE...]] [--drain-grace-ms N]\n"
                "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n"
                "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md);\n"
                "--nats (or nats.url in the config) the NATS JetStream bridge (lmpipe-nats, docs/NATS.md).\n"
@@ -92,7 +93,11 @@ static void usage(FILE *f)
                "--no-prefix-cache (config coordinator.prefix_cache = false): with a paged engine,\n"
                "no KV block is shared between requests.\n"
                "--only runs just these of tokenizer, engine, sampler, coordinator, http, nats (one\n"
-               "host of a deployment across hosts, docs/PIPELINE.md).\n");
+               "host of a deployment across hosts, docs/PIPELINE.md).\n"
+               "SIGTERM/SIGINT drain: new requests are refused (\"draining\"), running ones have\n"
+               "--drain-grace-ms (config drain_grace_ms, default 10000; 0: none) to finish before\n"
+               "they end with the error \"shutting down\"; then the services stop.  At start, the\n"
+               "shared-memory segments and run folders of crashed pipelines are removed.\n");
 }
 
 int lp_cmd_up(int argc, char **argv)
@@ -103,6 +108,7 @@ int lp_cmd_up(int argc, char **argv)
     char api_keys[4096] = "", admin_keys[4096] = "";
     bool no_shm = false, no_prefix_cache = false;
     unsigned only = 0;
+    int grace = 0; /* --drain-grace-ms: 0 not given, -1 none */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) {
             lp_config_destroy(&cfg);
@@ -120,6 +126,15 @@ int lp_cmd_up(int argc, char **argv)
                 lp_config_destroy(&cfg);
                 return lp_cmd_usage_error("up", "%s", lp_error_msg());
             }
+        }
+        else if (!strcmp(argv[i], "--drain-grace-ms") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (!argv[i][0] || *end || v < 0 || v > 3600000) {
+                lp_config_destroy(&cfg);
+                return lp_cmd_usage_error("up", "--drain-grace-ms: '%s' is not 0..3600000", argv[i]);
+            }
+            grace = v ? (int)v : -1;
         }
         else if (!strcmp(argv[i], "--http") && i + 1 < argc) http = argv[++i];
         else if (!strcmp(argv[i], "--nats") && i + 1 < argc) nats = argv[++i];
@@ -153,6 +168,7 @@ int lp_cmd_up(int argc, char **argv)
     if (no_prefix_cache) o.no_prefix_cache = true;
     if (plugin_dir) o.plugin_dir = plugin_dir;
     if (only) o.only = only;
+    if (grace) o.drain_grace_ms = grace;
     if (http) o.http_listen = http;
     if (nats) o.nats[0] = nats; /* nats.url */
     if (api_keys[0]) o.http_api_keys = api_keys;

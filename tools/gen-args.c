@@ -18,13 +18,18 @@ const char lp_gen_args_usage[] =
     "  --params JSON        more llama.cpp /completion fields, e.g. '{\"samplers\":[\"top_k\"]}'\n"
     "  --stop TEXT          a stop string (repeatable, up to 16)\n"
     "  --ignore-eos         --no-bos\n"
+    "  --deadline-ms MS     the pipeline ends the request with an error (\"deadline\") when\n"
+    "                       it has not finished MS after it arrived (default: none)\n"
     "  --ids                print a JSON list of the generated token ids\n";
 
 const char lp_gen_args_exit_usage[] =
     "exit status: 0 when the generation ends (end of text, --max-tokens or a --stop\n"
     "string), 3 when the context limit cuts it short (the text so far is printed and\n"
     "stderr gives the prompt, generated and context token counts), 2 for bad usage,\n"
-    "1 for any other error\n";
+    "4 when the connection to the coordinator is lost before the final event (it\n"
+    "stopped or crashed; noticed within about 3 s), 1 for any other error (the\n"
+    "pipeline refused or ended the request: stderr says why, e.g. \"draining\" or\n"
+    "\"shutting down\" while it stops)\n";
 
 void lp_gen_args_init(lp_gen_args_t *a)
 {
@@ -145,7 +150,7 @@ static int take_sampling(lp_gen_args_t *a, const char *cmd, enum lp_sampler_fiel
 int lp_gen_args_take(lp_gen_args_t *a, const char *cmd, int argc, char **argv, int *i)
 {
     const char *f = argv[*i];
-    static const char *valued[] = {"--prompt", "--params", "--max-tokens", "--stop"};
+    static const char *valued[] = {"--prompt", "--params", "--max-tokens", "--stop", "--deadline-ms"};
     if (!strcmp(f, "--ids")) return a->ids = true, 1;
     if (!strcmp(f, "--no-bos")) return a->no_bos = true, 1;
     if (!strcmp(f, "--ignore-eos")) return a->ignore_eos = true, 1;
@@ -176,6 +181,12 @@ int lp_gen_args_take(lp_gen_args_t *a, const char *cmd, int argc, char **argv, i
             return -1;
         }
         a->max_tokens = (int)n;
+        break;
+    }
+    case 4: {
+        long long n;
+        if (lp_gen_args_int(cmd, f, v, 1, 86400000, &n)) return -1;
+        a->deadline_ms = (uint32_t)n;
         break;
     }
     default:
@@ -268,6 +279,7 @@ int lp_gen_args_request(lp_gen_args_t *a, const char *cmd, Lmpipe__GenerateReque
     g->prompt.data = (uint8_t *)a->prompt;
     g->prompt.len = strlen(a->prompt);
     g->n_predict = a->max_tokens > 0 ? a->max_tokens : 0; /* 0: --params or until EOS */
+    g->deadline_ms = a->deadline_ms;
     g->no_bos = a->no_bos;
     g->ignore_eos = a->ignore_eos;
     if (a->n_stops) {

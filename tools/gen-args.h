@@ -21,6 +21,7 @@ typedef struct lp_gen_args {
     bool ids;               /* print a JSON list of the generated ids */
     bool no_bos;
     bool ignore_eos;
+    uint32_t deadline_ms;   /* GenerateRequest.deadline_ms; 0: none */
     /* Filled by lp_gen_args_request, freed by lp_gen_args_clear: */
     lp_json_doc_t *doc;     /* the parsed --params (its strings are borrowed) */
     char *json;             /* params_json */
@@ -43,6 +44,8 @@ int lp_gen_args_print(const lp_gen_args_t *a, const char *cmd, const struct lp_g
  * printed): 0, or LP_GEN_EXIT_CONTEXT with the counts on stderr when the
  * context limit cut it short (finish reason "context"). */
 #define LP_GEN_EXIT_CONTEXT 3
+/* The connection to the coordinator was lost before the final event. */
+#define LP_GEN_EXIT_LOST 4
 int lp_gen_args_finish(const char *cmd, const struct lp_generation *gen);
 /* A plain decimal integer in [lo, hi] for flag; -1 with a message naming it. */
 int lp_gen_args_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi,

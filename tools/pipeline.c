@@ -7,6 +7,7 @@
 #include "error.h"
 #include "log.h"
 #include "shm-ring.h"
+#include "sweep.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -51,7 +52,8 @@ struct lp_pipeline {
     bool failed;
     int failed_idx;
     bool stopping, stopped;
-    int stop_from;            /* stopping: the first child index being stopped */
+    unsigned stop_mask;       /* stopping: the children being stopped (1 << index) */
+    uint64_t stop_wait_ms;    /* ... and how long they have before SIGKILL */
     lp_pipeline_opts_t opts;  /* for restarting lmpipe-http */
     char **env;
     char env_parent[64], env_run_dir[PATH_MAX + 32];
@@ -94,7 +96,7 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
                              "sampler.server_key", "coordinator.prefix_cache",
-                             "coordinator.kv_blocks"};
+                             "coordinator.kv_blocks", "drain_grace_ms"};
 /* group.NAME.FIELD: the engine groups a coordinator connects to. */
 static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
 
@@ -198,6 +200,11 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
             o->nats[j] = lp_config_get(cfg, nats_keys[j], o->nats[j]);
     }
     int64_t v;
+    /* drain_grace_ms = 0 is "no grace"; absent, the coordinator's default. */
+    if (!rc) rc = lp_config_get_int(cfg, "drain_grace_ms", -2, &v);
+    if (!rc && v != -2 && (v < 0 || v > 3600000))
+        rc = lp_error_set(LP_ERR(EINVAL), "config key drain_grace_ms: %lld is not 0..3600000", (long long)v);
+    if (!rc && v != -2) o->drain_grace_ms = v ? (int)v : -1;
     const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads",
                           "max_queued_per_client", "coordinator.kv_blocks"};
     int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads,
@@ -405,6 +412,10 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
             argv[n++] = "--max-queued-per-client";
             argv[n++] = int_str(b5, o->max_queued_per_client);
         }
+        if (o->drain_grace_ms) {
+            argv[n++] = "--drain-grace-ms";
+            argv[n++] = int_str(b6, o->drain_grace_ms < 0 ? 0 : o->drain_grace_ms);
+        }
         if (o->curve_key) {
             const char *keys[3] = {o->tokenizer_server_key, o->engine_server_key, o->sampler_server_key};
             const char *flags[3] = {"--tokenizer-server-key", "--engine-server-key", "--sampler-server-key"};
@@ -500,6 +511,17 @@ static int check_curve(const lp_pipeline_opts_t *o)
     return 0;
 }
 
+/* What crashed pipelines of this user left (their owners are dead): the
+ * sweep never touches a live pipeline's files. */
+static void sweep_stale(void)
+{
+    lp_sweep_counts_t n;
+    if (lp_sweep_stale("/dev/shm", "/tmp", &n)) LP_DEBUG("lmpipe: %s", lp_error_msg());
+    if (n.segments || n.run_dirs)
+        LP_INFO("lmpipe: removed %d shared-memory segments and %d run folders of pipelines that crashed",
+                n.segments, n.run_dirs);
+}
+
 int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out)
 {
     *out = NULL;
@@ -518,6 +540,7 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
         return lp_error_set(LP_ERR(errno), "model %s: %s", o->model, strerror(errno));
     int crc = check_curve(o);
     if (crc) return crc;
+    sweep_stale();
     lp_pipeline_t *p = calloc(1, sizeof(*p));
     if (!p) return LP_ERR(ENOMEM);
     p->loop = loop;
@@ -531,7 +554,8 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
             return rc;
         }
     } else {
-        snprintf(p->run_dir, sizeof(p->run_dir), "/tmp/lmpipe-XXXXXX");
+        /* The PID in the name: a later start can tell a dead pipeline's folder (sweep.h). */
+        snprintf(p->run_dir, sizeof(p->run_dir), "/tmp/lmpipe-%d-XXXXXX", (int)getpid());
         if (!mkdtemp(p->run_dir)) {
             int rc = lp_error_set(LP_ERR(errno), "mkdtemp %s: %s", p->run_dir, strerror(errno));
             free(p);
@@ -653,9 +677,10 @@ const char *lp_pipeline_service_endpoint(const lp_pipeline_t *p, unsigned servic
 static void on_kill_timer(uv_timer_t *t)
 {
     lp_pipeline_t *p = t->data;
-    for (int i = p->stop_from; i < P_COUNT; i++)
-        if (p->kids[i].running) {
-            LP_WARN("lmpipe: %s did not stop in 5 s; killing it", svc_names[i]);
+    for (int i = 0; i < P_COUNT; i++)
+        if ((p->stop_mask & (1u << i)) && p->kids[i].running) {
+            LP_WARN("lmpipe: %s did not stop in %llu ms; killing it", svc_names[i],
+                    (unsigned long long)p->stop_wait_ms);
             uv_process_kill(&p->kids[i].proc, SIGKILL);
         }
 }
@@ -665,6 +690,40 @@ static void unlink_ep(const char *ep)
     if (!strncmp(ep, "ipc://", 6)) unlink(ep + 6);
 }
 
+/* SIGTERM to the children in `mask`, and SIGKILL to those still running
+ * after wait_ms. */
+static void stop_kids(lp_pipeline_t *p, unsigned mask, uint64_t wait_ms, uv_timer_t *timer)
+{
+    p->stop_mask = mask;
+    p->stop_wait_ms = wait_ms;
+    for (int i = P_COUNT - 1; i >= 0; i--)
+        if ((mask & (1u << i)) && p->kids[i].running) uv_process_kill(&p->kids[i].proc, SIGTERM);
+    /* The loop's clock stood still while it was not running: without this
+     * the wait would count from the last time it ran. */
+    uv_update_time(p->loop);
+    uv_timer_start(timer, on_kill_timer, wait_ms, 0);
+    for (;;) {
+        bool any = false;
+        for (int i = 0; i < P_COUNT; i++) any |= (mask & (1u << i)) && p->kids[i].running;
+        if (!any) break;
+        uv_run(p->loop, UV_RUN_ONCE);
+    }
+    uv_timer_stop(timer);
+}
+
+/* The coordinator drains first (it refuses new requests and gives the
+ * running ones drain_grace_ms to finish, then ends them with an error), with
+ * the gateways still up to pass its final events on; then the gateways; then
+ * the services, so that the coordinator neither sends to a stopping service
+ * nor reports it as dropped out. */
+static void stop_in_order(lp_pipeline_t *p, uv_timer_t *timer)
+{
+    int grace = p->opts.drain_grace_ms == 0 ? 10000 : p->opts.drain_grace_ms < 0 ? 0 : p->opts.drain_grace_ms;
+    stop_kids(p, 1u << P_COORD, (uint64_t)grace + 5000, timer);
+    stop_kids(p, (1u << P_HTTP) | (1u << P_NATS), 5000, timer);
+    stop_kids(p, (1u << P_TOK) | (1u << P_ENG) | (1u << P_SAMP), 5000, timer);
+}
+
 int lp_pipeline_stop(lp_pipeline_t *p)
 {
     if (!p || p->stopped) return 0;
@@ -672,25 +731,7 @@ int lp_pipeline_stop(lp_pipeline_t *p)
     uv_timer_t timer;
     uv_timer_init(p->loop, &timer);
     timer.data = p;
-    /* The gateway and the coordinator first, and gone before the others
-     * are told: the coordinator then neither sends to a stopping service
-     * nor reports it as dropped out. */
-    for (int phase = 0; phase < 2; phase++) {
-        p->stop_from = phase == 0 ? P_COORD : 0;
-        for (int i = P_COUNT - 1; i >= p->stop_from; i--)
-            if (p->kids[i].running) uv_process_kill(&p->kids[i].proc, SIGTERM);
-        /* The loop's clock stood still while it was not running: without
-         * this the 5 s would count from the last time it ran. */
-        uv_update_time(p->loop);
-        uv_timer_start(&timer, on_kill_timer, 5000, 0);
-        for (;;) {
-            bool any = false;
-            for (int i = p->stop_from; i < P_COUNT; i++) any |= p->kids[i].running;
-            if (!any) break;
-            uv_run(p->loop, UV_RUN_ONCE);
-        }
-        uv_timer_stop(&timer);
-    }
+    stop_in_order(p, &timer);
     uv_close((uv_handle_t *)&timer, NULL);
     if (p->http_timer_open) {
         uv_close((uv_handle_t *)&p->http_timer, NULL);

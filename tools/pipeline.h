@@ -60,6 +60,7 @@ typedef struct lp_pipeline_opts {
     int max_queued_per_client;      /* coordinator; 0: its default (max_requests / 4) */
     bool no_prefix_cache;           /* coordinator --no-prefix-cache (config coordinator.prefix_cache) */
     int kv_blocks;                  /* coordinator --kv-blocks (config coordinator.kv_blocks); 0: all */
+    int drain_grace_ms;             /* coordinator's stop (SIGTERM): 0: its default (10 s); < 0: none */
     /* "NOTIFY_SOCKET=..." and "WATCHDOG_USEC=..." for the services (lmpipe
      * up's relay, tools/notify-relay.h) or NULL.  systemd's own NOTIFY_SOCKET,
      * WATCHDOG_USEC and WATCHDOG_PID are never passed on. */

@@ -497,7 +497,8 @@ static void on_final(gen_call_t *g, choice_t *c, const Lmpipe__FinalEvent *f)
         /* A prompt longer than the context, or chat with a model that has
          * no template, is the request's fault. */
         bool bad = c->n_tokens == 0 && (strstr(msg, "the context holds") || strstr(msg, "chat_template"));
-        fail(g, bad ? 400 : 500, msg);
+        /* The pipeline's reason (stopping, a stage lost): try again later. */
+        fail(g, bad ? 400 : f->retryable ? 503 : 500, msg);
         return;
     }
     const char *tail = (const char *)f->tail.data;

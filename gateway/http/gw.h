@@ -112,6 +112,14 @@ struct lp_gw {
      * outstanding request, so that none waits forever on a dead coordinator */
     lp_gw_op_t ping_op;
     uint64_t ping_sent_ms, last_rx_ms;
+    /* the link's socket monitor: a disconnection (the coordinator stopped or
+     * crashed, or its heartbeats stopped) fails them at once */
+    void *mon;
+    struct lp_zsock *mzs;
+    /* the coordinator's word on its stages, from the ping's StatsReply
+     * (links_down, can_serve, draining), for /health */
+    bool degraded, unserving, draining;
+    char down_json[1024]; /* StatsReply.links_down as a JSON array */
 };
 
 int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out);

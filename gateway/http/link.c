@@ -15,6 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Heartbeats on the link: a coordinator that goes silent (its host gone)
+ * is disconnected like one that closed its socket; the monitor reports it. */
+#define HB_IVL_MS 1000
+#define HB_TIMEOUT_MS 3000
+#define HB_TTL_MS 6000
+
 #define N_BUCKETS (sizeof(((lp_gw_t *)0)->ops) / sizeof(((lp_gw_t *)0)->ops[0]))
 
 static lp_gw_op_t **bucket(lp_gw_t *gw, uint64_t id) { return &gw->ops[id % N_BUCKETS]; }
@@ -158,7 +164,23 @@ static void on_hello_reply(lp_gw_t *gw, const Lmpipe__Msg *m)
 
 static void on_pong(lp_gw_op_t *op, const Lmpipe__Msg *m)
 {
-    lp_gw_link_forget(op->arg, op);
+    lp_gw_t *gw = op->arg;
+    lp_gw_link_forget(gw, op);
+    if (m->body_case != LMPIPE__MSG__BODY_STATS_REPLY) return;
+    const Lmpipe__StatsReply *s = m->stats_reply;
+    gw->draining = s->draining;
+    gw->degraded = s->n_links_down > 0;
+    /* A coordinator without the field says nothing is down: serving. */
+    gw->unserving = !s->can_serve && s->n_links_down > 0;
+    lp_sb_t b = {0};
+    lp_sb_puts(&b, "[");
+    for (size_t i = 0; i < s->n_links_down; i++) {
+        if (i) lp_sb_puts(&b, ",");
+        lp_sb_json_str(&b, s->links_down[i], strlen(s->links_down[i]));
+    }
+    lp_sb_puts(&b, "]");
+    snprintf(gw->down_json, sizeof(gw->down_json), "%s", !b.oom && b.len < sizeof(gw->down_json) ? b.p : "[]");
+    lp_sb_free(&b);
 }
 
 /* Answer every outstanding request with an Error: the coordinator is gone. */
@@ -224,6 +246,45 @@ static void on_msg(lp_zsock_t *zs, void *sock, void *arg)
     lp_frame_clear(&f);
 }
 
+/* The coordinator is gone: its requests fail now, and the hello is said
+ * again until a coordinator answers (ZeroMQ reconnects the socket). */
+static void link_lost(lp_gw_t *gw, const char *why)
+{
+    LP_WARN("%s: failing its requests", why);
+    gw->ready = false;
+    gw->degraded = gw->unserving = gw->draining = false;
+    snprintf(gw->reason, sizeof(gw->reason), "%s", why);
+    lp_gw_link_forget(gw, &gw->ping_op);
+    fail_all(gw, gw->reason);
+    send_hello(gw);
+}
+
+/* One monitor event: [uint16 event, uint32 value] [endpoint]. */
+static void on_monitor(lp_zsock_t *zs, void *sock, void *arg)
+{
+    lp_gw_t *gw = arg;
+    uint16_t event = 0;
+    bool more = true;
+    for (int part = 0; more; part++) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        if (part == 0 && zmq_msg_size(&m) >= 2) memcpy(&event, zmq_msg_data(&m), 2);
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+    }
+    (void)zs;
+    if (event == ZMQ_EVENT_DISCONNECTED && gw->ready) {
+        char why[sizeof(gw->reason)];
+        snprintf(why, sizeof(why), "lost the connection to the coordinator at %s (it stopped or crashed)",
+                 gw->o.coordinator);
+        link_lost(gw, why);
+    }
+}
+
 static void on_hello_timer(uv_timer_t *t)
 {
     lp_gw_t *gw = t->data;
@@ -231,12 +292,10 @@ static void on_hello_timer(uv_timer_t *t)
     if (gw->ready) {
         if (!gw->vocab && !gw->vocab_failed) ask_vocab(gw);
         if (gw->ping_op.registered && now - gw->ping_sent_ms > 5000 && now - gw->last_rx_ms > 5000) {
-            LP_WARN("the coordinator has not answered for 5 s: failing its requests");
-            gw->ready = false;
-            snprintf(gw->reason, sizeof(gw->reason), "the coordinator at %s does not answer", gw->o.coordinator);
-            lp_gw_link_forget(gw, &gw->ping_op);
-            fail_all(gw, gw->reason);
-            send_hello(gw);
+            /* Connected but silent: its loop is wedged. */
+            char why[sizeof(gw->reason)];
+            snprintf(why, sizeof(why), "the coordinator at %s does not answer", gw->o.coordinator);
+            link_lost(gw, why);
         } else if (!gw->ping_op.registered && now - gw->ping_sent_ms >= 2000) {
             Lmpipe__Msg m = LMPIPE__MSG__INIT;
             Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
@@ -258,19 +317,31 @@ int lp_gw_link_start(lp_gw_t *gw)
     gw->zctx = zmq_ctx_new();
     gw->sock = zmq_socket(gw->zctx, ZMQ_DEALER);
     lp_service_sockopts(gw->sock);
+    int hb[][2] = {{ZMQ_HEARTBEAT_IVL, HB_IVL_MS}, {ZMQ_HEARTBEAT_TIMEOUT, HB_TIMEOUT_MS},
+                   {ZMQ_HEARTBEAT_TTL, HB_TTL_MS}};
+    for (size_t i = 0; i < sizeof(hb) / sizeof(hb[0]); i++) zmq_setsockopt(gw->sock, hb[i][0], &hb[i][1], sizeof(int));
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://lp-gw-mon-%p", (void *)gw);
+    if (zmq_socket_monitor(gw->sock, mon_ep, ZMQ_EVENT_DISCONNECTED) != 0 ||
+        !(gw->mon = zmq_socket(gw->zctx, ZMQ_PAIR)) || zmq_connect(gw->mon, mon_ep) != 0 ||
+        lp_zsock_new(gw->loop, gw->mon, on_monitor, gw, &gw->mzs) != 0) {
+        int e = zmq_errno();
+        if (gw->mon) zmq_close(gw->mon);
+        zmq_close(gw->sock);
+        zmq_ctx_term(gw->zctx);
+        return lp_error_set(LP_ERR(e), "the coordinator link's socket monitor: %s", zmq_strerror(e));
+    }
     lp_curve_opts_t co = {.key = gw->o.curve_key};
     lp_curve_t cv;
     int rc = lp_curve_load(&co, &cv);
     /* A client side: a coordinator on plain tcp:// decides that for itself. */
     if (!rc) rc = lp_curve_connect(gw->sock, gw->o.coordinator, &cv, gw->o.server_key, true, "--coordinator");
     lp_curve_clear(&cv);
+    if (!rc) rc = lp_zsock_new(gw->loop, gw->sock, on_msg, gw, &gw->zs);
     if (rc) {
-        zmq_close(gw->sock);
-        zmq_ctx_term(gw->zctx);
-        return rc;
-    }
-    rc = lp_zsock_new(gw->loop, gw->sock, on_msg, gw, &gw->zs);
-    if (rc) {
+        lp_zsock_destroy(&gw->mzs);
+        zmq_socket_monitor(gw->sock, NULL, 0);
+        zmq_close(gw->mon);
         zmq_close(gw->sock);
         zmq_ctx_term(gw->zctx);
         return rc;
@@ -286,7 +357,10 @@ void lp_gw_link_stop(lp_gw_t *gw)
 {
     uv_close((uv_handle_t *)&gw->hello_timer, NULL);
     lp_zsock_destroy(&gw->zs);
+    lp_zsock_destroy(&gw->mzs);
     uv_run(gw->loop, UV_RUN_NOWAIT);
+    zmq_socket_monitor(gw->sock, NULL, 0);
+    zmq_close(gw->mon);
     zmq_close(gw->sock);
     zmq_ctx_term(gw->zctx);
 }

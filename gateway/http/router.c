@@ -40,7 +40,7 @@ int lp_gw_status_of(int code, const char *msg)
 {
     if (code == LP_ERR(EINVAL) || code == LP_ERR(ERANGE) || code == LP_ERR(E2BIG)) return 400;
     if (code == LP_ERR(EAGAIN) || code == LP_ERR(EPROTO) || code == LP_ERR(ETIMEDOUT) ||
-        code == LP_ERR(EHOSTUNREACH))
+        code == LP_ERR(EHOSTUNREACH) || code == LP_ERR(ECONNRESET) || code == LP_ERR(ESHUTDOWN))
         return 503;
     return 500;
 }
@@ -113,17 +113,29 @@ static bool ready_or_503(lp_gw_conn_t *c)
     return false;
 }
 
+/* 200 "ok"; 200 "degraded" while a stage is down (restarting) but requests
+ * are still served or queued; 503 "draining" while the coordinator stops,
+ * "unavailable" when nothing can serve (docs/HTTP.md). */
 static void health(lp_gw_conn_t *c)
 {
     lp_gw_t *gw = lp_gw_conn_gw(c);
     lp_sb_t b = {0};
-    if (gw->ready) lp_sb_puts(&b, "{\"status\":\"ok\"}\n");
-    else {
+    int status = 200;
+    if (!gw->ready) {
+        status = 503;
         lp_sb_puts(&b, "{\"status\":\"unavailable\",\"reason\":");
         lp_sb_json_str(&b, gw->reason, strlen(gw->reason));
         lp_sb_puts(&b, "}\n");
-    }
-    lp_gw_respond(c, gw->ready ? 200 : 503, "application/json", b.p, b.len, NULL);
+    } else if (gw->draining) {
+        status = 503;
+        lp_sb_puts(&b, "{\"status\":\"draining\",\"reason\":\"the coordinator is shutting down\"}\n");
+    } else if (gw->unserving || gw->degraded) {
+        status = gw->unserving ? 503 : 200;
+        lp_sb_printf(&b, "{\"status\":\"%s\",\"down\":%s}\n", gw->unserving ? "unavailable" : "degraded",
+                     gw->down_json[0] ? gw->down_json : "[]");
+    } else
+        lp_sb_puts(&b, "{\"status\":\"ok\"}\n");
+    lp_gw_respond(c, status, "application/json", b.p, b.len, NULL);
     lp_sb_free(&b);
 }
 

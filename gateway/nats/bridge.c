@@ -217,6 +217,14 @@ static void on_token(job_t *j, const Lmpipe__TokenEvent *t)
 static void on_final(job_t *j, const Lmpipe__FinalEvent *f)
 {
     lp_nb_t *nb = j->nb;
+    if (f->reason == LMPIPE__FINISH_REASON__FINISH_ERROR && f->retryable) {
+        /* The pipeline's reason (the coordinator stopping, a stage lost): the
+         * request runs again when JetStream redelivers it. */
+        LP_INFO("request %s: %s; redelivery in %d ms", j->id, f->error ? f->error : "", j->nb->o.nak_delay_ms);
+        nak(j->nb, j->ack);
+        job_free(j);
+        return;
+    }
     if (f->reason == LMPIPE__FINISH_REASON__FINISH_ERROR || f->reason == LMPIPE__FINISH_REASON__FINISH_CANCELLED) {
         const char *msg = f->error && f->error[0] ? f->error : "the generation was cancelled";
         /* A prompt longer than the context, or chat without a template, is the request's fault. */

@@ -144,7 +144,8 @@ let up = null;
 try {
     const ep = `ipc://${env.WORK}/p3.sock`;
     const startUp = async () => {
-        const p = spawn(env.LMPIPE, ['up', '--model', env.MODEL, '--endpoint', ep], { stdio: ['ignore', 'pipe', 'ignore'] });
+        // No drain grace: SIGTERM takes the pipeline away in mid-run.
+        const p = spawn(env.LMPIPE, ['up', '--model', env.MODEL, '--endpoint', ep, '--drain-grace-ms', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
         let out = '';
         p.stdout.on('data', (d) => { out += d; });
         await waitFor(() => /ready on/.test(out), 30000, 'lmpipe up');
@@ -178,8 +179,8 @@ try {
         const pa = await request(js, { prompt: prompts[i % prompts.length], n_predict: N_PREDICT, temperature: 0 }, { id, reply: `lmpipe.test.fault.${id}` });
         idOfSeq.set(pa.seq, id);
     }
-    // The running ones fail when the coordinator has been silent for 5 s, are
-    // naked, and come back every 200 ms (--nak-delay-ms) to be naked again.
+    // The running ones end at once with a retryable error (FinalEvent.retryable),
+    // are naked, and come back every 200 ms (--nak-delay-ms) to be naked again.
     const nakedOften = () => running.every((id) => (naked.get(id) ?? 0) >= 3);
     await waitFor(nakedOften, 20000, 'naks while the pipeline is away').catch(() => {});
     check(running.length > 0 && nakedOften() && late.every((id) => !col.reqs.get(id)) && running.every((id) => !col.reqs.get(id).final),
