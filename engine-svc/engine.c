@@ -373,7 +373,7 @@ int lp_engine_step(lp_engine_t *e, const lp_batch_seq_t *seqs, int32_t n_seqs,
     if (rc) return rc;
     for (int32_t i = 0; i < n_seqs; i++) {
         e->run[i] = seqs[i];
-        if (!e->paged) continue;
+        if (!e->ops->paged) continue; /* (the CPU backend's contiguous layout reads tables too) */
         if (seqs[i].blocks) cut_fallback_owners(e, &seqs[i]);
         else entry_table(e, &seqs[i], &e->run[i].blocks, &e->run[i].n_blocks);
     }
