@@ -119,7 +119,8 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp
     c->kv_v = c->kv_k ? map_pool(c->kv_bytes) : NULL;
     if (!c->kv_k || !c->kv_v) {
         int rc = lp_error_set(LP_ERR(ENOMEM), "cannot map a KV pool of %d blocks of %d positions "
-                              "(2 x %zu MB)", kv->kv_blocks, kv->kv_block, c->kv_bytes >> 20);
+                              "(2 x %zu MB): give a smaller --kv-pool-tokens or --kv-pool-mb",
+                              kv->kv_blocks, kv->kv_block, c->kv_bytes >> 20);
         cpu_destroy(c);
         return rc;
     }
