@@ -26,8 +26,8 @@ struct lp_engine {
     uint32_t *identity;          /* (max_seqs * per_seq) k -> k: the fallback tables, or NULL */
     uint32_t *mark;              /* (kv_blocks) stamp per block: duplicates within a table */
     uint32_t stamp;
-    int32_t *writer;             /* (kv_blocks) batch entry + 1 that writes a block this step */
-    uint32_t *writer_stamp;      /* (kv_blocks) */
+    int32_t *writer;             /* (kv_blocks) the batch entry that writes a block this step */
+    uint32_t *writer_stamp;      /* (kv_blocks) writer[b] is current where this is wstamp */
     uint32_t wstamp;
     lp_batch_seq_t *run;         /* (max_seqs) the batch with fallback tables filled in */
 };

@@ -147,7 +147,8 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp
     c->rope_sn = malloc(sizeof(float) * T * (size_t)(hp->n_rot / 2));
     int rc = 0;
     if (!c->seq_off || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
-        (p->exact && !c->scores) || (p->exact && kv->kv_block < p->n_ctx && !c->gather) || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos ||
+        (p->exact && !c->scores) || (p->exact && kv->kv_block < p->n_ctx && !c->gather) ||
+        !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos ||
         !c->rope_cs || !c->rope_sn)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
     /* decode reads every weight once per token: 2 MiB pages spare the TLB */

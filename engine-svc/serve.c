@@ -170,8 +170,9 @@ static int check_step(lp_engine_svc_t *s, const Lmpipe__StepRequest *req, size_t
         if (n_tok == 0)
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu] has no tokens", i);
         if (q->pos < 0 || n_tok > (size_t)s->n_ctx || q->pos > s->n_ctx - (int32_t)n_tok)
-            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu]: %zu tokens at pos %d pass the "
-                                "context of %d", i, n_tok, q->pos, s->n_ctx);
+            return lp_error_set(q->pos < 0 ? LP_ERR(EINVAL) : LP_ERR(E2BIG), "step: seqs[%zu]: "
+                                "%zu tokens at pos %d pass the context of %d", i, n_tok, q->pos,
+                                s->n_ctx);
         if (q->n_blocks > (size_t)INT32_MAX)
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].blocks: %zu entries", i,
                                 q->n_blocks);
