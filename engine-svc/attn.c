@@ -32,6 +32,7 @@ typedef struct attn_job {
     const attn_unit_t *units;
     int32_t n_units;
     float *scratch;        /* (n_threads, per_thread) */
+    const int64_t *lin_off; /* j * key_stride, for caches without key_off */
     size_t per_thread;     /* floats */
     atomic_int next;
 } attn_job_t;
@@ -91,8 +92,9 @@ static void run_unit(const attn_job_t *j, const attn_unit_t *u, float *scratch)
     const int32_t seq = b->tok_seq[u->t0];
     const int64_t head_off = u->kv_head * b->head_stride;
     const lp__attn_kern_t *kern = j->narrow && u->nr <= 8 ? j->narrow : j->kern;
-    kern->tile(u->nr, q, out, n_keys, b->k[seq] + head_off, b->v[seq] + head_off, b->key_stride,
-               hd, b->scale, scratch);
+    const int64_t *off = b->key_off ? b->key_off[seq] : j->lin_off;
+    kern->tile(u->nr, q, out, n_keys, b->k[seq] + head_off, b->v[seq] + head_off, off, hd,
+               b->scale, scratch);
 }
 
 static void attn_worker(void *arg, int ith, int nth)
@@ -115,15 +117,25 @@ int lp_attn_run(lp_threadpool_t *pool, const lp_attn_batch_t *b)
     j.n_units = plan(b, j.kern->rows, NULL);
     const int nth = lp_threadpool_n_threads(pool);
     const size_t units_bytes = ((size_t)j.n_units * sizeof(attn_unit_t) + 63) & ~(size_t)63;
+    /* Stretched caches get one shared table of row offsets, so the kernels
+     * have a single way to find a key's row. */
+    int32_t n_lin = 0;
+    for (int32_t t = 0; !b->key_off && t < b->n_tok; t++)
+        if (b->tok_pos[t] + 1 > n_lin) n_lin = b->tok_pos[t] + 1;
+    const size_t lin_bytes = ((size_t)n_lin * sizeof(int64_t) + 63) & ~(size_t)63;
     j.per_thread = lp__attn_scratch_floats(j.kern->rows, b->head_dim); /* >= narrow's */
-    void *mem = lp_threadpool_scratch(pool, units_bytes + (size_t)nth * j.per_thread * sizeof(float));
+    void *mem = lp_threadpool_scratch(pool, units_bytes + lin_bytes +
+                                            (size_t)nth * j.per_thread * sizeof(float));
     if (!mem)
         return lp_error_set(LP_ERR(ENOMEM), "out of memory for the attention scratch (%d tiles, "
                             "head_dim %d)", j.n_units, b->head_dim);
     attn_unit_t *units = mem;
     plan(b, j.kern->rows, units);
     j.units = units;
-    j.scratch = (float *)((char *)mem + units_bytes);
+    int64_t *lin = (int64_t *)((char *)mem + units_bytes);
+    for (int32_t p = 0; p < n_lin; p++) lin[p] = (int64_t)p * b->key_stride;
+    j.lin_off = lin;
+    j.scratch = (float *)((char *)mem + units_bytes + lin_bytes);
     atomic_init(&j.next, 0);
     lp_threadpool_run(pool, attn_worker, &j);
     return 0;

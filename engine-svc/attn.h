@@ -21,9 +21,15 @@ typedef struct lp_attn_batch {
     const int32_t *tok_seq; /* (n_tok) index into k and v of the cache each token reads */
     const int32_t *tok_pos; /* (n_tok) position: token t sees cache positions 0 .. tok_pos[t] */
     const float *const *k;  /* per cache: KV head g, position j of one layer at
-                             * g * head_stride + j * key_stride, head_dim floats; borrowed */
+                             * g * head_stride + j * key_stride, head_dim floats
+                             * (with key_off: g * head_stride + key_off[i][j]); borrowed */
     const float *const *v;  /* likewise */
     int64_t key_stride, head_stride; /* floats */
+    /* May be NULL (every cache one stretch of key_stride apart rows).  A
+     * paged cache's rows: per cache i, the offset in floats from k[i] and
+     * v[i] of position j, for j up to the largest tok_pos of its tokens;
+     * borrowed.  key_stride must still be at least head_dim. */
+    const int64_t *const *key_off;
     int32_t n_tok, n_head, n_head_kv, head_dim;
     float scale;            /* applied to q . k before the softmax */
 } lp_attn_batch_t;
@@ -33,7 +39,9 @@ typedef struct lp_attn_batch {
  * cache tok_seq[t].  Head h of the output is computed in float with an
  * exp accurate to about 2^-23 (not bit-equal to lp_op_attn_head).  Runs on
  * the pool (its scratch buffer holds the work list and each thread's tile
- * buffers).  Returns 0, -EINVAL when a stride is below head_dim, or
+ * buffers).  The result does not depend on where the rows lie (key_off or
+ * strides): the same keys give the same bits.  Returns 0, -EINVAL when a
+ * stride is below head_dim, or
  * -ENOMEM when the scratch buffer cannot grow, with a message. */
 int lp_attn_run(lp_threadpool_t *pool, const lp_attn_batch_t *b);
 

@@ -152,6 +152,8 @@ static void check_kernel(const lp__attn_kern_t *kern)
     enum { HD = 16, NK = 40 };
     float k[NK * HD], v[NK * HD], q[LP_ATTN_ROWS_MAX][HD], out[LP_ATTN_ROWS_MAX][HD];
     float *scratch = aligned_alloc(64, sizeof(float) * lp__attn_scratch_floats(kern->rows, HD));
+    int64_t off[NK]; /* key j's row: j * HD */
+    for (int j = 0; j < NK; j++) off[j] = (int64_t)j * HD;
     for (int i = 0; i < NK * HD; i++) {
         k[i] = lp_check_frand(&rng);
         v[i] = lp_check_frand(&rng);
@@ -169,7 +171,7 @@ static void check_kernel(const lp__attn_kern_t *kern)
             op[r] = out[r];
             n_keys[r] = r % 3 == 0 ? 0 : r % 3 == 1 ? 1 : NK;
         }
-        kern->tile(nr, qp, op, n_keys, k, v, HD, HD, 0.25f, scratch);
+        kern->tile(nr, qp, op, n_keys, k, v, off, HD, 0.25f, scratch);
         for (int32_t r = 0; r < nr; r++) {
             for (int i = 0; i < HD; i++) {
                 if (n_keys[r] == 0)

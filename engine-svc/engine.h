@@ -3,9 +3,11 @@
  * `lmpipe bench` call it in-process.
  *
  * Tensor layout (docs/ARCHITECTURE.md): activations are row-major
- * [token, n_embd]; Q/K/V rows are [token, head, head_dim]; the KV cache of a
- * sequence is float32, [layer][kv_head][pos][head_dim] on the CPU backend
- * and [layer][pos][kv_head][head_dim] on the CUDA one. */
+ * [token, n_embd]; Q/K/V rows are [token, head, head_dim].  The CPU
+ * backend's KV cache is a pool of blocks of kv_block positions, float32,
+ * [layer][block][kv_head][pos in block][head_dim], which a sequence reaches
+ * through its block table ("Paged KV"); the CUDA one keeps one n_ctx stretch
+ * per sequence, [layer][pos][kv_head][head_dim]. */
 #ifndef LP_ENGINE_H
 #define LP_ENGINE_H
 
@@ -52,6 +54,9 @@ const uint8_t *lp_model_token_mask(const lp_model_t *m);
 
 /* ---- engine ----------------------------------------------------------- */
 
+/* lp_engine_params_t.kv_block: one n_ctx stretch per sequence, no paging. */
+#define LP_ENGINE_KV_CONTIGUOUS (-1)
+
 typedef struct lp_engine_params {
     int32_t n_ctx;            /* per-sequence KV capacity; 0 = min(n_ctx_train, 4096) */
     int32_t max_seqs;         /* sequence slots; 0 = 16 */
@@ -59,6 +64,13 @@ typedef struct lp_engine_params {
     int32_t n_threads;        /* 0 = all cores */
     bool exact;               /* reference arithmetic: dequantize, dot in float */
     const char *backend;      /* "cpu", "cuda" or NULL for the best available */
+    /* Paged KV (the CPU backend; others keep one stretch per sequence). */
+    int32_t kv_block;         /* positions per block; 0 = 16 (at most n_ctx);
+                                 LP_ENGINE_KV_CONTIGUOUS: no paging */
+    int64_t kv_pool_tokens;   /* pool size in positions, rounded up to blocks; 0 = default */
+    int64_t kv_pool_mb;       /* pool size in MiB, rounded down to blocks; 0 = default.
+                                 Default (both 0): max_seqs * n_ctx positions, which
+                                 gives each seq_id its own fallback table */
 } lp_engine_params_t;
 
 typedef struct lp_engine lp_engine_t;
@@ -75,19 +87,51 @@ const char *lp_engine_backend_name(const lp_engine_t *e);
  * mapped until lp_engine_destroy.  Returns 0 or a negative code. */
 int lp_engine_register_host(lp_engine_t *e, void *ptr, size_t len);
 
-/* Forget a sequence's KV cache (a new request can then use the slot). */
+/* The KV pool: positions per block (0 when the engine does not page: the
+ * CUDA backend, or kv_block LP_ENGINE_KV_CONTIGUOUS) and the number of
+ * blocks (0 when it does not page). */
+int32_t lp_engine_kv_block(const lp_engine_t *e);
+int32_t lp_engine_kv_blocks(const lp_engine_t *e);
+
+/* Forget a sequence's KV cache (a new request can then use the slot).  On a
+ * paged engine this is the seq_id's fallback table (below). */
 void lp_engine_seq_reset(lp_engine_t *e, int32_t seq_id);
 int32_t lp_engine_seq_len(const lp_engine_t *e, int32_t seq_id);
 
-/* One entry of a batch: a prefill chunk or a single decode token. */
+/* One entry of a batch: a prefill chunk or a single decode token.
+ *
+ * Block tables (paged engines only): blocks[k] holds positions
+ * k * kv_block .. (k + 1) * kv_block - 1 of the sequence, and the table
+ * covers every position up to the last of `tokens`; the KV of positions
+ * below pos must already be in its blocks (the caller owns allocation and
+ * may share full blocks between sequences).  The step writes only the
+ * blocks of positions pos .. pos + n_tokens - 1, which no other entry of the
+ * batch may name.  Without a table (blocks NULL) the entry uses its seq_id's
+ * fallback table, blocks seq_id * per_seq .. (seq_id + 1) * per_seq - 1 with
+ * per_seq = ceil(n_ctx / kv_block): only when the pool holds that many
+ * (max_seqs * per_seq blocks, the default size); then pos may not pass the
+ * length the engine tracks for the seq_id.  A step with a table moves no
+ * seq_id's tracked length, except that it cuts the length of a seq_id whose
+ * fallback blocks it writes into. */
 typedef struct lp_batch_seq {
     int32_t seq_id;        /* 0 .. max_seqs-1; each at most once per batch */
-    int32_t pos;           /* position of tokens[0]; <= the sequence's length
-                              (a smaller value drops the cache after it) */
+    int32_t pos;           /* position of tokens[0]; without a table <= the
+                              sequence's length (a smaller value drops the
+                              cache after it) */
     int32_t n_tokens;
     const int32_t *tokens; /* borrowed for the call */
     int32_t n_logits;      /* logits for the last n_logits tokens (0..n_tokens) */
+    const uint32_t *blocks; /* (n_blocks) block table, or NULL; borrowed for the call */
+    int32_t n_blocks;
 } lp_batch_seq_t;
+
+/* Check an entry's KV addressing as lp_engine_step will: its block table
+ * (paged engine, every index < kv_blocks, long enough for pos + n_tokens,
+ * no longer than the context needs, no block twice) or, without one, that
+ * the fallback table exists and pos is within the seq_id's length.  The
+ * message names the field ("blocks[3] = 70 is not in 0..63") without the
+ * entry; the caller prefixes it.  seq_id must be in range. */
+int lp_engine_check_kv(lp_engine_t *e, const lp_batch_seq_t *s);
 
 /* Run one forward step over every entry.  `logits` holds one row pointer
  * (n_vocab floats each) per requested row, in batch order: entry 0's rows

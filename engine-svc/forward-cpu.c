@@ -2,11 +2,16 @@
  * qwen2 over a batch of sequences.
  *
  * Layout: activations are row-major [token][n_embd]; q is [token][head][dim],
- * k and v are [token][kv_head][dim].  The KV cache of a sequence is
- * [layer][kv_head][pos][dim] in float32, n_ctx positions (head-major, so
- * attention streams one head's positions; kv_offset).  Tokens of one
- * batch are laid out entry after entry, oldest first; token t of the batch
- * belongs to sequence tok_seq[t] at position tok_pos[t].
+ * k and v are [token][kv_head][dim].  The KV cache is a pool of blocks of
+ * kv_block positions, [layer][block][kv_head][pos in block][dim] in float32
+ * (head-major inside a block, so attention streams one head's positions of
+ * a block); an entry reaches position p through its block table, block
+ * blocks[p / kv_block].  The contiguous layout is the same pool with one
+ * block of n_ctx positions per seq_id.  Each step turns every entry's table
+ * into one offset per position (seq_off), which the cache writes, the
+ * blocked attention and the exact path share.  Tokens of one batch are laid
+ * out entry after entry, oldest first; token t of the batch belongs to batch
+ * entry tok_seq[t] at position tok_pos[t].
  *
  * Attention: the fast path is attn.c's blocked attention (tiles of the
  * query rows of one GQA group over consecutive tokens of one sequence,
@@ -28,16 +33,23 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct kv_seq {
-    float *k, *v;   /* (n_layer, n_head_kv, n_ctx, head_dim); NULL until first used */
-} kv_seq_t;
+#include <sys/mman.h>
 
 typedef struct cpu_ctx {
     const lp_model_t *m;
     lp_engine_params_t p;
     lp_threadpool_t *pool;
-    kv_seq_t *kv;         /* (max_seqs) */
+    /* KV pool: mapped, not reserved, so pages become resident only as
+     * positions are written; K and V alike. */
+    float *kv_k, *kv_v;   /* (n_layer, kv_blocks, n_head_kv, kv_block, head_dim) */
+    size_t kv_bytes;      /* of each mapping */
+    int64_t kv_layer;     /* floats per layer: kv_blocks * block_stride */
+    int64_t block_stride; /* floats per block of one layer: n_head_kv * kv_block * head_dim */
+    int64_t head_stride;  /* floats per KV head of a block: kv_block * head_dim */
+    int32_t kv_block;
+    int64_t *key_off;     /* (key_off_cap) offsets of each entry's positions, entry after entry */
+    size_t key_off_cap;
+    int64_t **seq_off;    /* (max_seqs) each batch entry's part of key_off */
     int32_t kv_dim;       /* n_head_kv * head_dim */
     int32_t q_dim;        /* n_head * head_dim */
     /* scratch, sized for max_batch_tokens */
@@ -51,9 +63,11 @@ typedef struct cpu_ctx {
     float *gate;          /* (T, n_ff) */
     float *up;            /* (T, n_ff) */
     float *scores;        /* (n_threads, n_ctx), exact attention only */
-    const float **k_layer, **v_layer; /* (max_seqs) one layer's cache of each sequence */
+    float *gather;        /* (n_threads, 2, n_ctx, head_dim): an exact head's K and V rows
+                             when they span blocks */
+    const float **k_layer, **v_layer; /* (max_seqs) one layer's pool, per batch entry */
     float *logit_tmp;     /* (LOGIT_CHUNK, n_vocab) when rows are scattered */
-    int32_t *tok_seq;     /* (T) */
+    int32_t *tok_seq;     /* (T) batch entry of each token */
     int32_t *tok_pos;     /* (T) */
     float *rope_cs, *rope_sn; /* (T, n_rot/2) RoPE angles of each token's position */
 } cpu_ctx_t;
@@ -66,20 +80,27 @@ static void cpu_destroy(void *vctx)
 {
     cpu_ctx_t *c = vctx;
     if (!c) return;
-    for (int32_t s = 0; c->kv && s < c->p.max_seqs; s++) {
-        free(c->kv[s].k);
-        free(c->kv[s].v);
-    }
-    free(c->kv);
+    if (c->kv_k) munmap(c->kv_k, c->kv_bytes);
+    if (c->kv_v) munmap(c->kv_v, c->kv_bytes);
+    free(c->key_off);
+    free(c->seq_off);
     lp_threadpool_destroy(&c->pool);
     free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->proj);
-    free(c->gate); free(c->up); free(c->scores); free(c->logit_tmp);
+    free(c->gate); free(c->up); free(c->scores); free(c->gather); free(c->logit_tmp);
     free(c->k_layer); free(c->v_layer);
     free(c->tok_seq); free(c->tok_pos); free(c->rope_cs); free(c->rope_sn);
     free(c);
 }
 
-static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **out)
+static float *map_pool(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp_kv_pool_t *kv,
+                      void **out)
 {
     const lp_hparams_t *hp = &m->hp;
     cpu_ctx_t *c = calloc(1, sizeof(*c));
@@ -89,7 +110,21 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->kv_dim = hp->n_head_kv * hp->head_dim;
     c->q_dim = hp->n_head * hp->head_dim;
     size_t T = (size_t)p->max_batch_tokens;
-    c->kv = calloc((size_t)p->max_seqs, sizeof(*c->kv));
+    c->kv_block = kv->kv_block;
+    c->head_stride = (int64_t)kv->kv_block * hp->head_dim;
+    c->block_stride = hp->n_head_kv * c->head_stride;
+    c->kv_layer = (int64_t)kv->kv_blocks * c->block_stride;
+    c->kv_bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)c->kv_layer;
+    c->kv_k = map_pool(c->kv_bytes);
+    c->kv_v = c->kv_k ? map_pool(c->kv_bytes) : NULL;
+    if (!c->kv_k || !c->kv_v) {
+        int rc = lp_error_set(LP_ERR(ENOMEM), "cannot map a KV pool of %d blocks of %d positions "
+                              "(2 x %zu MB): give a smaller --kv-pool-tokens or --kv-pool-mb",
+                              kv->kv_blocks, kv->kv_block, c->kv_bytes >> 20);
+        cpu_destroy(c);
+        return rc;
+    }
+    c->seq_off = calloc((size_t)p->max_seqs, sizeof(*c->seq_off));
     c->x = malloc(sizeof(float) * T * (size_t)hp->n_embd);
     c->xn = malloc(sizeof(float) * T * (size_t)hp->n_embd);
     c->q = malloc(sizeof(float) * T * (size_t)c->q_dim);
@@ -100,6 +135,9 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->gate = malloc(sizeof(float) * T * (size_t)hp->n_ff);
     c->up = malloc(sizeof(float) * T * (size_t)hp->n_ff);
     if (p->exact) c->scores = malloc(sizeof(float) * (size_t)p->n_threads * (size_t)p->n_ctx);
+    if (p->exact && kv->kv_block < p->n_ctx)
+        c->gather = malloc(sizeof(float) * 2 * (size_t)p->n_threads * (size_t)p->n_ctx *
+                           (size_t)hp->head_dim);
     c->logit_tmp = malloc(sizeof(float) * LOGIT_CHUNK * (size_t)hp->n_vocab);
     c->k_layer = calloc((size_t)p->max_seqs, sizeof(*c->k_layer));
     c->v_layer = calloc((size_t)p->max_seqs, sizeof(*c->v_layer));
@@ -108,8 +146,9 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, void **o
     c->rope_cs = malloc(sizeof(float) * T * (size_t)(hp->n_rot / 2));
     c->rope_sn = malloc(sizeof(float) * T * (size_t)(hp->n_rot / 2));
     int rc = 0;
-    if (!c->kv || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
-        (p->exact && !c->scores) || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos ||
+    if (!c->seq_off || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
+        (p->exact && !c->scores) || (p->exact && kv->kv_block < p->n_ctx && !c->gather) ||
+        !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos ||
         !c->rope_cs || !c->rope_sn)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
     /* decode reads every weight once per token: 2 MiB pages spare the TLB */
@@ -131,33 +170,36 @@ static void cpu_seq_truncate(void *vctx, int32_t seq_id, int32_t len)
     (void)vctx; (void)seq_id; (void)len;
 }
 
-/* A sequence's cache is allocated at full context on first use: the pages
- * become resident only as positions are written, and no step after the
- * first allocates. */
-static int kv_reserve(cpu_ctx_t *c, int32_t seq_id)
+/* Offsets (floats, from a layer's pool) of positions 0 .. n-1 of a block
+ * table; key and value pools share them. */
+static void table_offsets(const cpu_ctx_t *c, const uint32_t *blocks, int32_t n, int64_t *off)
 {
-    kv_seq_t *s = &c->kv[seq_id];
-    if (s->k) return 0;
-    size_t n = (size_t)c->m->hp.n_layer * (size_t)c->p.n_ctx * (size_t)c->kv_dim;
-    s->k = malloc(sizeof(float) * n);
-    s->v = malloc(sizeof(float) * n);
-    if (!s->k || !s->v) {
-        free(s->k);
-        free(s->v);
-        s->k = s->v = NULL;
-        return lp_error_set(LP_ERR(ENOMEM), "out of memory for the KV cache of sequence %d "
-                            "(%zu MB)", seq_id, 2 * n * sizeof(float) >> 20);
+    const int64_t hd = c->m->hp.head_dim;
+    for (int32_t k = 0, p = 0; p < n; k++) {
+        const int64_t base = (int64_t)blocks[k] * c->block_stride;
+        for (int32_t r = 0; r < c->kv_block && p < n; r++, p++) off[p] = base + r * hd;
     }
-    return 0;
 }
 
-/* Where position pos of KV head g of layer `layer` starts in a cache: each
- * head's positions are consecutive, so attention streams them. */
-static size_t kv_offset(const cpu_ctx_t *c, int32_t layer, int32_t g, int32_t pos)
+/* Every entry's offsets, for positions 0 .. pos + n_tokens - 1. */
+static int entry_offsets(cpu_ctx_t *c, const lp_batch_seq_t *seqs, int32_t n_seqs)
 {
-    const lp_hparams_t *hp = &c->m->hp;
-    return (((size_t)layer * (size_t)hp->n_head_kv + (size_t)g) * (size_t)c->p.n_ctx + (size_t)pos) *
-           (size_t)hp->head_dim;
+    size_t need = 0;
+    for (int32_t i = 0; i < n_seqs; i++) need += (size_t)(seqs[i].pos + seqs[i].n_tokens);
+    if (need > c->key_off_cap) {
+        int64_t *o = realloc(c->key_off, need * sizeof(*o));
+        if (!o)
+            return lp_error_set(LP_ERR(ENOMEM), "out of memory for %zu KV offsets", need);
+        c->key_off = o;
+        c->key_off_cap = need;
+    }
+    int64_t *o = c->key_off;
+    for (int32_t i = 0; i < n_seqs; i++) {
+        c->seq_off[i] = o;
+        table_offsets(c, seqs[i].blocks, seqs[i].pos + seqs[i].n_tokens, o);
+        o += seqs[i].pos + seqs[i].n_tokens;
+    }
+    return 0;
 }
 
 static lp_matmul_t mm_of(const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
@@ -192,19 +234,32 @@ static void attn_worker(void *arg, int ith, int nth)
     const float scale = 1.0f / sqrtf((float)hd);
     float *scores = c->scores + (size_t)ith * (size_t)c->p.n_ctx;
     const int64_t n_work = (int64_t)j->n_tok * hp->n_head;
+    const float *kl = c->kv_k + j->layer * c->kv_layer, *vl = c->kv_v + j->layer * c->kv_layer;
     for (int64_t w = ith; w < n_work; w += nth) {
         const int32_t t = (int32_t)(w / hp->n_head), h = (int32_t)(w % hp->n_head);
-        const kv_seq_t *s = &c->kv[c->tok_seq[t]];
-        const size_t off = kv_offset(c, j->layer, h / group, 0);
+        const int32_t n = c->tok_pos[t] + 1;
+        const int64_t *off = c->seq_off[c->tok_seq[t]], head = (h / group) * c->head_stride;
+        const float *k = kl + off[0] + head, *v = vl + off[0] + head;
+        if (n > c->kv_block) {
+            /* lp_op_attn_head takes evenly spaced rows: gather the blocks' */
+            float *kg = c->gather + (size_t)ith * 2 * (size_t)c->p.n_ctx * (size_t)hd;
+            float *vg = kg + (size_t)c->p.n_ctx * (size_t)hd;
+            for (int32_t p = 0; p < n; p++) {
+                memcpy(kg + (size_t)p * hd, kl + off[p] + head, sizeof(float) * (size_t)hd);
+                memcpy(vg + (size_t)p * hd, vl + off[p] + head, sizeof(float) * (size_t)hd);
+            }
+            k = kg;
+            v = vg;
+        }
         lp_op_attn_head(c->att + (size_t)t * c->q_dim + (size_t)h * hd,
-                        c->q + (size_t)t * c->q_dim + (size_t)h * hd, s->k + off, s->v + off, hd,
-                        c->tok_pos[t] + 1, hd, scale, NULL, scores);
+                        c->q + (size_t)t * c->q_dim + (size_t)h * hd, k, v, hd, n, hd, scale,
+                        NULL, scores);
     }
 }
 
-/* Attention of layer `layer` for the batch's T tokens: c->att from c->q and
- * the caches. */
-static int attention(cpu_ctx_t *c, int32_t layer, int32_t T)
+/* Attention of layer `layer` for the batch's T tokens over n_seqs entries:
+ * c->att from c->q and the pool. */
+static int attention(cpu_ctx_t *c, int32_t layer, int32_t T, int32_t n_seqs)
 {
     const lp_hparams_t *hp = &c->m->hp;
     if (c->p.exact) {
@@ -212,16 +267,15 @@ static int attention(cpu_ctx_t *c, int32_t layer, int32_t T)
         lp_threadpool_run(c->pool, attn_worker, &job);
         return 0;
     }
-    const size_t layer_off = kv_offset(c, layer, 0, 0);
-    for (int32_t s = 0; s < c->p.max_seqs; s++) {
-        c->k_layer[s] = c->kv[s].k ? c->kv[s].k + layer_off : NULL;
-        c->v_layer[s] = c->kv[s].v ? c->kv[s].v + layer_off : NULL;
+    for (int32_t i = 0; i < n_seqs; i++) {
+        c->k_layer[i] = c->kv_k + layer * c->kv_layer;
+        c->v_layer[i] = c->kv_v + layer * c->kv_layer;
     }
     lp_attn_batch_t b = {
         .out = c->att, .q = c->q, .tok_seq = c->tok_seq, .tok_pos = c->tok_pos,
         .k = c->k_layer, .v = c->v_layer, .key_stride = hp->head_dim,
-        .head_stride = (int64_t)c->p.n_ctx * hp->head_dim, .n_tok = T, .n_head = hp->n_head,
-        .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+        .head_stride = c->head_stride, .key_off = (const int64_t *const *)c->seq_off,
+        .n_tok = T, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
         .scale = 1.0f / sqrtf((float)hp->head_dim),
     };
     return lp_attn_run(c->pool, &b);
@@ -318,11 +372,12 @@ static void tok_worker(void *arg, int ith, int nth)
                                                           cs, sn, hp->rope_neox);
             (c->p.exact ? lp_op_rope_apply : lp_vec_rope)(k, hp->n_head_kv, hp->head_dim,
                                                           hp->n_rot, cs, sn, hp->rope_neox);
-            kv_seq_t *s = &c->kv[c->tok_seq[t]];
+            const int64_t off = j->layer * c->kv_layer + c->seq_off[c->tok_seq[t]][c->tok_pos[t]];
             for (int32_t g = 0; g < hp->n_head_kv; g++) {
-                size_t off = kv_offset(c, j->layer, g, c->tok_pos[t]);
-                memcpy(s->k + off, k + g * hp->head_dim, sizeof(float) * (size_t)hp->head_dim);
-                memcpy(s->v + off, v + g * hp->head_dim, sizeof(float) * (size_t)hp->head_dim);
+                memcpy(c->kv_k + off + g * c->head_stride, k + g * hp->head_dim,
+                       sizeof(float) * (size_t)hp->head_dim);
+                memcpy(c->kv_v + off + g * c->head_stride, v + g * hp->head_dim,
+                       sizeof(float) * (size_t)hp->head_dim);
             }
             break;
         }
@@ -358,13 +413,13 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
     const int64_t n_embd = hp->n_embd, q_dim = c->q_dim, kv_dim = c->kv_dim, n_ff = hp->n_ff;
     int rc;
 
-    /* load: token metadata, cache room, embeddings */
+    /* load: token metadata, where each entry's positions lie, embeddings */
+    if ((rc = entry_offsets(c, seqs, n_seqs))) return rc;
     int32_t t = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
         const lp_batch_seq_t *s = &seqs[i];
-        if ((rc = kv_reserve(c, s->seq_id))) return rc;
         for (int32_t k = 0; k < s->n_tokens; k++, t++) {
-            c->tok_seq[t] = s->seq_id;
+            c->tok_seq[t] = i;
             c->tok_pos[t] = s->pos + k;
             lp_op_rope_angles(s->pos + k, hp->n_rot, hp->rope_base, c->rope_cs + t * (hp->n_rot / 2),
                               c->rope_sn + t * (hp->n_rot / 2));
@@ -383,7 +438,7 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
                                     mm_of(&L->wv, c->xn, T, c->v, kv_dim)};
         if ((rc = lp_matmul_multi(c->pool, qkv, 3, c->p.exact))) return rc;
         run_tokens(c, STAGE_QKV_ROPE, l, T);
-        if ((rc = attention(c, l, T))) return rc;
+        if ((rc = attention(c, l, T, n_seqs))) return rc;
         if ((rc = matmul(c, &L->wo, c->att, T, c->proj, n_embd))) return rc;
         run_tokens(c, STAGE_FFN_NORM, l, T);
 
@@ -410,6 +465,7 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
 
 const lp_backend_ops_t lp_backend_cpu = {
     .name = "cpu",
+    .paged = 1,
     .available = cpu_available,
     .create = cpu_create,
     .destroy = cpu_destroy,

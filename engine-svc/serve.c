@@ -1,9 +1,14 @@
 /* serve.c - engine-svc: hello and the batched step (see serve.h).
  *
  * A step request is checked in full before the engine sees it: sequence ids
- * in range and unique, positions not past the cached length, tokens inside
- * the vocabulary, n_logits within the chunk, the batch within
- * max_batch_tokens.  Logit rows go into ring slots (acquired before the
+ * in range and unique, tokens inside the vocabulary, n_logits within the
+ * chunk, the batch within max_batch_tokens, and each seq's KV addressing:
+ * its block table (lp_engine_check_kv: indices inside the pool, long enough
+ * for pos + tokens, no block twice) or, without one on a paged engine, its
+ * seq_id's fallback table (only when the pool was sized to hold one per
+ * seq_id, the default) with pos not past the cached length.  A bad seq
+ * fails the whole step with an Error naming the field; the engine's state
+ * is untouched, so the next step runs as if it had not come.  Logit rows go into ring slots (acquired before the
  * step, published after it) or into one buffer sent as a raw frame. */
 #include "serve.h"
 
@@ -132,6 +137,8 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpip
     mine->max_seqs = (uint32_t)s->max_seqs;
     mine->max_batch_tokens = (uint32_t)s->max_batch_tokens;
     mine->n_ctx = (uint32_t)s->n_ctx;
+    mine->kv_block = (uint32_t)lp_engine_kv_block(s->engine);
+    mine->kv_blocks = (uint32_t)lp_engine_kv_blocks(s->engine);
     if (s->ring) {
         mine->shm_name = (char *)lp_shm_ring_name(s->ring);
         mine->shm_slots = lp_shm_ring_n_slots(s->ring);
@@ -158,12 +165,27 @@ static int check_step(lp_engine_svc_t *s, const Lmpipe__StepRequest *req, size_t
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].seq_id %d appears twice", i,
                                 q->seq_id);
         int32_t len = lp_engine_seq_len(s->engine, q->seq_id);
-        if (q->pos < 0 || q->pos > len)
+        if (!q->n_blocks && (q->pos < 0 || q->pos > len))
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].pos %d is not in 0..%d (the "
                                 "sequence's length)", i, q->pos, len);
         size_t n_tok = q->n_tokens + (q->chain ? 1 : 0);
         if (n_tok == 0)
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu] has no tokens", i);
+        if (q->pos < 0 || n_tok > (size_t)s->n_ctx || q->pos > s->n_ctx - (int32_t)n_tok)
+            return lp_error_set(q->pos < 0 ? LP_ERR(EINVAL) : LP_ERR(E2BIG), "step: seqs[%zu]: "
+                                "%zu tokens at pos %d pass the context of %d", i, n_tok, q->pos,
+                                s->n_ctx);
+        if (q->n_blocks > (size_t)INT32_MAX)
+            return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].blocks: %zu entries", i,
+                                q->n_blocks);
+        lp_batch_seq_t b = {.seq_id = q->seq_id, .pos = q->pos, .n_tokens = (int32_t)n_tok,
+                            .blocks = q->n_blocks ? q->blocks : NULL,
+                            .n_blocks = (int32_t)q->n_blocks};
+        int krc = lp_engine_check_kv(s->engine, &b);
+        if (krc) {
+            lp_error_prefix("step: seqs[%zu]: ", i);
+            return krc;
+        }
         if (q->chain && (!s->ring || !req->n_rows))
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].chain needs the ring and the rows "
                                 "chosen by the sender (StepRequest.rows)", i);
@@ -317,7 +339,8 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
             n++;
             n_tok += n;
         }
-        seqs[i] = (lp_batch_seq_t){q->seq_id, q->pos, (int32_t)n, toks, q->n_logits};
+        seqs[i] = (lp_batch_seq_t){q->seq_id, q->pos, (int32_t)n, toks, q->n_logits,
+                                   q->n_blocks ? q->blocks : NULL, (int32_t)q->n_blocks};
     }
     if (use_ring && sr->n_rows) {
         if ((rc = acquire_given(s, sr, n_rows)) != 0) {

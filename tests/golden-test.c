@@ -6,7 +6,13 @@
  *      first step whose margin is below tau (or, in exact/ files, whose
  *      reference top-1 is not the continuation token).
  * Usage: golden-test MODELS_DIR GOLDEN.json [--exact] [--backend NAME]
- *                    [--isa scalar|avx2|avx512|vnni]
+ *                    [--isa scalar|avx2|avx512|vnni] [--kv-block N]
+ * --kv-block N pages the KV cache in blocks of N positions (0: contiguous)
+ * and runs every step through explicit block tables in descending order;
+ * the greedy run is then done twice, the second time as a next turn: from
+ * the middle of the continuation, reusing the earlier runs' full blocks of
+ * the prompt and the continuation before it, and prefilling from the last
+ * block boundary before that point (so reuse stops inside a block).
  * --isa forces the CPU kernels' instruction set; where this CPU lacks it the
  * test exits 77 (skipped).
  * The tolerances come from the model's weight type (general.file_type), as
@@ -77,6 +83,65 @@ static double step_top(const lp_json_t *st, int64_t *top)
     return st->u.items[0].u.items[1].u.num - st->u.items[1].u.items[1].u.num;
 }
 
+/* --kv-block: positions per block (0: none given), and the tables: t1
+ * (the teacher-forced run and the first greedy run), t2 (the second greedy
+ * run: t1's first `shared` blocks, then blocks of its own). */
+static int32_t kv_block;
+static uint32_t *kv_t1, *kv_t2;
+static int32_t kv_per;
+
+static lp_batch_seq_t with_table(lp_batch_seq_t b, const uint32_t *t)
+{
+    if (kv_block > 0) {
+        b.blocks = t;
+        b.n_blocks = (b.pos + b.n_tokens + kv_block - 1) / kv_block;
+    }
+    return b;
+}
+
+/* Free-running greedy from step i0: all[pos0 .. np + i0 - 1] (the prompt,
+ * then the continuation) prefilled through table t, whose blocks before
+ * pos0 already hold the tokens before; returns the failures. */
+static int greedy(lp_engine_t *eng, const lp_hparams_t *hp, const lp_json_t *steps, int ci,
+                  const int32_t *all, int np, const int32_t *cont, double tau, float **rows,
+                  const uint32_t *t, int32_t pos0, int i0)
+{
+    int n_steps = (int)steps->n, fails = 0;
+    lp_engine_seq_reset(eng, 0);
+    lp_batch_seq_t b = with_table((lp_batch_seq_t){.seq_id = 0, .pos = pos0,
+                                                   .n_tokens = np + i0 - pos0,
+                                                   .tokens = all + pos0, .n_logits = 1}, t);
+    int matched = 0, checked = 0;
+    for (int i = i0; i < n_steps; i++) {
+        if (lp_engine_step(eng, &b, 1, rows)) {
+            fprintf(stderr, "case %d: greedy step %d failed: %s\n", ci, i, lp_error_msg());
+            fails++;
+            break;
+        }
+        const lp_json_t *st = &steps->u.items[i];
+        int64_t ref_top;
+        double margin = step_top(st, &ref_top);
+        /* Stop where the reference has no clear winner, or where its own
+         * top-1 is not the continuation token: exact/ files are teacher-
+         * forced on llama.cpp's continuation, which their float64 argmax
+         * leaves at such steps, so no greedy run can follow it past them. */
+        if (margin < tau || ref_top != cont[i]) break;
+        int32_t tok = argmax(rows[0], hp->n_vocab);
+        checked++;
+        if (tok != cont[i]) {
+            fprintf(stderr, "case %d: greedy token %d is %d, reference %d\n", ci, i, tok, cont[i]);
+            fails++;
+            break;
+        }
+        matched++;
+        b = with_table((lp_batch_seq_t){.seq_id = 0, .pos = np + i, .n_tokens = 1,
+                                        .tokens = &cont[i], .n_logits = 1}, t);
+    }
+    printf("case %d: greedy from step %d, prefill from position %d: %d/%d tokens%s\n", ci, i0,
+           pos0, matched, checked, fails ? " FAIL" : "");
+    return fails;
+}
+
 /* One case: teacher-forced comparison, then free-running greedy. */
 static int run_case(lp_engine_t *eng, const lp_hparams_t *hp, const lp_json_t *cs, int ci,
                     double eps, double tau)
@@ -101,8 +166,8 @@ static int run_case(lp_engine_t *eng, const lp_hparams_t *hp, const lp_json_t *c
     /* teacher-forced: the whole sequence in one batch, logits for the rows
      * at positions np-1 .. np-1+n_steps-1 */
     lp_engine_seq_reset(eng, 0);
-    lp_batch_seq_t b = {.seq_id = 0, .pos = 0, .n_tokens = n_all, .tokens = all,
-                        .n_logits = n_steps};
+    lp_batch_seq_t b = with_table((lp_batch_seq_t){.seq_id = 0, .pos = 0, .n_tokens = n_all,
+                                                   .tokens = all, .n_logits = n_steps}, kv_t1);
     if (lp_engine_step(eng, &b, 1, rows)) {
         fprintf(stderr, "case %d: step failed: %s\n", ci, lp_error_msg());
         return 1;
@@ -133,37 +198,18 @@ static int run_case(lp_engine_t *eng, const lp_hparams_t *hp, const lp_json_t *c
                     am, (long long)top, margin);
     }
 
-    /* free-running greedy: prompt as one prefill, then one token per step */
-    lp_engine_seq_reset(eng, 0);
-    b = (lp_batch_seq_t){.seq_id = 0, .pos = 0, .n_tokens = np, .tokens = prompt, .n_logits = 1};
-    int matched = 0, checked = 0;
-    for (int i = 0; i < n_steps; i++) {
-        if (lp_engine_step(eng, &b, 1, rows)) {
-            fprintf(stderr, "case %d: greedy step %d failed: %s\n", ci, i, lp_error_msg());
-            fails++;
-            break;
-        }
-        const lp_json_t *st = &steps->u.items[i];
-        int64_t ref_top;
-        double margin = step_top(st, &ref_top);
-        /* Stop where the reference has no clear winner, or where its own
-         * top-1 is not the continuation token: exact/ files are teacher-
-         * forced on llama.cpp's continuation, which their float64 argmax
-         * leaves at such steps, so no greedy run can follow it past them. */
-        if (margin < tau || ref_top != cont[i]) break;
-        int32_t tok = argmax(rows[0], hp->n_vocab);
-        checked++;
-        if (tok != cont[i]) {
-            fprintf(stderr, "case %d: greedy token %d is %d, reference %d\n", ci, i, tok, cont[i]);
-            fails++;
-            break;
-        }
-        matched++;
-        b = (lp_batch_seq_t){.seq_id = 0, .pos = np + i, .n_tokens = 1, .tokens = &cont[i],
-                             .n_logits = 1};
+    /* free-running greedy: prompt as one prefill, then one token per step;
+     * paged, again reusing the prompt's full blocks of the first run */
+    fails += greedy(eng, hp, steps, ci, all, np, cont, tau, rows, kv_t1, 0, 0);
+    if (kv_block > 0) {
+        const int i0 = (n_steps - 1) / 2;
+        const int32_t shared = (np + i0 - 1) / kv_block;
+        for (int32_t k = 0; k < kv_per; k++)
+            kv_t2[k] = k < shared ? kv_t1[k] : (uint32_t)(2 * (kv_per - k) - 2);
+        fails += greedy(eng, hp, steps, ci, all, np, cont, tau, rows, kv_t2, shared * kv_block, i0);
     }
-    printf("case %d: %d steps, max |dlogprob| %.6f (eps %.4f), greedy %d/%d tokens%s\n", ci,
-           n_steps, worst, eps, matched, checked, fails ? " FAIL" : "");
+    printf("case %d: %d steps, max |dlogprob| %.6f (eps %.4f)%s\n", ci, n_steps, worst, eps,
+           fails ? " FAIL" : "");
     free(all); free(logits); free(rows); free(prompt); free(cont);
     return fails ? 1 : 0;
 }
@@ -179,6 +225,10 @@ int main(int argc, char **argv)
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--exact")) exact = 1;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
+        else if (!strcmp(argv[i], "--kv-block") && i + 1 < argc) {
+            kv_block = atoi(argv[++i]);
+            if (kv_block <= 0) kv_block = LP_ENGINE_KV_CONTIGUOUS;
+        }
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
             const char *isa = argv[++i];
             if (!lp_matmul_isa_supported(isa)) {
@@ -214,7 +264,16 @@ int main(int argc, char **argv)
         return 1;
     }
     lp_engine_params_t ep = {.max_seqs = 1, .n_ctx = 1024, .max_batch_tokens = 1024,
-                             .exact = exact, .backend = backend};
+                             .exact = exact, .backend = backend, .kv_block = kv_block};
+    if (kv_block > 0) {
+        /* room for two tables: t1 takes the odd blocks from the top down,
+         * t2's own blocks the even ones */
+        kv_per = (ep.n_ctx + kv_block - 1) / kv_block;
+        ep.kv_pool_tokens = 2 * (int64_t)kv_per * kv_block;
+        kv_t1 = malloc(sizeof(uint32_t) * (size_t)kv_per);
+        kv_t2 = malloc(sizeof(uint32_t) * (size_t)kv_per);
+        for (int32_t k = 0; k < kv_per; k++) kv_t1[k] = (uint32_t)(2 * (kv_per - k) - 1);
+    }
     int rc = lp_engine_new(m, &ep, &eng);
     if (rc == LP_ERR(ENODEV) && backend) {
         /* the requested backend is not built or has no device here: the
@@ -239,6 +298,8 @@ int main(int argc, char **argv)
     lp_model_destroy(&m);
     lp_json_doc_destroy(&doc);
     free(text);
+    free(kv_t1);
+    free(kv_t2);
     printf("%s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }

@@ -4,7 +4,10 @@
 # both); host A runs only tokenizer-svc and the coordinator, whose config
 # names B's pair as engine group "b".  The golden continuation comes out;
 # stopping A leaves B's sockets and services alone; stopping B removes
-# what B made.  Bad --only names and group keys are refused, naming them.
+# what B made.  B's engine.kv_* keys reach engine-svc as its --kv-* flags
+# (a pool big enough for the seq_id fallback tables the coordinator relies
+# on).  Bad --only names, group keys and engine.kv_* values are refused,
+# naming them.
 # usage: lmpipe-up-only-test.sh LMPIPE SHARED_DIR
 set -u
 lmpipe=$1
@@ -22,6 +25,8 @@ model = $model
 engine.endpoint = ipc://$work/eng.sock
 sampler.endpoint = ipc://$work/samp.sock
 threads = 1
+engine.kv_block = 32
+engine.kv_pool_tokens = 65536
 CONF
 # A's file also names B's endpoints (one file for every host): A must not
 # touch them.
@@ -55,6 +60,8 @@ wait_line "$work/b.out" "^lmpipe up: sampler-svc ready on ipc://$work/samp.sock"
     bad "host B runs: $(children $b)"
 shm=$(ps -o args= --ppid $b | sed -n 's/.*engine-svc.*--shm-name \/\([^ ]*\).*/\1/p')
 [ -n "$shm" ] && ok "host B's engine got --shm-name /$shm" || bad "no --shm-name: $(ps -o args= --ppid $b)"
+ps -o args= --ppid $b | grep engine-svc | grep -q -- "--kv-block 32 --kv-pool-tokens 65536" &&
+    ok "engine.kv_* became engine-svc's --kv-* flags" || bad "engine args: $(ps -o args= --ppid $b)"
 
 up a "$work/a.conf" tokenizer,coordinator
 a=$up_pid
@@ -98,4 +105,8 @@ printf 'model = %s\ngroup.x.engine = ipc://x\n' "$model" >"$work/c.conf"
 out=$("$lmpipe" up --config "$work/c.conf" --only coordinator 2>&1); rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q "group.x.sampler" && ok "a group without its sampler refused: $out" ||
     bad "group without sampler: status $rc: $out"
+printf 'model = %s\nengine.kv_block = -3\n' "$model" >"$work/d.conf"
+out=$("$lmpipe" up --config "$work/d.conf" --only engine 2>&1); rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "engine.kv_block: -3" && ok "a bad engine.kv_block refused: $out" ||
+    bad "engine.kv_block = -3: status $rc: $out"
 exit $fail

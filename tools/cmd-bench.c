@@ -35,7 +35,7 @@ static int run_prefill(bench_t *b, int32_t n, double *secs)
     double t0 = lp_now_s();
     for (int32_t pos = 0; pos < n; pos += b->batch) {
         int32_t k = n - pos < b->batch ? n - pos : b->batch;
-        lp_batch_seq_t s = {0, pos, k, b->tokens + pos, pos + k == n};
+        lp_batch_seq_t s = {0, pos, k, b->tokens + pos, pos + k == n, NULL, 0};
         int rc = lp_engine_step(b->eng, &s, 1, &b->logits);
         if (rc) return rc;
     }
@@ -48,7 +48,7 @@ static int run_decode(bench_t *b, int32_t n, double *secs)
     lp_engine_seq_reset(b->eng, 0);
     double t0 = lp_now_s();
     for (int32_t pos = 0; pos < n; pos++) {
-        lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1};
+        lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1, NULL, 0};
         int rc = lp_engine_step(b->eng, &s, 1, &b->logits);
         if (rc) return rc;
     }
@@ -72,7 +72,7 @@ static int run_decode_sampled(bench_t *b, const lp_model_t *model, int32_t n, do
     lp_engine_seq_reset(b->eng, 0);
     double t0 = lp_now_s();
     for (int32_t pos = 0; !rc && pos < n; pos++) {
-        lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1};
+        lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1, NULL, 0};
         lp_sampler_result_t res;
         rc = lp_engine_step(b->eng, &s, 1, &b->logits);
         if (!rc) rc = lp_sampler_seq_sample(seq, b->logits, b->n_vocab, &res);
@@ -120,11 +120,12 @@ int lp_cmd_bench(int argc, char **argv)
         {"no-shm", no_argument, NULL, 'N'},
         {"tokens", required_argument, NULL, 'k'},
         {"runs", required_argument, NULL, 'r'},
+        {"kv-block", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *model_path = NULL, *backend = NULL;
     int pp = 512, tg = 128, threads = 0, batch = 512, exact = 0, pipeline = 0, no_shm = 0;
-    int step_tokens = 128, runs = 3, c;
+    int step_tokens = 128, runs = 3, kv_block = -1, c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -140,13 +141,24 @@ int lp_cmd_bench(int argc, char **argv)
         case 'N': no_shm = 1; break;
         case 'k': step_tokens = atoi(optarg); break;
         case 'r': runs = atoi(optarg); break;
+        case 'K': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 0 || v > (1 << 16))
+                return lp_cmd_usage_error("bench", "--kv-block: '%s' is not an integer in 0..%d",
+                                          optarg, 1 << 16);
+            kv_block = (int)v;
+            break;
+        }
         case 'h':
             printf("usage: lmpipe bench --model M [--prompt-tokens 512] [--gen-tokens 128] "
                    "[--threads N] [--batch 512] [--backend cpu|cuda] [--exact]\n"
-                   "                    [--pipeline [--no-shm] [--tokens 128] [--runs 3]]\n"
+                   "                    [--kv-block N] [--pipeline [--no-shm] [--tokens 128] [--runs 3]]\n"
                    "In-process by default; --pipeline measures the same through the four\n"
                    "processes in --runs rounds (medians), and the time each decode step\n"
-                   "adds (p50/p99 over --runs generations of --tokens steps).\n");
+                   "adds (p50/p99 over --runs generations of --tokens steps).\n"
+                   "--kv-block: positions per KV block of the in-process engine (default 16;\n"
+                   "0: the contiguous layout).\n");
             return 0;
         default:
             return lp_cmd_usage_error("bench", "unknown or incomplete option '%s'",
@@ -171,7 +183,9 @@ int lp_cmd_bench(int argc, char **argv)
     if (!rc) {
         const lp_hparams_t *hp = lp_model_hparams(model);
         lp_engine_params_t ep = {.n_ctx = n_ctx, .max_seqs = 1, .max_batch_tokens = batch,
-                                 .n_threads = threads, .exact = exact, .backend = backend};
+                                 .n_threads = threads, .exact = exact, .backend = backend,
+                                 .kv_block = kv_block < 0 ? 0 : kv_block ? kv_block
+                                                                       : LP_ENGINE_KV_CONTIGUOUS};
         b.n_vocab = hp->n_vocab;
         b.batch = batch;
         rc = lp_engine_new(model, &ep, &b.eng);
@@ -201,6 +215,7 @@ int lp_cmd_bench(int argc, char **argv)
         rc = lp_bench_decode_bytes(lp_model_gguf(model), threads, &step_bytes, &read_gbs[1]);
     double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg / t_tg : 0;
     const char *backend_name = rc ? "" : lp_engine_backend_name(b.eng);
+    const int32_t kv_blk = rc ? 0 : lp_engine_kv_block(b.eng);
     long rss = lp_proc_status_kb("VmRSS"), hwm = lp_proc_status_kb("VmHWM");
 
     /* Through the pipeline: rounds of the pipeline's prefill and decode,
@@ -276,9 +291,9 @@ int lp_cmd_bench(int argc, char **argv)
                    read * 1e9 / step_bytes, read > 0 ? 100.0 * decode / read : 0, read / file_gb,
                    read > 0 ? 100.0 * in_tg * file_gb / read : 0);
         }
-        printf(", \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f}\n",
+        printf(", \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f, \"kv_block\": %d}\n",
                rss / 1024.0, hwm / 1024.0, lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0,
-               kv_mb);
+               kv_mb, kv_blk);
     }
     free(fig);
     free(b.tokens);

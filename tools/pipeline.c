@@ -96,7 +96,8 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
                              "sampler.server_key", "coordinator.prefix_cache",
-                             "coordinator.kv_blocks", "drain_grace_ms"};
+                             "coordinator.kv_blocks", "drain_grace_ms", "engine.kv_block",
+                             "engine.kv_pool_tokens", "engine.kv_pool_mb"};
 /* group.NAME.FIELD: the engine groups a coordinator connects to. */
 static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
 
@@ -215,6 +216,26 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
             rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is out of range", ints[i], (long long)v);
         if (!rc) *dst[i] = (int)v;
     }
+    /* engine-svc's --kv-* flags, with its ranges */
+    if (!rc && lp_config_get(cfg, "engine.kv_block", NULL)) {
+        rc = lp_config_get_int(cfg, "engine.kv_block", 0, &v);
+        if (!rc && (v < 0 || v > (1 << 16)))
+            rc = lp_error_set(LP_ERR(EINVAL), "config key engine.kv_block: %lld is not in 0..%d "
+                              "(0: no paging)", (long long)v, 1 << 16);
+        if (!rc) {
+            o->has_kv_block = true;
+            o->kv_block = (int)v;
+        }
+    }
+    const char *pool[] = {"engine.kv_pool_tokens", "engine.kv_pool_mb"};
+    int64_t *pdst[] = {&o->kv_pool_tokens, &o->kv_pool_mb}, pmax[] = {1LL << 40, 1LL << 30};
+    for (int i = 0; !rc && i < 2; i++) {
+        rc = lp_config_get_int(cfg, pool[i], *pdst[i], &v);
+        if (!rc && (v < 0 || v > pmax[i]))
+            rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is not in 0..%lld (0: the "
+                              "engine's default)", pool[i], (long long)v, (long long)pmax[i]);
+        if (!rc) *pdst[i] = v;
+    }
     return rc;
 }
 
@@ -307,7 +328,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char *argv[64 + 4 * 16 + 2 * LP_PIPELINE_MAX_GROUPS];
     char *group_args[LP_PIPELINE_MAX_GROUPS] = {0};
     int n = 0;
-    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16];
+    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[24], b8[24], b9[16];
     argv[n++] = bin;
     char keys_copy[2][4096];
     char nats_flags[LP_PIPELINE_NATS_KEYS][40];
@@ -368,6 +389,17 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         if (o->max_batch_tokens) { argv[n++] = "--max-batch-tokens"; argv[n++] = int_str(b2, o->max_batch_tokens); }
         if (o->n_ctx) { argv[n++] = "--n-ctx"; argv[n++] = int_str(b3, o->n_ctx); }
         if (o->threads) { argv[n++] = "--threads"; argv[n++] = int_str(b4, o->threads); }
+        if (o->has_kv_block) { argv[n++] = "--kv-block"; argv[n++] = int_str(b6, o->kv_block); }
+        if (o->kv_pool_tokens) {
+            snprintf(b7, sizeof(b7), "%lld", (long long)o->kv_pool_tokens);
+            argv[n++] = "--kv-pool-tokens";
+            argv[n++] = b7;
+        }
+        if (o->kv_pool_mb) {
+            snprintf(b8, sizeof(b8), "%lld", (long long)o->kv_pool_mb);
+            argv[n++] = "--kv-pool-mb";
+            argv[n++] = b8;
+        }
     }
     if (i == P_SAMP && o->no_shm) argv[n++] = "--no-shm";
     if (i == P_SAMP && o->sampler_default) {
@@ -414,7 +446,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         }
         if (o->drain_grace_ms) {
             argv[n++] = "--drain-grace-ms";
-            argv[n++] = int_str(b6, o->drain_grace_ms < 0 ? 0 : o->drain_grace_ms);
+            argv[n++] = int_str(b9, o->drain_grace_ms < 0 ? 0 : o->drain_grace_ms);
         }
         if (o->curve_key) {
             const char *keys[3] = {o->tokenizer_server_key, o->engine_server_key, o->sampler_server_key};

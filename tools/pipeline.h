@@ -57,6 +57,12 @@ typedef struct lp_pipeline_opts {
     const char *http_api_keys;
     const char *http_admin_keys;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
+    /* engine-svc's paged KV (engine.kv_block, engine.kv_pool_tokens,
+     * engine.kv_pool_mb): --kv-block when has_kv_block (0: contiguous);
+     * the pool sizes when > 0. */
+    bool has_kv_block;
+    int kv_block;
+    int64_t kv_pool_tokens, kv_pool_mb;
     int max_queued_per_client;      /* coordinator; 0: its default (max_requests / 4) */
     bool no_prefix_cache;           /* coordinator --no-prefix-cache (config coordinator.prefix_cache) */
     int kv_blocks;                  /* coordinator --kv-blocks (config coordinator.kv_blocks); 0: all */

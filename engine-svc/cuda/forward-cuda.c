@@ -274,8 +274,12 @@ static int halloc(void *pp, size_t bytes, const char *what)
     return rc;
 }
 
-static int cuda_create(const lp_model_t *m, const lp_engine_params_t *p, void **out)
+/* kv: the engine gives this backend, which does not page, one n_ctx block
+ * per seq_id; its cache is that stretch per sequence (kv_reserve). */
+static int cuda_create(const lp_model_t *m, const lp_engine_params_t *p, const lp_kv_pool_t *kv,
+                       void **out)
 {
+    (void)kv;
     const lp_hparams_t *hp = &m->hp;
     cuda_ctx_t *c = calloc(1, sizeof(*c));
     if (!c) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
@@ -683,6 +687,7 @@ static int cuda_register_host(void *vctx, void *ptr, size_t len)
 
 const lp_backend_ops_t lp_backend_cuda = {
     .name = "cuda",
+    .paged = 0, /* contiguous KV; the tables in lp_batch_seq_t await a paged kernel */
     .available = cuda_available,
     .create = cuda_create,
     .destroy = cuda_destroy,

@@ -19,7 +19,7 @@ static float dot(const float *a, const float *b, int32_t n)
 }
 
 static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
-                        const int32_t *n_keys, const float *k, const float *v, int64_t kv_stride,
+                        const int32_t *n_keys, const float *k, const float *v, const int64_t *off,
                         int32_t hd, float scale, float *scratch)
 {
     float *o = scratch, *s = scratch + hd; /* (hd) output, (LP_ATTN_KB) scores */
@@ -31,7 +31,7 @@ static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
             const int32_t kb = n_keys[r] - j0 < LP_ATTN_KB ? n_keys[r] - j0 : LP_ATTN_KB;
             float bm = -FLT_MAX;
             for (int32_t j = 0; j < kb; j++) {
-                s[j] = dot(qr, k + (int64_t)(j0 + j) * kv_stride, hd) * scale;
+                s[j] = dot(qr, k + off[j0 + j], hd) * scale;
                 if (s[j] > bm) bm = s[j];
             }
             const float mn = bm > m ? bm : m, alpha = expf(m - mn);
@@ -40,7 +40,7 @@ static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
             for (int32_t i = 0; i < hd; i++) o[i] *= alpha;
             for (int32_t j = 0; j < kb; j++) {
                 const float p = expf(s[j] - mn);
-                const float *vj = v + (int64_t)(j0 + j) * kv_stride;
+                const float *vj = v + off[j0 + j];
                 l += p;
                 for (int32_t i = 0; i < hd; i++) o[i] += p * vj[i];
             }

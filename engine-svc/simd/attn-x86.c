@@ -104,14 +104,15 @@ INLINE void store_out(float *const *out, int32_t nr, const float *ot, int32_t R,
         for (int32_t i = 0; i < hd; i++) out[r][i] = ot[(int64_t)i * R + r] * inv[r];
 }
 
-/* pb[j + jk][rows] = qt . k_{j + jk} for jk < NK (scale is in qt). */
+/* pb[j + jk][rows] = qt . k_{j + jk} for jk < NK (scale is in qt); key j's
+ * row is at k + ob[j] (ob: the block's offsets). */
 INLINE void score_micro(const int NV, const int NK, const float *qt, int32_t R, const float *k,
-                        int64_t ks, int32_t j, int32_t hd, float *pb)
+                        const int64_t *ob, int32_t j, int32_t hd, float *pb)
 {
     V acc[KJ][NVMAX];
     const float *kr[KJ];
     _Pragma("GCC unroll 8") for (int jk = 0; jk < NK; jk++) {
-        kr[jk] = k + (int64_t)(j + jk) * ks;
+        kr[jk] = k + ob[j + jk];
         _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) acc[jk][c] = v_zero();
     }
     for (int32_t i = 0; i < hd; i++) {
@@ -127,16 +128,16 @@ INLINE void score_micro(const int NV, const int NK, const float *qt, int32_t R, 
 }
 
 /* ot[d + dd][rows] = ot[d + dd][rows] * alpha + sum_j pb[j][rows] * v_j[d + dd]
- * for dd < ND, j < kb (v points at the block's first key). */
+ * for dd < ND, j < kb (v_j at v + ob[j]). */
 INLINE void pv_micro(const int NV, const int ND, float *ot, int32_t R, int32_t d, const float *pb,
-                     int32_t kb, const float *v, int64_t ks, const V *alpha)
+                     int32_t kb, const float *v, const int64_t *ob, const V *alpha)
 {
     V acc[DJ][NVMAX];
     _Pragma("GCC unroll 8") for (int dd = 0; dd < ND; dd++)
         _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++)
             acc[dd][c] = v_mul(v_load(ot + (int64_t)(d + dd) * R + c * W), alpha[c]);
     for (int32_t j = 0; j < kb; j++) {
-        const float *vr = v + (int64_t)j * ks + d;
+        const float *vr = v + ob[j] + d;
         V p[NVMAX];
         _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) p[c] = v_load(pb + (int64_t)j * R + c * W);
         _Pragma("GCC unroll 8") for (int dd = 0; dd < ND; dd++) {
@@ -150,8 +151,8 @@ INLINE void pv_micro(const int NV, const int ND, float *ot, int32_t R, int32_t d
 }
 
 INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *const *out,
-                    const int32_t *n_keys, const float *k, const float *v, int64_t ks, int32_t hd,
-                    float scale, float *scratch)
+                    const int32_t *n_keys, const float *k, const float *v, const int64_t *off,
+                    int32_t hd, float scale, float *scratch)
 {
     const int32_t R = NV * W;
     float *qt = scratch, *ot = qt + (size_t)hd * R, *pb = ot + (size_t)hd * R;
@@ -175,7 +176,7 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
     }
     for (int32_t j0 = 0; j0 < n_max; j0 += LP_ATTN_KB) {
         const int32_t kb = n_max - j0 < LP_ATTN_KB ? n_max - j0 : LP_ATTN_KB;
-        const float *kb0 = k + (int64_t)j0 * ks, *vb0 = v + (int64_t)j0 * ks;
+        const int64_t *ob = off + j0; /* the block's key offsets */
         /* scores of the block */
         int32_t j = 0;
         for (; j + KJ <= kb; j += KJ) {
@@ -185,15 +186,15 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
              * memory's rate: prefetch the keys one block ahead and this
              * block's values (docs/ATTENTION.md) */
             for (int32_t jj = j; jj < j + KJ; jj++) {
-                const float *vn = vb0 + (int64_t)jj * ks;
+                const float *vn = v + ob[jj];
                 for (int32_t o = 0; o < hd; o += 16) _mm_prefetch((const char *)(vn + o), _MM_HINT_T1);
                 if (j0 + jj + LP_ATTN_KB >= n_max) continue;
-                const float *kn = kb0 + (int64_t)(jj + LP_ATTN_KB) * ks;
+                const float *kn = k + ob[jj + LP_ATTN_KB];
                 for (int32_t o = 0; o < hd; o += 16) _mm_prefetch((const char *)(kn + o), _MM_HINT_T1);
             }
-            score_micro(NV, KJ, qt, R, kb0, ks, j, hd, pb);
+            score_micro(NV, KJ, qt, R, k, ob, j, hd, pb);
         }
-        for (; j < kb; j++) score_micro(NV, 1, qt, R, kb0, ks, j, hd, pb);
+        for (; j < kb; j++) score_micro(NV, 1, qt, R, k, ob, j, hd, pb);
 
         /* causal mask (only where some row sees fewer keys) and block maximum */
         const int masked = j0 + kb > n_min;
@@ -230,8 +231,8 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
 
         /* ot = ot * alpha + P . V */
         int32_t d = 0;
-        for (; d + DJ <= hd; d += DJ) pv_micro(NV, DJ, ot, R, d, pb, kb, vb0, ks, alpha);
-        for (; d < hd; d++) pv_micro(NV, 1, ot, R, d, pb, kb, vb0, ks, alpha);
+        for (; d + DJ <= hd; d += DJ) pv_micro(NV, DJ, ot, R, d, pb, kb, v, ob, alpha);
+        for (; d < hd; d++) pv_micro(NV, 1, ot, R, d, pb, kb, v, ob, alpha);
     }
 
     /* normalise; a row that saw no key has l = 0 and gets zeros, not NaN */
@@ -241,11 +242,11 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
 }
 
 static void tile(int32_t nr, const float *const *q, float *const *out, const int32_t *n_keys,
-                 const float *k, const float *v, int64_t kv_stride, int32_t hd, float scale,
+                 const float *k, const float *v, const int64_t *off, int32_t hd, float scale,
                  float *scratch)
 {
-    if (nr <= W) tile_nv(1, nr, q, out, n_keys, k, v, kv_stride, hd, scale, scratch);
-    else tile_nv(2, nr, q, out, n_keys, k, v, kv_stride, hd, scale, scratch);
+    if (nr <= W) tile_nv(1, nr, q, out, n_keys, k, v, off, hd, scale, scratch);
+    else tile_nv(2, nr, q, out, n_keys, k, v, off, hd, scale, scratch);
 }
 
 const lp__attn_kern_t ATTN_SYM = {
