@@ -44,25 +44,32 @@ int lp__sched_place(const lp__sched_place_t *groups, size_t n)
 
 int lp__sched_place_prefix(const lp__sched_place_t *groups, const int32_t *prefix, size_t n)
 {
+    int64_t max_free = INT64_MIN;
+    for (size_t i = 0; i < n; i++)
+        if (groups[i].ready) {
+            int64_t f = (int64_t)groups[i].free_slots - (int64_t)groups[i].waiting;
+            if (f > max_free) max_free = f;
+        }
     int best = -1;
     int64_t best_free = 0;
     for (size_t i = 0; i < n; i++) {
         const lp__sched_place_t *g = &groups[i];
         if (!g->ready) continue;
         int64_t free_cap = (int64_t)g->free_slots - (int64_t)g->waiting;
+        /* With room somewhere, a group near the least loaded one competes on
+         * its prefix; without room anywhere, only the least loaded do.  A
+         * cached prefix must not draw every request to one group. */
+        bool eligible = max_free > 0 ? free_cap > 0 && free_cap >= max_free - LP__PLACE_SLACK
+                                     : free_cap == max_free;
+        if (!eligible) continue;
         bool better;
         if (best < 0) {
             better = true;
         } else {
-            const lp__sched_place_t *b = &groups[best];
             int32_t pg = prefix ? prefix[i] : 0, pb = prefix ? prefix[best] : 0;
-            /* A prefix saves its prefill only where the request starts at
-             * once; behind a queue, load decides. */
-            bool room = free_cap > 0, best_room = best_free > 0;
-            if (room && best_room && pg != pb) better = pg > pb;
+            if (pg != pb) better = pg > pb;
             else if (free_cap != best_free) better = free_cap > best_free;
-            else if (pg != pb) better = pg > pb;
-            else better = g->waiting < b->waiting;
+            else better = g->waiting < groups[best].waiting;
         }
         if (better) {
             best = (int)i;

@@ -117,11 +117,17 @@ typedef struct lp__sched_place {
  * the fewest waiting, then the first listed.  -1 when none is ready. */
 int lp__sched_place(const lp__sched_place_t *groups, size_t n);
 
+/* How many fewer free slots than the least loaded group a group may have
+ * and still win a request by its cached prefix. */
+#define LP__PLACE_SLACK 2
+
 /* The same, weighing prefix[i], the request's prompt tokens that group i
- * holds in its prefix cache (NULL: none anywhere): among the groups with
- * room (free capacity > 0), the one holding the longest prefix wins; where
- * a group has no room, load comes first and a longer prefix only breaks a
- * tie of free capacity. */
+ * holds in its prefix cache (NULL: none anywhere).  Where some group has
+ * room (free capacity > 0), the groups with room and at most
+ * LP__PLACE_SLACK less free capacity than the most free one compete: the
+ * longest prefix wins, then the most free capacity, then the fewest
+ * waiting.  Where none has room, only the most free ones compete, the same
+ * way. */
 int lp__sched_place_prefix(const lp__sched_place_t *groups, const int32_t *prefix, size_t n);
 
 /* Allocate the group's buffers for its max_seqs and max_batch_tokens

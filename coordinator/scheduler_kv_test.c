@@ -266,6 +266,15 @@ static void test_place_prefix(void)
     CHECK(lp__sched_place_prefix(g, pre, 3) == 1);
     g[1].waiting = 5;
     CHECK(lp__sched_place_prefix(g, pre, 3) == 0);
+    /* a cached prefix draws requests only while its group is within the
+     * slack of the least loaded one */
+    lp__sched_place_t h[2] = {{true, 16, 0}, {true, 16, 0}};
+    int32_t hp[2] = {64, 0};
+    CHECK(lp__sched_place_prefix(h, hp, 2) == 0);
+    h[0].free_slots = 16 - LP__PLACE_SLACK;
+    CHECK(lp__sched_place_prefix(h, hp, 2) == 0, "within the slack: the prefix");
+    h[0].free_slots = 15 - LP__PLACE_SLACK;
+    CHECK(lp__sched_place_prefix(h, hp, 2) == 1, "beyond the slack: load");
 }
 
 int main(void)
