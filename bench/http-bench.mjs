@@ -26,7 +26,7 @@
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { mkdtempSync, writeFileSync, rmSync, openSync, readSync, closeSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, connect } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -233,14 +233,47 @@ function zmqStream(endpoint, prompt, nTok) {
     c.stderr.on('data', (d) => { err += d; });
     return new Promise((res, rej) => c.on('exit', (code) => code ? rej(new Error(`lmpipe generate: ${code} ${err}`)) : res(marks)));
 }
-async function sseStream(srv, prompt, nTok, signal) {
-    const marks = [];
-    let bytes = 0;
-    await ssePost(srv, { model: srv.model, prompt, max_tokens: nTok, temperature: 0, stream: true, ignore_eos: true }, (j, now) => {
-        const text = j.choices?.[0]?.text ?? '';
-        if (text) { bytes += Buffer.byteLength(text); marks.push([bytes, now]); }
-    }, signal);
-    return marks;
+// The SSE side is read off a plain TCP socket and stamped at the bytes'
+// arrival, as the ZeroMQ side is off its pipe: node's HTTP client would add
+// its own parsing and stream plumbing to one side only.  One write per event
+// (the gateway's), so an event's "\n\n" arrives in the read that stamps it.
+function sseStream(srv, prompt, nTok) {
+    const u = new URL(srv.base);
+    const body = JSON.stringify({ model: srv.model, prompt, max_tokens: nTok, temperature: 0, stream: true, ignore_eos: true });
+    return new Promise((res, rej) => {
+        const marks = [];
+        let raw = '', bytes = 0, head = true;
+        const sock = connect(Number(u.port), u.hostname, () => {
+            sock.setNoDelay(true);
+            sock.write(`POST /v1/completions HTTP/1.1\r\nHost: ${u.host}\r\nContent-Type: application/json\r\n` +
+                       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+        });
+        sock.setEncoding('utf8');
+        sock.on('data', (d) => {
+            const now = performance.now();
+            raw += d;
+            if (head) {
+                const h = raw.indexOf('\r\n\r\n');
+                if (h < 0) return;
+                if (!raw.startsWith('HTTP/1.1 200')) return rej(new Error(`${srv.name}: ${raw.split('\r\n')[0]}`));
+                head = false;
+                raw = raw.slice(h + 4);
+            }
+            let i;
+            while ((i = raw.indexOf('\n\n')) >= 0) {
+                const ev = raw.slice(0, i);
+                raw = raw.slice(i + 2);
+                const k = ev.indexOf('data: {');
+                if (k < 0) continue;
+                const j = JSON.parse(ev.slice(k + 6));
+                if (j.error) return rej(new Error(`${srv.name}: ${JSON.stringify(j.error)}`));
+                const text = j.choices?.[0]?.text ?? '';
+                if (text) { bytes += Buffer.byteLength(text); marks.push([bytes, now]); }
+            }
+        });
+        sock.on('end', () => res(marks));
+        sock.on('error', rej);
+    });
 }
 // Both requests decode in the same engine steps, so each step sends their
 // two token events within microseconds of each other, whatever token each is
@@ -264,12 +297,13 @@ async function eventRun(srv) {
     const prompt = 'The quick brown fox jumps over the lazy dog and then';
     const reps = [];
     for (let r = 0; r < eventReps; r++) {
-        // 0 ms: the SSE request usually reaches the coordinator first; 50 ms:
-        // the ZeroMQ one (so the emission order within a step cancels out)
-        const lead = r % 2 ? 50 : 0;
-        const z = zmqStream(srv.endpoint, prompt, maxTokens);
-        await sleep(lead);
-        const [zm, sm] = await Promise.all([z, sseStream(srv, prompt, maxTokens)]);
+        // Each request in turn starts 50 ms ahead of the other, so that both
+        // emission orders within a step occur (see added_us below).
+        const lead = r % 2 ? 50 : -50;
+        let z, s;
+        if (lead > 0) { z = zmqStream(srv.endpoint, prompt, maxTokens); await sleep(lead); s = sseStream(srv, prompt, maxTokens); }
+        else { s = sseStream(srv, prompt, maxTokens); await sleep(-lead); z = zmqStream(srv.endpoint, prompt, maxTokens); }
+        const [zm, sm] = await Promise.all([z, s]);
         const gaps = zm.slice(1).map((m, i) => (m[1] - zm[i][1]) * 1000);
         const itl = pct(gaps, 50);
         const d = eventDiffs(zm, sm, itl);
@@ -277,9 +311,21 @@ async function eventRun(srv) {
     }
     const all = reps.flatMap((r) => r.diffs);
     const byLead = (l) => reps.filter((r) => r.lead_ms === l).flatMap((r) => r.diffs);
+    // Within a step the coordinator sends the two events one after the
+    // other, d apart, in the order of its rows: an event whose ZeroMQ twin
+    // left first measures g + d, one whose SSE twin left first g - d, g being
+    // what the gateway's path adds.  The differences fall in two clusters,
+    // one each side of zero (d is larger than g), so the sign says the order;
+    // g is the mean of the two clusters' medians, d half their distance
+    // (null unless both orders occurred).
+    const zFirst = all.filter((x) => x > 0), sFirst = all.filter((x) => x <= 0);
+    const both = zFirst.length > 0 && sFirst.length > 0;
     return { reps: reps.map(({ diffs, ...r }) => r), n: all.length, events: reps.reduce((a, r) => a + r.events, 0),
              p50_us: pct(all, 50), p90_us: pct(all, 90), mean_us: all.reduce((a, x) => a + x, 0) / all.length,
-             p50_lead0_us: pct(byLead(0), 50), p50_lead50_us: pct(byLead(50), 50) };
+             p50_sse_ahead_us: pct(byLead(-50), 50), p50_zmq_ahead_us: pct(byLead(50), 50),
+             added_us: both ? (pct(zFirst, 50) + pct(sFirst, 50)) / 2 : null,
+             send_gap_us: both ? (pct(zFirst, 50) - pct(sFirst, 50)) / 2 : null,
+             zmq_first: zFirst.length, sse_first: sFirst.length };
 }
 
 // ---- main ----
@@ -317,5 +363,9 @@ for (const r of out.load)
                 `${r.lmpipe.ttft_p50_ms.toFixed(0)} / ${r.lmpipe.ttft_p99_ms.toFixed(0)} | ${r['llama-server'].ttft_p50_ms.toFixed(0)} / ${r['llama-server'].ttft_p99_ms.toFixed(0)} |`);
 const e = out.event;
 if (eventReps > 0 && e?.n) console.log(`\ngateway SSE minus ZeroMQ client, per token event: p50 ${e.p50_us.toFixed(0)} us, p90 ${e.p90_us.toFixed(0)} us, mean ${e.mean_us.toFixed(0)} us ` +
-            `(${e.n} of ${e.events} SSE events paired with a ZeroMQ event of the same step; p50 with the SSE request sent 0 ms after the ZeroMQ client started ${e.p50_lead0_us?.toFixed(0)} us, 50 ms after ${e.p50_lead50_us?.toFixed(0)} us)`);
+            `(${e.n} of ${e.events} SSE events paired with a ZeroMQ event of the same step; p50 with the SSE request started 50 ms ahead ${e.p50_sse_ahead_us?.toFixed(0)} us, 50 ms behind ${e.p50_zmq_ahead_us?.toFixed(0)} us)`);
+if (eventReps > 0 && e?.n) console.log(e.added_us === null
+    ? `time the gateway's path adds, order-balanced: n/a (every step sent its two events in one order)`
+    : `time the gateway's path adds, order-balanced: ${e.added_us.toFixed(0)} us; the coordinator sends a step's two events ` +
+      `${e.send_gap_us.toFixed(0)} us apart (${e.zmq_first} events ZeroMQ first, ${e.sse_first} SSE first)`);
 process.exit(0);
