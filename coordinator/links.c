@@ -24,7 +24,7 @@
 #define HB_IVL_MS 1000
 #define HB_TIMEOUT_MS 3000
 #define HB_TTL_MS 6000
-#define RECONNECT_MS 500
+#define RECONNECT_MS LP__RETRY_MS
 #define RECONNECT_MAX_MS 10000
 /* A service connected for this long without answering the hello is
  * treated as dropped (its connection may be wedged). */
@@ -91,6 +91,7 @@ void lp__link_send_hello(lp_coord_t *c, lp__link_t *l)
     Lmpipe__Hello h;
     lp_hello_init(&h, LMPIPE__ROLE__ROLE_COORDINATOR);
     h.no_shm = c->p.no_shm;
+    h.controller_epoch = c->epoch;
     /* The sampler maps the ring its engine named. */
     if (l->group && l == &l->group->samp && !c->p.no_shm) {
         const Lmpipe__Hello *e = l->group->eng.hello->hello;

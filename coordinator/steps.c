@@ -42,13 +42,17 @@ void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
         lp__fair_served(&c->fair, r->client, r->client_len);
         r->s.slot = slot;
         r->s.n_past = 0;
-        c->m.prompt_tokens += (uint64_t)r->s.n_prompt;
+        if (!r->admitted) c->m.prompt_tokens += (uint64_t)r->n_prompt;
+        r->admitted = true;
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
         so.session = r->s.key;
         so.params_json = r->params_json ? r->params_json : "";
-        so.n_prompt_ids = (size_t)r->s.n_prompt;
+        so.n_prompt_ids = (size_t)r->n_prompt;
         so.prompt_ids = r->prompt;
+        /* Reopened after a stage died: the draws go on from here. */
+        so.n_generated_ids = (size_t)r->s.n_gen;
+        so.generated_ids = r->gen;
         so.detok = true;
         if (!r->ignore_eos) { /* the text ends before an EOG token */
             so.n_detok_end_ids = c->n_eog_ids;
@@ -178,6 +182,12 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
 void lp__coord_pump(lp_coord_t *c)
 {
     if (!c->ready) return;
+    /* Tokenizations whose tokenizer dropped out, once one is back. */
+    for (size_t i = c->n_reqs; i-- > 0;) {
+        if (i >= c->n_reqs) continue;
+        lp__req_t *r = c->reqs[i];
+        if (r->state == R_TOKENIZING && !r->tok && r->tok_msg) lp__req_tokenize(c, r);
+    }
     lp__groups_place(c);
     for (size_t i = 0; i < c->n_groups; i++) {
         lp__steps_admit(c, &c->groups[i]);
@@ -268,6 +278,10 @@ static void on_token(lp_coord_t *c, lp__req_t *r, const Lmpipe__SampleResult *re
     if (res->strategy_version > c->m.strategy_version) c->m.strategy_version = res->strategy_version;
     if (t >= 0 && t < c->n_vocab && c->eog[t] && !r->ignore_eos) {
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_EOS, NULL);
+        return;
+    }
+    if (lp__req_push_token(r, t) != 0) {
+        lp__coord_fail(c, r, E_INTERNAL, "out of memory");
         return;
     }
     r->s.n_gen++;
