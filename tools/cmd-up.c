@@ -149,6 +149,7 @@ int lp_cmd_up(int argc, char **argv)
     if (no_shm) o.no_shm = true;
     if (plugin_dir) o.plugin_dir = plugin_dir;
     if (only) o.only = only;
+    o.supervise = true; /* lmpipe run and bench stop at the first death */
     if (http) o.http_listen = http;
     if (nats) o.nats[0] = nats; /* nats.url */
     if (api_keys[0]) o.http_api_keys = api_keys;
