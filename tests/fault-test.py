@@ -14,6 +14,9 @@ runs while that service is SIGKILLed at a random moment of it.  Checks:
     golden prompts give their goldens;
   - the restart counters (lmpipe up's log and the coordinator's
     stage_restarts) equal the kills, stage by stage;
+  - a coordinator killed between rounds comes back and takes over the
+    services that stayed up (the controller epoch): a round gives the
+    undisturbed tokens;
   - while it runs, one segment and the four sockets are all there is of
     the pipeline's; once it stops, no segment, socket or run folder.
 
@@ -112,8 +115,8 @@ run_dir = os.path.dirname(ep[len("ipc://"):])
 
 
 def service_pid(stage, wait_s=10.0):
-    """The running <stage>-svc child of lmpipe up (a restarted one may take
-    a moment to appear)."""
+    """The running <stage>-svc (or coordinator) child of lmpipe up (a
+    restarted one may take a moment to appear)."""
     deadline = time.time() + wait_s
     while time.time() < deadline:
         try:
@@ -125,14 +128,15 @@ def service_pid(stage, wait_s=10.0):
                 exe = open(f"/proc/{k}/cmdline", "rb").read().split(b"\0")[0].decode()
             except OSError:
                 continue
-            if os.path.basename(exe) == f"{stage}-svc":
+            if os.path.basename(exe) == (stage if stage == "coordinator" else f"{stage}-svc"):
                 return int(k)
         time.sleep(0.01)
     return None
 
 
-def stats():
-    out = subprocess.run([lmpipe, "stats", "--endpoint", ep], capture_output=True, text=True, timeout=30).stdout
+def stats(timeout_ms=10000):
+    out = subprocess.run([lmpipe, "stats", "--endpoint", ep, "--timeout", str(timeout_ms)], capture_output=True,
+                         text=True, timeout=30).stdout
     restarts = dict((k, int(v)) for k, v in re.findall(r"(\w+) (\d+)", re.search(r"^restarts:([^,]*)", out, re.M).group(1)))
     finished = dict((k, int(v)) for k, v in re.findall(r"(\w+) (\d+)", re.search(r"^finished:(.*)$", out, re.M).group(1)))
     return restarts, finished
@@ -202,6 +206,22 @@ try:
     sent = len(requests) * (len(order) + 2)
     check(total == sent and finished.get("error", 0) == 0,
           f"one finish per request, none an error: {total} finishes for {sent} requests ({finished})")
+
+    # The coordinator killed between rounds: lmpipe up restarts it, and the
+    # services, which stayed up, take the new one as their controller (its
+    # higher epoch) once the old one's connections are gone.
+    os.kill(service_pid("coordinator"), signal.SIGKILL)
+    time.sleep(0.2)
+    deadline = time.time() + 20
+    back = False
+    while not back and time.time() < deadline:
+        try:
+            back = stats(1000)[0] == {"tokenizer": 0, "engine": 0, "sampler": 0}
+        except (subprocess.TimeoutExpired, AttributeError):
+            time.sleep(0.1)
+    got = run_round(ep) if back else []
+    check(back and [ids for _, ids, _ in got] == [ids for _, ids, _ in ref],
+          "a restarted coordinator takes over the services and a round gives the undisturbed tokens")
     segs = segments()
     socks = sorted(os.listdir(run_dir))
     check(len(segs) == 1, f"one ring segment of the pipeline's while it runs: {segs}")

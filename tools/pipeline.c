@@ -46,8 +46,9 @@ typedef struct child {
 #define RESTART_MIN_MS 100
 #define RESTART_MAX_MS 5000
 /* A child that ran this long counts as recovered: its next restart waits
- * RESTART_MIN_MS again. */
-#define RESTART_RECOVERED_MS 1000
+ * RESTART_MIN_MS again.  One that fails as it starts (its model gone, its
+ * address taken) dies well within it, and backs off. */
+#define RESTART_RECOVERED_MS 250
 #define RESTARTS_KEPT 1024
 
 struct lp_pipeline {

@@ -73,7 +73,7 @@ typedef struct lp_pipeline_opts {
     const char *nats[LP_PIPELINE_NATS_KEYS];
     /* Supervision (lmpipe up): a service that dies once the pipeline is
      * ready is restarted after a backoff (100 ms doubling to 5 s, back to
-     * 100 ms once it has run 1 s), at most max_restarts times in any
+     * 100 ms once it has run 250 ms), at most max_restarts times in any
      * window_s seconds; past that, or with supervise false, the pipeline
      * stops.  Config supervise.max_restarts (0: never restart) and
      * supervise.window_s. */
