@@ -42,7 +42,14 @@ typedef struct lp__op {
     uint64_t id;
     enum lp__opkind kind;
     uint64_t req; /* request key (step number for OP_STEP, OP_SAMPLE), 0 for none */
+    uint64_t t_sent; /* ns: a reply overdue by LP__OP_TIMEOUT_MS drops the link */
 } lp__op_t;
+
+/* A service whose connection is up (its I/O thread answers the heartbeats)
+ * but that answers nothing for this long is wedged: its link is treated as
+ * dropped.  Generous: a long prefill of a big model on a CPU takes minutes,
+ * and the sampler's wait for a row is bounded at 300 s too. */
+#define LP__OP_TIMEOUT_MS 330000
 
 struct lp__group;
 
@@ -224,6 +231,7 @@ struct lp_coord {
     size_t n_proxies, cap_proxies;
     uint64_t next_proxy;
     lp__metrics_t m;
+    uv_timer_t overdue;        /* each second: links with a reply overdue */
     uint64_t epoch;            /* Hello.controller_epoch: a newer coordinator's is higher */
     uint64_t restarts[3];      /* services seen back with a new pid: tokenizer, engine, sampler */
     uint64_t n_redriven;       /* requests moved back to the queue after a stage died */
@@ -280,6 +288,8 @@ void lp__link_abort(lp_coord_t *c, lp__link_t *l, const char *why);
 /* A tokenizer link that drops: its operations fail; it is reopened after
  * its backoff. */
 void lp__link_retry_later(lp_coord_t *c, lp__link_t *l);
+/* Drop the links whose oldest pending reply is overdue (LP__OP_TIMEOUT_MS). */
+void lp__links_check_overdue(lp_coord_t *c);
 /* The ready tokenizer with the fewest operations pending; NULL when none. */
 lp__link_t *lp__tok_pick(lp_coord_t *c);
 /* Send `m` and remember what its reply is for (OP_NONE: no reply expected). */

@@ -168,10 +168,15 @@ void lp__coord_on_reply(lp_coord_t *c, lp__link_t *l, const lp__op_t *op, lp_fra
     }
 }
 
+static void on_overdue(uv_timer_t *t) { lp__links_check_overdue(t->data); }
+
 static int on_start(void *ctx, lp_service_t *svc)
 {
     lp_coord_t *c = ctx;
     c->svc = svc;
+    uv_timer_init(lp_service_loop(svc), &c->overdue);
+    c->overdue.data = c;
+    uv_timer_start(&c->overdue, on_overdue, 1000, 1000);
     int rc = 0;
     for (size_t i = 0; !rc && i < c->n_toks; i++) {
         rc = lp__link_open(c, &c->toks[i]);
@@ -191,6 +196,7 @@ static void stop_link(lp__link_t *l)
 static void on_stop(void *ctx, lp_service_t *svc)
 {
     lp_coord_t *c = ctx;
+    uv_timer_stop(&c->overdue); /* closed by the skeleton */
     for (size_t i = 0; i < c->n_toks; i++) stop_link(&c->toks[i]);
     for (size_t i = 0; i < c->n_groups; i++) {
         stop_link(&c->groups[i].eng);
