@@ -26,6 +26,9 @@
 #define HB_TTL_MS 6000
 #define RECONNECT_MS LP__RETRY_MS
 #define RECONNECT_MAX_MS 10000
+/* ZeroMQ's own reconnection, while a link waits for its service: a
+ * restarted service is found within 1 s of binding, whatever the outage. */
+#define ZMQ_RECONNECT_MAX_MS 1000
 /* A service connected for this long without answering the hello is
  * treated as dropped (its connection may be wedged). */
 #define HELLO_TIMEOUT_MS 5000
@@ -221,7 +224,7 @@ int lp__link_open(lp_coord_t *c, lp__link_t *l)
     lp_service_sockopts(l->sock);
     int opts[][2] = {{ZMQ_HEARTBEAT_IVL, HB_IVL_MS}, {ZMQ_HEARTBEAT_TIMEOUT, HB_TIMEOUT_MS},
                      {ZMQ_HEARTBEAT_TTL, HB_TTL_MS}, {ZMQ_RECONNECT_IVL, RECONNECT_MS},
-                     {ZMQ_RECONNECT_IVL_MAX, RECONNECT_MAX_MS}};
+                     {ZMQ_RECONNECT_IVL_MAX, ZMQ_RECONNECT_MAX_MS}};
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
         zmq_setsockopt(l->sock, opts[i][0], &opts[i][1], sizeof(int));
     zmq_setsockopt(l->sock, ZMQ_ROUTING_ID, l->routing_id, strlen(l->routing_id));
