@@ -17,6 +17,7 @@ runs while that service is SIGKILLed at a random moment of it.  Checks:
   - a coordinator killed between rounds comes back and takes over the
     services that stayed up (the controller epoch): a round gives the
     undisturbed tokens;
+  - a strategy swap made live survives a sampler restart (replayed);
   - while it runs, one segment and the four sockets are all there is of
     the pipeline's; once it stops, no segment, socket or run folder.
 
@@ -222,6 +223,24 @@ try:
     got = run_round(ep) if back else []
     check(back and [ids for _, ids, _ in got] == [ids for _, ids, _ in ref],
           "a restarted coordinator takes over the services and a round gives the undisturbed tokens")
+
+    # A strategy swap made live survives a sampler restart: the coordinator
+    # replays it to the new sampler, whose store starts from the default.
+    def sampler_ctl(ep_, *cmd):
+        r = subprocess.run([lmpipe, "sampler", "--endpoint", ep_, *cmd], capture_output=True, text=True,
+                           timeout=30)
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return {}
+    swap = sampler_ctl(ep, "set", '{"top_k": 7, "min_p": 0.25}')
+    os.kill(service_pid("sampler"), signal.SIGKILL)
+    deadline = time.time() + 15
+    while stats()[0].get("sampler") != 1 and time.time() < deadline:
+        time.sleep(0.05)
+    now = sampler_ctl("ipc://" + os.path.join(run_dir, "sampler.sock"), "get").get("params", {})
+    check(swap.get("ok") and now.get("top_k") == 7 and abs(now.get("min_p", 0) - 0.25) < 1e-6,
+          f"a live strategy swap survives a sampler restart (top_k {now.get('top_k')}, min_p {now.get('min_p')})")
     segs = segments()
     socks = sorted(os.listdir(run_dir))
     check(len(segs) == 1, f"one ring segment of the pipeline's while it runs: {segs}")
