@@ -80,8 +80,10 @@ void lp__steps_on_opened(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     }
     r->state = R_RUNNING;
     r->s.running = true;
-    r->queue_pending = true;
-    r->group->n_queue_pending++;
+    if (!r->t_queue) { /* queue time ends once, also for a re-driven request */
+        r->queue_pending = true;
+        r->group->n_queue_pending++;
+    }
 }
 
 static void fail_entries(lp_coord_t *c, lp__sched_step_t *st, enum lp__errkind kind, const char *err)

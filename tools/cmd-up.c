@@ -90,7 +90,9 @@ static void usage(FILE *f)
                "--nats (or nats.url in the config) the NATS JetStream bridge (lmpipe-nats, docs/NATS.md).\n"
                "--plugin-dir (config sampler.plugin_dir): the folder sampler plugins load from.\n"
                "--only runs just these of tokenizer, engine, sampler, coordinator, http, nats (one\n"
-               "host of a deployment across hosts, docs/PIPELINE.md).\n");
+               "host of a deployment across hosts, docs/PIPELINE.md).\n"
+               "A service that dies is restarted (config supervise.max_restarts in supervise.window_s;\n"
+               "docs/PIPELINE.md, \"Faults and recovery\").\n");
 }
 
 int lp_cmd_up(int argc, char **argv)
