@@ -164,7 +164,7 @@ static int take_prompt_ids(lp_coord_t *c, lp__req_t *r, const Lmpipe__GenerateRe
     if (!(r->prompt = malloc(g->n_prompt_ids * sizeof(int32_t)))) return LP_ERR(ENOMEM);
     memcpy(r->prompt, g->prompt_ids, g->n_prompt_ids * sizeof(int32_t));
     r->s.prompt = r->prompt;
-    r->s.n_prompt = (int32_t)g->n_prompt_ids;
+    r->s.n_prompt = r->n_prompt = (int32_t)g->n_prompt_ids;
     r->state = R_WAIT_SLOT;
     return 0;
 }
@@ -202,8 +202,11 @@ void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     }
     memcpy(r->prompt, ids, n_ids * sizeof(int32_t));
     r->s.prompt = r->prompt;
-    r->s.n_prompt = (int32_t)n_ids;
+    r->s.n_prompt = r->n_prompt = (int32_t)n_ids;
     r->state = R_WAIT_SLOT;
+    free(r->tok_msg);
+    r->tok_msg = NULL;
+    r->tok = NULL;
 }
 
 /* Who a request counts against in the waiting queue: the one place that
@@ -300,9 +303,15 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
             m.tokenize = &t;
         }
         r->state = R_TOKENIZING;
-        lp__link_t *tl = lp__tok_pick(c);
-        if (!tl || lp__link_send(tl, OP_TOKENIZE, r->s.key, &m, NULL, 0))
-            lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");
+        /* Kept packed until the prompt is tokenized: a tokenizer that dies
+         * meanwhile is sent it again (lp__req_tokenize). */
+        r->tok_len = lmpipe__msg__get_packed_size(&m);
+        if (!(r->tok_msg = malloc(r->tok_len ? r->tok_len : 1))) {
+            lp__coord_fail(c, r, E_INTERNAL, "out of memory");
+        } else {
+            lmpipe__msg__pack(&m, r->tok_msg);
+            lp__req_tokenize(c, r);
+        }
     }
     free(prompt_text);
     (void)svc;

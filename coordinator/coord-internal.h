@@ -39,15 +39,28 @@
 
 #include <uv.h>
 
-enum lp__opkind { OP_NONE, OP_HELLO, OP_TOKENIZE, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE, OP_PROXY };
+/* OP_NONE_REPLY: a reply is due, and only an Error in it matters. */
+enum lp__opkind { OP_NONE, OP_NONE_REPLY, OP_HELLO, OP_TOKENIZE, OP_STEP, OP_SOPEN, OP_SCLOSE, OP_SAMPLE, OP_PROXY };
 
 typedef struct lp__op {
     uint64_t id;
     enum lp__opkind kind;
     uint64_t req; /* request key (step number for OP_STEP, OP_SAMPLE), 0 for none */
+    uint64_t t_sent; /* ns: a reply overdue by LP__OP_TIMEOUT_MS drops the link */
 } lp__op_t;
 
+/* A service whose connection is up (its I/O thread answers the heartbeats)
+ * but that answers nothing for this long is wedged: its link is treated as
+ * dropped.  Generous: a long prefill of a big model on a CPU takes minutes,
+ * and the sampler's wait for a row is bounded at 300 s too. */
+#define LP__OP_TIMEOUT_MS 330000
+
 struct lp__group;
+
+/* A link that dropped is reopened after LP__RETRY_MS, doubling to 10 s,
+ * and back to LP__RETRY_MS once its service answers the hello: a service
+ * restarted by its supervisor is back within a few hundred ms. */
+#define LP__RETRY_MS 100
 
 /* A DEALER to one service.  Replies come back in the order of the requests,
  * so the link keeps a FIFO of pending operations. */
@@ -76,6 +89,7 @@ typedef struct lp__link {
     bool hello_sent;         /* since the link opened */
     uv_timer_t hello_timer;  /* a connected service that does not answer the hello */
     bool hello_timer_open;
+    uint32_t last_pid;       /* the pid of the last hello: a new one is a restart */
 } lp__link_t;
 
 typedef struct lp__tokinfo { /* a sampled token and its text */
@@ -138,6 +152,10 @@ typedef struct lp__group {
     uint64_t n_steps, n_placed, n_dropped; /* totals, for GroupStats */
     uint64_t prefix_hits;    /* prompt tokens taken from its prefix cache, total */
     bool was_ready;          /* its shape is known (slots_total) */
+    /* Sessions of requests moved off the group while its sampler may have
+     * stayed up: closed once the group is back. */
+    uint64_t *stale;
+    size_t n_stale, cap_stale;
     Lmpipe__GroupStats stats; /* StatsReply's entry, filled on request */
 } lp__group_t;
 
@@ -154,6 +172,16 @@ typedef struct lp__req {
     size_t client_len;
     enum lp__rstate state;
     int32_t *prompt;
+    int32_t n_prompt;          /* the prompt's tokens (s.n_prompt is what is prefilled) */
+    int32_t *gen;              /* the tokens generated so far (s.n_gen of them) */
+    float mirostat_mu;         /* with has_mu: the session's mu after the last of them, for a reopen */
+    bool has_mu;
+    int32_t cap_gen;
+    int32_t *replay;           /* prompt + gen, prefilled again after a stage died */
+    uint8_t *tok_msg;          /* the packed tokenize request, kept to send it again */
+    size_t tok_len;
+    struct lp__link *tok;      /* the tokenizer it went to; NULL: (re)send it */
+    bool admitted;             /* its prompt was counted in prompt_tokens */
     bool ignore_eos;
     char *params_json;         /* validated at the edge */
     char **stops;
@@ -184,7 +212,13 @@ typedef struct lp__proxy {
     uint64_t client_id;        /* the client's Msg.id, echoed */
     size_t pending;            /* replies still due */
     Lmpipe__Msg *reply;        /* the reply to pass back (owned) */
+    uint8_t *control;          /* a SamplerControl: the message, packed (owned) */
+    size_t control_len;
+    bool control_ok;           /* every sampler took it so far */
+    uint64_t control_version;
 } lp__proxy_t;
+
+#define LP__MAX_CONTROLS 64
 
 struct lp_coord {
     lp_coord_params_t p;
@@ -216,6 +250,16 @@ struct lp_coord {
     char **down_ptrs;
     uv_timer_t deadline_timer; /* deadline.c: runs while a request has a deadline */
     bool deadline_timer_open;
+    uv_timer_t overdue;        /* each second: links with a reply overdue */
+    uint64_t epoch;            /* Hello.controller_epoch: a newer coordinator's is higher */
+    uint64_t restarts[3];      /* services seen back with a new pid: tokenizer, engine, sampler */
+    uint64_t n_redriven;       /* requests moved back to the queue after a stage died */
+    Lmpipe__KindCount kc_restarts[3], *kcp_restarts[3];
+    /* The SamplerControls that succeeded, packed, in order: replayed to a
+     * sampler that comes back with an older strategy. */
+    struct lp__control { uint8_t *msg; size_t len; } controls[LP__MAX_CONTROLS];
+    size_t n_controls;
+    uint64_t control_version;  /* the strategy version after the last of them */
 };
 
 /* requests.c */
@@ -228,6 +272,15 @@ int lp__req_add(lp_coord_t *c, lp__req_t *r);
 int lp__req_place(lp__req_t *r, lp__group_t *g);
 void lp__req_unplace(lp__req_t *r);
 void lp__req_free(lp__req_t *r);
+/* A request in the steps of a group that dropped out goes back to the
+ * queue: it is prefilled again from prompt + tokens so far, with a new
+ * sampler session, on whichever group is ready first. */
+void lp__req_requeue(lp_coord_t *c, lp__req_t *r);
+/* Append a generated token. */
+int lp__req_push_token(lp__req_t *r, int32_t tok);
+/* Send (again) the request's tokenization to the least busy tokenizer;
+ * it waits when none is ready. */
+void lp__req_tokenize(lp_coord_t *c, lp__req_t *r);
 /* Whether the request's text still goes to its client: it runs, or it
  * ended naturally and the end of its text is still to come. */
 bool lp__req_text_wanted(const lp__req_t *r);
@@ -260,6 +313,8 @@ void lp__link_abort(lp_coord_t *c, lp__link_t *l, const char *why);
 /* A tokenizer link that drops: its operations fail; it is reopened after
  * its backoff. */
 void lp__link_retry_later(lp_coord_t *c, lp__link_t *l);
+/* Drop the links whose oldest pending reply is overdue (LP__OP_TIMEOUT_MS). */
+void lp__links_check_overdue(lp_coord_t *c);
 /* The ready tokenizer with the fewest operations pending; NULL when none. */
 lp__link_t *lp__tok_pick(lp_coord_t *c);
 /* Send `m` and remember what its reply is for (OP_NONE: no reply expected). */
@@ -276,6 +331,9 @@ void lp__coord_on_link_down(lp_coord_t *c, lp__link_t *l);
 void lp__coord_fail_pipeline(lp_coord_t *c, const char *msg);
 
 /* groups.c */
+/* Close the sessions left on a sampler that stayed up while its group was
+ * down (their requests moved on with new keys). */
+void lp__group_close_stale(lp_coord_t *c, lp__group_t *g);
 /* Open the group's links and say hello to its engine. */
 int lp__group_connect(lp_coord_t *c, lp__group_t *g);
 /* Both hellos are in: the group's capacity, from its engine's hello. */
@@ -324,6 +382,9 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out);
 int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f);
 void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f);
 void lp__proxy_free_all(lp_coord_t *c);
+/* Send the kept SamplerControls to a sampler whose hello gave an older
+ * strategy version than the last of them. */
+void lp__proxy_replay(lp_coord_t *c, lp__link_t *l, uint64_t version);
 
 /* drain.c */
 /* The service skeleton's drain (SIGTERM). */

@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void lp__coord_fail_pipeline(lp_coord_t *c, const char *msg)
 {
@@ -81,6 +82,19 @@ static void check_ready(lp_coord_t *c)
     }
 }
 
+/* A service that answers with another pid than last time was restarted
+ * (by lmpipe up's supervision, systemd or a person): counted per stage. */
+static void note_restart(lp_coord_t *c, lp__link_t *l, const Lmpipe__Hello *h)
+{
+    uint32_t pid = h->pid;
+    if (l->last_pid && pid && pid != l->last_pid) {
+        int k = l->role == LMPIPE__ROLE__ROLE_TOKENIZER ? 0 : l->role == LMPIPE__ROLE__ROLE_ENGINE ? 1 : 2;
+        c->restarts[k]++;
+        LP_INFO("coordinator: %s %s is back (pid %u, was %u)", l->name, l->endpoint, pid, l->last_pid);
+    }
+    if (pid) l->last_pid = pid;
+}
+
 static void on_hello_reply(lp_coord_t *c, lp__link_t *l, lp_frame_t *f)
 {
     const Lmpipe__Msg *m = f->msg;
@@ -97,11 +111,13 @@ static void on_hello_reply(lp_coord_t *c, lp__link_t *l, lp_frame_t *f)
         return;
     }
     lp__link_hello_done(l);
+    note_restart(c, l, m->hello);
     if (l->hello) lmpipe__msg__free_unpacked(l->hello, NULL);
     l->hello = f->msg; /* keep it */
     f->msg = NULL;
+    if (l->group && l == &l->group->samp) lp__proxy_replay(c, l, l->hello->hello->strategy_version);
     if (!l->group) {
-        l->backoff_ms = 500;
+        l->backoff_ms = LP__RETRY_MS;
         if (c->ready) LP_INFO("coordinator: %s %s ready", l->name, l->endpoint);
     }
     /* The sampler's hello names the ring its engine's hello gave. */
@@ -118,6 +134,9 @@ void lp__coord_on_link_down(lp_coord_t *c, lp__link_t *l)
     } else {
         LP_WARN("coordinator: %s", why);
         l->down = true;
+        /* Its tokenizations go to another tokenizer, or wait for one. */
+        for (size_t i = 0; i < c->n_reqs; i++)
+            if (c->reqs[i]->tok == l) c->reqs[i]->tok = NULL;
         if (l->hello) lmpipe__msg__free_unpacked(l->hello, NULL);
         l->hello = NULL;
         lp__link_abort(c, l, why);
@@ -131,8 +150,12 @@ void lp__coord_on_reply(lp_coord_t *c, lp__link_t *l, const lp__op_t *op, lp_fra
     lp__req_t *r = op->req && op->kind != OP_STEP && op->kind != OP_SAMPLE && op->kind != OP_PROXY ? lp__req_find(c, op->req) : NULL;
     switch (op->kind) {
     case OP_NONE: break;
+    case OP_NONE_REPLY:
+        if (f->msg->body_case == LMPIPE__MSG__BODY_ERROR)
+            LP_WARN("coordinator: %s: %s", l->name, f->msg->error->message);
+        break;
     case OP_HELLO: on_hello_reply(c, l, f); break;
-    case OP_TOKENIZE: if (r) lp__coord_on_tokenized(c, r, f->msg); break;
+    case OP_TOKENIZE: if (r && r->tok == l) lp__coord_on_tokenized(c, r, f->msg); break;
     case OP_STEP: lp__steps_on_stepped(c, l->group, op->req, f); break;
     case OP_SOPEN: if (r) lp__steps_on_opened(c, r, f->msg); break;
     case OP_SCLOSE: lp__text_on_closed(c, r, f->msg); break;
@@ -145,10 +168,15 @@ void lp__coord_on_reply(lp_coord_t *c, lp__link_t *l, const lp__op_t *op, lp_fra
     }
 }
 
+static void on_overdue(uv_timer_t *t) { lp__links_check_overdue(t->data); }
+
 static int on_start(void *ctx, lp_service_t *svc)
 {
     lp_coord_t *c = ctx;
     c->svc = svc;
+    uv_timer_init(lp_service_loop(svc), &c->overdue);
+    c->overdue.data = c;
+    uv_timer_start(&c->overdue, on_overdue, 1000, 1000);
     int rc = 0;
     for (size_t i = 0; !rc && i < c->n_toks; i++) {
         rc = lp__link_open(c, &c->toks[i]);
@@ -168,6 +196,7 @@ static void stop_link(lp__link_t *l)
 static void on_stop(void *ctx, lp_service_t *svc)
 {
     lp_coord_t *c = ctx;
+    uv_timer_stop(&c->overdue); /* closed by the skeleton */
     for (size_t i = 0; i < c->n_toks; i++) stop_link(&c->toks[i]);
     for (size_t i = 0; i < c->n_groups; i++) {
         stop_link(&c->groups[i].eng);
@@ -258,6 +287,14 @@ int lp_coord_new(const lp_coord_params_t *p, lp_coord_t **out)
     if (!c) return LP_ERR(ENOMEM);
     c->p = *p;
     lp__metrics_init(&c->m);
+    /* The controller lease's epoch: the wall clock, so that a coordinator
+     * started later (a restart) has a higher one.  Request keys start from
+     * it too, so that a new coordinator's sampler sessions never meet the
+     * old one's on a sampler that stayed up. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    c->epoch = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    c->next_key = (c->epoch / 1000000ull) << 20;
     int rc = set_tokenizers(c, p);
     if (!rc) rc = set_groups(c, p);
     if (rc) {
@@ -285,6 +322,7 @@ void lp_coord_destroy(lp_coord_t **self_p)
         lp__sched_group_free(&g->s);
         free(g->seqs);
         free(g->texts);
+        free(g->stale);
     }
     free(c->groups);
     free(c->group_stats);

@@ -73,7 +73,8 @@ int lp__group_ready(lp_coord_t *c, lp__group_t *g)
     if (rc) return rc;
     g->state = G_READY;
     g->was_ready = true;
-    g->eng.backoff_ms = 500;
+    lp__group_close_stale(c, g);
+    g->eng.backoff_ms = LP__RETRY_MS;
     LP_INFO("coordinator: group %s ready (engine %s, sampler %s): %d seqs, logits %s", g->name,
             g->eng_ep, g->samp_ep, g->s.max_seqs, g->s.ring ? "in shared memory" : "inline");
     if (g->s.paged)
@@ -92,25 +93,32 @@ void lp__group_down(lp_coord_t *c, lp__group_t *g, const char *why)
     snprintf(msg, sizeof(msg), "group %s: %s", g->name, why);
     LP_WARN("coordinator: %s", msg);
     if (was) g->n_dropped++;
-    /* Nothing will answer on the group's links now: no SamplerClose is
-     * sent, and every operation due gets this Error, through the same
-     * paths as an Error from the service. */
-    for (size_t i = 0; i < c->n_reqs; i++)
-        if (c->reqs[i]->group == g) c->reqs[i]->session_open = false;
-    lp__link_abort(c, &g->eng, msg);
-    lp__link_abort(c, &g->samp, msg);
-    /* What is left: requests in the steps end with the error; those still
-     * waiting for a slot are placed again. */
+    /* Requests in the steps go back to the queue under new keys, to be
+     * prefilled again from prompt + tokens so far on this group once it is
+     * back or on another one that is ready; those still waiting for a slot
+     * are placed again; those that had ended get their final event without
+     * the sampler's last flush (the rest of their text is in). */
+    size_t n_moved = 0;
     for (size_t i = c->n_reqs; i-- > 0;) {
-        if (i >= c->n_reqs) continue;
         lp__req_t *r = c->reqs[i];
         if (r->group != g) continue;
+        r->session_open = false;
         if (r->state == R_WAIT_SLOT) lp__req_unplace(r);
-        else if (r->state != R_DONE) lp__coord_fail(c, r, E_ENGINE, msg);
-        else {
+        else if (r->state != R_DONE) {
+            lp__req_requeue(c, r);
+            n_moved++;
+        } else {
             r->close_pending = false;
-            lp__req_maybe_final(c, r);
         }
+    }
+    /* Nothing will answer on the group's links now: every operation due
+     * gets this Error, through the same paths as an Error from the service,
+     * and finds no request left to fail. */
+    lp__link_abort(c, &g->eng, msg);
+    lp__link_abort(c, &g->samp, msg);
+    for (size_t i = c->n_reqs; i-- > 0;) {
+        if (i >= c->n_reqs) continue;
+        if (c->reqs[i]->group == g && c->reqs[i]->state == R_DONE) lp__req_maybe_final(c, c->reqs[i]);
     }
     for (int k = 0; k < LP__SCHED_MAX_STEPS; k++) {
         g->s.steps[k].step_wait = g->s.steps[k].sample_wait = false;
@@ -118,6 +126,8 @@ void lp__group_down(lp_coord_t *c, lp__group_t *g, const char *why)
     }
     g->n_texts = 0;
     g->n_queue_pending = 0;
+    if (n_moved) LP_WARN("coordinator: group %s: %zu running request(s) re-driven from their prompt "
+                         "and tokens so far", g->name, n_moved);
     for (lp__link_t *l = &g->eng; l; l = l == &g->eng ? &g->samp : NULL) {
         if (l->hello) lmpipe__msg__free_unpacked(l->hello, NULL);
         l->hello = NULL;
@@ -125,6 +135,22 @@ void lp__group_down(lp_coord_t *c, lp__group_t *g, const char *why)
     /* The retry timer is the engine link's; it reopens both. */
     lp__link_close(&g->samp);
     lp__link_retry_later(c, &g->eng);
+}
+
+void lp__group_close_stale(lp_coord_t *c, lp__group_t *g)
+{
+    for (size_t i = 0; i < g->n_stale; i++) {
+        Lmpipe__Msg m = LMPIPE__MSG__INIT;
+        Lmpipe__SamplerClose sc = LMPIPE__SAMPLER_CLOSE__INIT;
+        sc.session = g->stale[i];
+        m.body_case = LMPIPE__MSG__BODY_SAMPLER_CLOSE;
+        m.sampler_close = &sc;
+        /* OP_SCLOSE of no request: a restarted sampler's "no session" is
+         * only logged at debug level. */
+        lp__link_send(&g->samp, OP_SCLOSE, 0, &m, NULL, 0);
+    }
+    g->n_stale = 0;
+    (void)c;
 }
 
 /* A group's list holds the scheduler's part of each request, its first

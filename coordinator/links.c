@@ -24,8 +24,11 @@
 #define HB_IVL_MS 1000
 #define HB_TIMEOUT_MS 3000
 #define HB_TTL_MS 6000
-#define RECONNECT_MS 500
+#define RECONNECT_MS LP__RETRY_MS
 #define RECONNECT_MAX_MS 10000
+/* ZeroMQ's own reconnection, while a link waits for its service: a
+ * restarted service is found within 1 s of binding, whatever the outage. */
+#define ZMQ_RECONNECT_MAX_MS 1000
 /* A service connected for this long without answering the hello is
  * treated as dropped (its connection may be wedged). */
 #define HELLO_TIMEOUT_MS 5000
@@ -50,7 +53,7 @@ int lp__link_send(lp__link_t *l, enum lp__opkind kind, uint64_t req, Lmpipe__Msg
                   const void *raw, size_t raw_len)
 {
     m->id = ++l->next_id;
-    int rc = kind == OP_NONE ? 0 : op_push(l, (lp__op_t){m->id, kind, req});
+    int rc = kind == OP_NONE ? 0 : op_push(l, (lp__op_t){m->id, kind, req, lp_now_ns()});
     if (rc) return rc;
     rc = lp_frame_send(l->sock, NULL, 0, m, raw, raw_len);
     lp_zsock_kick(l->zs);
@@ -91,6 +94,7 @@ void lp__link_send_hello(lp_coord_t *c, lp__link_t *l)
     Lmpipe__Hello h;
     lp_hello_init(&h, LMPIPE__ROLE__ROLE_COORDINATOR);
     h.no_shm = c->p.no_shm;
+    h.controller_epoch = c->epoch;
     /* The sampler maps the ring its engine named. */
     if (l->group && l == &l->group->samp && !c->p.no_shm) {
         const Lmpipe__Hello *e = l->group->eng.hello->hello;
@@ -220,7 +224,7 @@ int lp__link_open(lp_coord_t *c, lp__link_t *l)
     lp_service_sockopts(l->sock);
     int opts[][2] = {{ZMQ_HEARTBEAT_IVL, HB_IVL_MS}, {ZMQ_HEARTBEAT_TIMEOUT, HB_TIMEOUT_MS},
                      {ZMQ_HEARTBEAT_TTL, HB_TTL_MS}, {ZMQ_RECONNECT_IVL, RECONNECT_MS},
-                     {ZMQ_RECONNECT_IVL_MAX, RECONNECT_MAX_MS}};
+                     {ZMQ_RECONNECT_IVL_MAX, ZMQ_RECONNECT_MAX_MS}};
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
         zmq_setsockopt(l->sock, opts[i][0], &opts[i][1], sizeof(int));
     zmq_setsockopt(l->sock, ZMQ_ROUTING_ID, l->routing_id, strlen(l->routing_id));
@@ -319,6 +323,31 @@ void lp__link_retry_later(lp_coord_t *c, lp__link_t *l)
     LP_WARN("coordinator: %s %s: retrying in %.1f s", l->name, l->endpoint, l->backoff_ms / 1000.0);
     uv_timer_start(&l->timer, on_retry, l->backoff_ms, 0);
     l->backoff_ms = l->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : l->backoff_ms * 2;
+}
+
+static bool overdue(const lp__link_t *l, uint64_t now)
+{
+    return l->sock && !l->down && l->n > 0 &&
+           now - l->ops[l->head].t_sent > (uint64_t)LP__OP_TIMEOUT_MS * 1000000ull;
+}
+
+static void drop_overdue(lp_coord_t *c, lp__link_t *l)
+{
+    LP_WARN("coordinator: %s %s: no reply to message %llu in %d s; treating it as dropped out", l->name,
+            l->endpoint, (unsigned long long)l->ops[l->head].id, LP__OP_TIMEOUT_MS / 1000);
+    lp__coord_on_link_down(c, l);
+}
+
+void lp__links_check_overdue(lp_coord_t *c)
+{
+    uint64_t now = lp_now_ns();
+    for (size_t i = 0; i < c->n_toks; i++)
+        if (overdue(&c->toks[i], now)) drop_overdue(c, &c->toks[i]);
+    for (size_t i = 0; i < c->n_groups; i++) {
+        lp__group_t *g = &c->groups[i];
+        if (overdue(&g->eng, now)) drop_overdue(c, &g->eng);
+        else if (overdue(&g->samp, now)) drop_overdue(c, &g->samp);
+    }
 }
 
 lp__link_t *lp__tok_pick(lp_coord_t *c)

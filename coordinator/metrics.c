@@ -129,4 +129,14 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out)
     out->finish_reasons = m->kcp_fin;
     out->n_error_kinds = E_COUNT;
     out->error_kinds = m->kcp_err;
+    static const char *const stages[3] = {"tokenizer", "engine", "sampler"};
+    for (int i = 0; i < 3; i++) {
+        lmpipe__kind_count__init(&c->kc_restarts[i]);
+        c->kc_restarts[i].kind = (char *)stages[i];
+        c->kc_restarts[i].n = c->restarts[i];
+        c->kcp_restarts[i] = &c->kc_restarts[i];
+    }
+    out->n_stage_restarts = 3;
+    out->stage_restarts = c->kcp_restarts;
+    out->requests_redriven = c->n_redriven;
 }

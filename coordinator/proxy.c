@@ -19,6 +19,7 @@
 static void proxy_free(lp__proxy_t *p)
 {
     if (p->reply) lmpipe__msg__free_unpacked(p->reply, NULL);
+    free(p->control);
     free(p);
 }
 
@@ -32,10 +33,42 @@ static void proxy_remove(lp_coord_t *c, size_t i)
 
 void lp__proxy_free_all(lp_coord_t *c)
 {
+    for (size_t i = 0; i < c->n_controls; i++) free(c->controls[i].msg);
+    c->n_controls = 0;
     for (size_t i = 0; i < c->n_proxies; i++) proxy_free(c->proxies[i]);
     free(c->proxies);
     c->proxies = NULL;
     c->n_proxies = c->cap_proxies = 0;
+}
+
+/* A SamplerControl every sampler took: one of the sequence replayed to a
+ * sampler that comes back (lp__proxy_replay). */
+static void control_keep(lp_coord_t *c, lp__proxy_t *p)
+{
+    if (c->n_controls == LP__MAX_CONTROLS) {
+        LP_WARN("coordinator: more than %d sampler controls: a restarted sampler gets only the "
+                "newest %d", LP__MAX_CONTROLS, LP__MAX_CONTROLS);
+        free(c->controls[0].msg);
+        memmove(&c->controls[0], &c->controls[1], (LP__MAX_CONTROLS - 1) * sizeof(c->controls[0]));
+        c->n_controls--;
+    }
+    c->controls[c->n_controls++] = (struct lp__control){p->control, p->control_len};
+    p->control = NULL;
+    if (p->control_version > c->control_version) c->control_version = p->control_version;
+}
+
+void lp__proxy_replay(lp_coord_t *c, lp__link_t *l, uint64_t version)
+{
+    if (!c->n_controls || version >= c->control_version) return;
+    LP_INFO("coordinator: %s %s: replaying %zu sampler control(s) (strategy version %llu; it has "
+            "%llu)", l->name, l->endpoint, c->n_controls, (unsigned long long)c->control_version,
+            (unsigned long long)version);
+    for (size_t i = 0; i < c->n_controls; i++) {
+        Lmpipe__Msg *m = lmpipe__msg__unpack(NULL, c->controls[i].len, c->controls[i].msg);
+        if (!m) return;
+        lp__link_send(l, OP_NONE_REPLY, 0, m, NULL, 0);
+        lmpipe__msg__free_unpacked(m, NULL);
+    }
 }
 
 int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f)
@@ -63,6 +96,15 @@ int lp__proxy_send(lp_coord_t *c, const lp_frame_t *f)
     p->client_id = f->msg->id;
     /* The message goes out as the client sent it; only its id is the link's. */
     Lmpipe__Msg m = *f->msg;
+    if (to_samplers) { /* kept for a sampler that comes back (lp__proxy_controls) */
+        p->control_len = lmpipe__msg__get_packed_size(&m);
+        if (!(p->control = malloc(p->control_len))) {
+            proxy_free(p);
+            return lp_error_set(LP_ERR(ENOMEM), "%s: out of memory", what);
+        }
+        lmpipe__msg__pack(&m, p->control);
+        p->control_ok = true;
+    }
     /* A group that is down gets no control message: it may miss a swap. */
     lp__link_t *links[to_samplers ? c->n_groups : 1];
     size_t n_links = 0;
@@ -95,12 +137,17 @@ void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f)
     if (i == c->n_proxies) return;
     lp__proxy_t *p = c->proxies[i];
     bool is_error = f->msg->body_case == LMPIPE__MSG__BODY_ERROR;
+    const Lmpipe__SamplerControlReply *cr =
+        f->msg->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY ? f->msg->sampler_control_reply : NULL;
+    p->control_ok = p->control_ok && cr && cr->ok;
+    if (cr && cr->version > p->control_version) p->control_version = cr->version;
     if (!p->reply || (is_error && p->reply->body_case != LMPIPE__MSG__BODY_ERROR)) {
         if (p->reply) lmpipe__msg__free_unpacked(p->reply, NULL);
         p->reply = f->msg; /* keep it */
         f->msg = NULL;
     }
     if (--p->pending > 0) return;
+    if (p->control && p->control_ok) control_keep(c, p);
     p->reply->id = p->client_id;
     int rc = lp_service_send(c->svc, p->peer, p->peer_len, p->reply, NULL, 0);
     if (rc) LP_DEBUG("coordinator: proxied reply %llu not delivered: %s",

@@ -63,6 +63,9 @@ int lp__req_place(lp__req_t *r, lp__group_t *g)
 void lp__req_free(lp__req_t *r)
 {
     free(r->prompt);
+    free(r->gen);
+    free(r->replay);
+    free(r->tok_msg);
     free(r->params_json);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->stops);
@@ -72,6 +75,33 @@ void lp__req_free(lp__req_t *r)
     free(r->s.hist);
     free(r->s.blocks);
     free(r);
+}
+
+int lp__req_push_token(lp__req_t *r, int32_t tok)
+{
+    if (r->s.n_gen >= r->cap_gen) {
+        int32_t cap = r->cap_gen ? 2 * r->cap_gen : 64;
+        int32_t *n = realloc(r->gen, (size_t)cap * sizeof(int32_t));
+        if (!n) return LP_ERR(ENOMEM);
+        r->gen = n;
+        r->cap_gen = cap;
+    }
+    r->gen[r->s.n_gen] = tok;
+    return 0;
+}
+
+void lp__req_tokenize(lp_coord_t *c, lp__req_t *r)
+{
+    lp__link_t *tl = lp__tok_pick(c);
+    if (!tl) return; /* sent once a tokenizer is ready (lp__coord_pump) */
+    Lmpipe__Msg *m = lmpipe__msg__unpack(NULL, r->tok_len, r->tok_msg);
+    int rc = m ? lp__link_send(tl, OP_TOKENIZE, r->s.key, m, NULL, 0) : LP_ERR(ENOMEM);
+    if (m) lmpipe__msg__free_unpacked(m, NULL);
+    if (rc) {
+        lp__coord_fail(c, r, E_TOKENIZER, "cannot reach tokenizer-svc");
+        return;
+    }
+    r->tok = tl;
 }
 
 static void remove_ptr(void **arr, size_t *n, const void *p)
@@ -88,6 +118,53 @@ void lp__req_unplace(lp__req_t *r)
 {
     if (r->group) remove_ptr((void **)r->group->seqs, &r->group->n_seqs, &r->s);
     r->group = NULL;
+}
+
+void lp__req_requeue(lp_coord_t *c, lp__req_t *r)
+{
+    lp__group_t *g = r->group;
+    /* The prefill replays what the request has so far: its next token is
+     * the one the lost steps would have given. */
+    int32_t n = r->n_prompt + r->s.n_gen;
+    int32_t *buf = realloc(r->replay, (size_t)n * sizeof(int32_t));
+    if (!buf) {
+        lp__coord_fail(c, r, E_INTERNAL, "out of memory");
+        return;
+    }
+    r->replay = buf;
+    memcpy(buf, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    if (r->s.n_gen) memcpy(buf + r->n_prompt, r->gen, (size_t)r->s.n_gen * sizeof(int32_t));
+    if (g) {
+        if (r->queue_pending && g->n_queue_pending) g->n_queue_pending--;
+        lp__sched_release(&g->s, &r->s);
+        /* Its session may outlive the group's drop (a sampler that stayed
+         * up): it is closed when the group is back, and the request opens
+         * a new one under a new key. */
+        if (r->state == R_OPENING || r->state == R_RUNNING) {
+            if (g->n_stale == g->cap_stale) {
+                size_t cap = g->cap_stale ? 2 * g->cap_stale : 16;
+                uint64_t *k = realloc(g->stale, cap * sizeof(uint64_t));
+                if (k) {
+                    g->stale = k;
+                    g->cap_stale = cap;
+                }
+            }
+            if (g->n_stale < g->cap_stale) g->stale[g->n_stale++] = r->s.key;
+        }
+    }
+    lp__req_unplace(r);
+    r->queue_pending = false;
+    r->session_open = false;
+    r->s.key = ++c->next_key;
+    r->s.prompt = buf;
+    r->s.n_prompt = n;
+    r->s.running = false;
+    r->s.slot = -1;
+    r->s.n_past = 0;
+    r->s.has_next = r->s.row_pending = r->s.row_chainable = false;
+    r->s.fed_ahead = 0;
+    r->state = R_WAIT_SLOT;
+    c->n_redriven++;
 }
 
 static void req_remove(lp_coord_t *c, lp__req_t *r)
@@ -149,7 +226,7 @@ static void send_final(lp_coord_t *c, lp__req_t *r)
     if (r->reason > 0 && (size_t)r->reason < sizeof(fin) / sizeof(fin[0])) c->m.finished[fin[r->reason]]++;
     lp__metrics_observe(&c->m.h[H_E2E], now - r->t_start);
     f.queue_ms = (double)((r->t_queue ? r->t_queue : now) - r->t_start) / 1e6;
-    f.n_prompt = (uint32_t)r->s.n_prompt;
+    f.n_prompt = (uint32_t)(r->n_prompt ? r->n_prompt : r->s.n_prompt);
     f.n_generated = (uint32_t)r->s.n_gen;
     uint64_t t_first = r->t_first ? r->t_first : now;
     f.prompt_ms = (double)(t_first - r->t_start) / 1e6;

@@ -60,18 +60,28 @@ void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
             lp__coord_fail(c, r, E_INTERNAL, "out of memory");
             continue;
         }
-        c->m.prompt_tokens += (uint64_t)r->s.n_prompt;
-        if (g->s.paged && g->s.prefix_cache) {
-            c->m.prefix_queries += (uint64_t)r->s.n_prompt;
-            c->m.prefix_hits += (uint64_t)r->s.n_reused;
-            g->prefix_hits += (uint64_t)r->s.n_reused;
+        /* A re-driven request (prompt + tokens so far, after a stage died)
+         * counts in neither the prompt tokens nor the cache's queries again. */
+        if (!r->admitted) {
+            c->m.prompt_tokens += (uint64_t)r->n_prompt;
+            if (g->s.paged && g->s.prefix_cache) {
+                c->m.prefix_queries += (uint64_t)r->s.n_prompt;
+                c->m.prefix_hits += (uint64_t)r->s.n_reused;
+                g->prefix_hits += (uint64_t)r->s.n_reused;
+            }
         }
+        r->admitted = true;
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
         so.session = r->s.key;
         so.params_json = r->params_json ? r->params_json : "";
-        so.n_prompt_ids = (size_t)r->s.n_prompt;
+        so.n_prompt_ids = (size_t)r->n_prompt;
         so.prompt_ids = r->prompt;
+        /* Reopened after a stage died: the draws go on from here. */
+        so.n_generated_ids = (size_t)r->s.n_gen;
+        so.generated_ids = r->gen;
+        so.has_mirostat_mu = r->s.n_gen > 0 && r->has_mu;
+        so.mirostat_mu = r->mirostat_mu;
         so.detok = true;
         if (!r->ignore_eos) { /* the text ends before an EOG token */
             so.n_detok_end_ids = c->n_eog_ids;
@@ -99,8 +109,10 @@ void lp__steps_on_opened(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     }
     r->state = R_RUNNING;
     r->s.running = true;
-    r->queue_pending = true;
-    r->group->n_queue_pending++;
+    if (!r->t_queue) { /* queue time ends once, also for a re-driven request */
+        r->queue_pending = true;
+        r->group->n_queue_pending++;
+    }
 }
 
 /* The step has run: its requests' KV is there (full blocks may be cached). */
@@ -220,6 +232,12 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
 void lp__coord_pump(lp_coord_t *c)
 {
     if (!c->ready) return;
+    /* Tokenizations whose tokenizer dropped out, once one is back. */
+    for (size_t i = c->n_reqs; i-- > 0;) {
+        if (i >= c->n_reqs) continue;
+        lp__req_t *r = c->reqs[i];
+        if (r->state == R_TOKENIZING && !r->tok && r->tok_msg) lp__req_tokenize(c, r);
+    }
     lp__groups_place(c);
     for (size_t i = 0; i < c->n_groups; i++) {
         lp__steps_admit(c, &c->groups[i]);
@@ -313,7 +331,13 @@ static void on_token(lp_coord_t *c, lp__req_t *r, const Lmpipe__SampleResult *re
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_EOS, NULL);
         return;
     }
+    if (lp__req_push_token(r, t) != 0) {
+        lp__coord_fail(c, r, E_INTERNAL, "out of memory");
+        return;
+    }
     r->s.n_gen++;
+    r->has_mu = res->has_mirostat_mu;
+    r->mirostat_mu = res->mirostat_mu;
     c->m.generation_tokens++;
     lp__group_t *g = r->group;
     /* The sampler's decoder gave the text with the token: it goes to the

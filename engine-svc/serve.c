@@ -254,6 +254,37 @@ static void fail_refs(lp_engine_svc_t *s, const Lmpipe__StepRequest *sr)
     }
 }
 
+/* The ring's waits in slices: a sampler killed while it held a slot (or
+ * owed a token) never answers, so between slices the engine looks whether
+ * it is still there, and gives up at once when it is not. */
+#define RING_SLICE_MS 50
+
+static int reader_gone_error(lp_engine_svc_t *s)
+{
+    return lp_error_set(LP_ERR(EPIPE), "shm %s: the sampler that reads the ring has exited",
+                        lp_shm_ring_name(s->ring));
+}
+
+static int ring_acquire_at(lp_engine_svc_t *s, uint32_t slot, uint64_t seq, int wait_ms, float **row)
+{
+    for (int waited = 0;; waited += RING_SLICE_MS) {
+        int left = wait_ms - waited;
+        int rc = lp_shm_ring_acquire_at(s->ring, slot, seq, left < RING_SLICE_MS ? left : RING_SLICE_MS, row);
+        if (rc != LP_ERR(ETIMEDOUT) || left <= RING_SLICE_MS) return rc;
+        if (lp_shm_ring_reader_gone(s->ring)) return reader_gone_error(s);
+    }
+}
+
+static int ring_wait_token(lp_engine_svc_t *s, uint32_t slot, uint64_t seq, int wait_ms, int32_t *t)
+{
+    for (int waited = 0;; waited += RING_SLICE_MS) {
+        int left = wait_ms - waited;
+        int rc = lp_shm_ring_wait_token(s->ring, slot, seq, left < RING_SLICE_MS ? left : RING_SLICE_MS, t);
+        if (rc != LP_ERR(ETIMEDOUT) || left <= RING_SLICE_MS) return rc;
+        if (lp_shm_ring_reader_gone(s->ring)) return reader_gone_error(s);
+    }
+}
+
 /* Take the slots the sender chose, waiting (never overwriting) while the
  * sampler still holds one. */
 static int acquire_given(lp_engine_svc_t *s, const Lmpipe__StepRequest *sr, size_t n)
@@ -270,7 +301,7 @@ static int acquire_given(lp_engine_svc_t *s, const Lmpipe__StepRequest *sr, size
                                     i, s->refs[i].slot);
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = lp_shm_ring_acquire_at(s->ring, s->refs[i].slot, s->refs[i].seq, wait, &s->row_ptrs[i]);
+        int rc = ring_acquire_at(s, s->refs[i].slot, s->refs[i].seq, wait, &s->row_ptrs[i]);
         if (rc) {
             for (size_t k = 0; k < i; k++) lp_shm_ring_fail(s->ring, s->refs[k].slot, s->refs[k].seq);
             return rc;
@@ -320,13 +351,15 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
         dropped[i] = false;
         if (q->chain) {
             int32_t t = -1;
-            int wrc = lp_shm_ring_wait_token(s->ring, q->chain->slot, q->chain->seq,
-                                             s->p.ring_wait_ms > 0 ? s->p.ring_wait_ms : 10000, &t);
+            int wrc = ring_wait_token(s, q->chain->slot, q->chain->seq,
+                                      s->p.ring_wait_ms > 0 ? s->p.ring_wait_ms : 10000, &t);
             if (wrc == 0 && (t < 0 || t >= s->hp->n_vocab))
                 wrc = lp_error_set(LP_ERR(ERANGE), "token %d from the sampler is not in 0..%d", t,
                                    s->hp->n_vocab - 1);
             if (wrc) {
-                if (wrc == LP_ERR(ENODATA)) LP_DEBUG("engine-svc: step: seqs[%zu]: %s", i, lp_error_msg());
+                /* A dead sampler fails every chained seq: said once a step. */
+                if (wrc == LP_ERR(ENODATA) || (wrc == LP_ERR(EPIPE) && n_dropped))
+                    LP_DEBUG("engine-svc: step: seqs[%zu]: %s", i, lp_error_msg());
                 else LP_WARN("engine-svc: step: seqs[%zu].chain: %s; the seq is left out", i, lp_error_msg());
                 dropped[i] = true;
                 n_dropped++;

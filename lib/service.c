@@ -35,6 +35,8 @@ struct lp_service {
     peer_t *peers; /* peers that said hello; oldest evicted past MAX_PEERS */
     size_t n_peers, next_evict;
     peer_t controller; /* len 0 until a coordinator says hello */
+    uint64_t controller_epoch; /* its Hello.controller_epoch */
+    char controller_key[sizeof(((lp_frame_t *)0)->user_id)]; /* over CURVE: its key */
     const char *endpoint; /* borrowed from the caller of lp_service_run */
     lp_curve_t curve;
     lp_zap_t *zap; /* NULL without CURVE */
@@ -93,7 +95,8 @@ uv_loop_t *lp_service_loop(lp_service_t *svc) { return &svc->loop; }
 bool lp_service_from_controller(const lp_service_t *svc, const lp_frame_t *req)
 {
     return svc->controller.len && svc->controller.len == req->peer_len &&
-           !memcmp(svc->controller.id, req->peer, req->peer_len);
+           !memcmp(svc->controller.id, req->peer, req->peer_len) &&
+           !strcmp(svc->controller_key, req->user_id);
 }
 bool lp_service_from_admin(const lp_service_t *svc, const lp_frame_t *req)
 {
@@ -144,20 +147,38 @@ static void reply_error(lp_service_t *svc, const lp_frame_t *f, uint64_t id, int
     lp_zsock_kick(svc->zs);
 }
 
+/* Whether the controller's connection is gone (closed, or dropped by the
+ * heartbeats): with ROUTER_MANDATORY a message to it then fails at once.
+ * Where it is still there it learns who asked. */
+static bool controller_gone(lp_service_t *svc, uint64_t epoch)
+{
+    int rc = lp_frame_send_error(svc->sock, svc->controller.id, svc->controller.len, 0, LP_ERR(EBUSY),
+                                 "%s: a coordinator with a newer epoch (%llu) said hello; this one "
+                                 "stays the controller while its link is up", svc->ops->name,
+                                 (unsigned long long)epoch);
+    lp_zsock_kick(svc->zs);
+    return rc == LP_ERR(EHOSTUNREACH);
+}
+
 static void on_hello(lp_service_t *svc, const lp_frame_t *f)
 {
     const Lmpipe__Hello *peer = f->msg->hello;
     int rc = lp_hello_check(peer, LMPIPE__ROLE__ROLE_UNKNOWN);
     Lmpipe__Hello mine;
     lp_hello_init(&mine, svc->ops->role);
-    bool same = svc->controller.len == f->peer_len && !memcmp(svc->controller.id, f->peer, f->peer_len);
-    bool ctl = same || (svc->controller.len == 0 && peer->role == LMPIPE__ROLE__ROLE_COORDINATOR);
+    bool same = lp_service_from_controller(svc, f);
     /* Over CURVE the controller role is the coordinator keys' alone: any
      * other peer saying hello first would take it and wedge the pipeline. */
     if (!rc && f->user_id[0] && peer->role == LMPIPE__ROLE__ROLE_COORDINATOR &&
         !lp_keylist_has(&svc->curve.coordinator, f->user_id))
         rc = lp_error_set(LP_ERR(EACCES), "key %s may not act as coordinator (not in "
                           "curve.coordinator)", f->user_id);
+    bool coord = peer->role == LMPIPE__ROLE__ROLE_COORDINATOR;
+    /* The controller role is a lease: a coordinator with a higher epoch (a
+     * restarted one) takes it once the old controller's link is gone. */
+    bool ctl = same || (coord && svc->controller.len == 0) ||
+               (!rc && coord && peer->controller_epoch > svc->controller_epoch &&
+                controller_gone(svc, peer->controller_epoch));
     if (!rc && svc->ops->hello) rc = svc->ops->hello(svc->ctx, peer, ctl, &mine);
     if (rc) {
         if (rc == LP_ERR(EAGAIN) || rc == LP_ERR(ESHUTDOWN)) /* not ready yet, or stopping */
@@ -172,9 +193,14 @@ static void on_hello(lp_service_t *svc, const lp_frame_t *f)
     }
     peer_add(svc, f->peer, f->peer_len);
     if (ctl && !same) {
+        if (svc->controller.len)
+            LP_WARN("%s: a new coordinator (pid %u, epoch %llu) takes over as controller", svc->ops->name,
+                    peer->pid, (unsigned long long)peer->controller_epoch);
         memcpy(svc->controller.id, f->peer, f->peer_len);
         svc->controller.len = f->peer_len;
+        snprintf(svc->controller_key, sizeof(svc->controller_key), "%s", f->user_id);
     }
+    if (ctl && peer->controller_epoch > svc->controller_epoch) svc->controller_epoch = peer->controller_epoch;
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_HELLO;
     m.hello = &mine;
@@ -310,6 +336,11 @@ int lp_service_run_secure(const lp_service_ops_t *ops, void *ctx, const char *en
                        {ZMQ_HEARTBEAT_TTL, 6 * ops->heartbeat_ms}};
         for (size_t i = 0; i < sizeof(hb) / sizeof(hb[0]); i++) zmq_setsockopt(svc->sock, hb[i][0], &hb[i][1], sizeof(int));
     }
+    /* The coordinator reconnects with the same routing id (its link keeps
+     * it): the new connection replaces the old one even while this
+     * service's thread is busy and has not yet seen the old one close.
+     * Over CURVE the controller is also bound to its key (on_hello). */
+    zmq_setsockopt(svc->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof(one));
     rc = lp_curve_bind(svc->sock, endpoint, &svc->curve, ops->name);
     /* The handler is in place before the first peer can connect. */
     if (!rc && svc->curve.keyed && !lp_endpoint_is_local(endpoint))

@@ -144,6 +144,9 @@ fail:
     return rc;
 }
 
+static void futex_wake(_Atomic uint32_t *addr);
+static bool reader_dead(const lp_shm_ring_t *r);
+
 int lp_shm_ring_open(const char *name, lp_shm_ring_t **out)
 {
     *out = NULL;
@@ -201,6 +204,20 @@ int lp_shm_ring_open(const char *name, lp_shm_ring_t **out)
     r->base = base;
     r->size = size;
     set_pointers(r);
+    /* A reader that died (a sampler killed and restarted) never releases
+     * the rows it held: they are freed here, so that the writer can use
+     * their slots again. */
+    if (reader_dead(r)) {
+        for (uint32_t i = 0; i < r->hdr->n_slots; i++) {
+            lp_shm_slot_header_t *s = &r->slots[i];
+            uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+            if ((st == LP_SHM_SLOT_READY || st == LP_SHM_SLOT_FAILED) &&
+                atomic_compare_exchange_strong_explicit(&s->state, &st, LP_SHM_SLOT_FREE,
+                                                        memory_order_acq_rel, memory_order_acquire))
+                futex_wake(&s->state);
+        }
+    }
+    __atomic_store_n(&r->hdr->reader_pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
     *out = r;
     return 0;
 }
@@ -300,6 +317,15 @@ static void futex_wait(const _Atomic uint32_t *addr, uint32_t val, int ms)
 
 /* Sleep until the slot's state leaves st, for at most 50 ms and not past
  * the deadline (the callers look again, so that a dead peer is noticed). */
+/* The ring's last reader has exited: what it held will not come back. */
+static bool reader_dead(const lp_shm_ring_t *r)
+{
+    uint32_t pid = __atomic_load_n(&r->hdr->reader_pid, __ATOMIC_ACQUIRE);
+    return pid && pid != (uint32_t)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+bool lp_shm_ring_reader_gone(const lp_shm_ring_t *r) { return reader_dead(r); }
+
 static void wait_change(const lp_shm_slot_header_t *s, uint32_t st, int64_t deadline)
 {
     int64_t left = deadline - (int64_t)lp_now_ms();

@@ -54,7 +54,9 @@ typedef struct lp_shm_ring_header {
     uint64_t slot_stride; /* bytes between rows: row_len*4 rounded up to 64 */
     uint64_t data_offset; /* first row; multiple of LP_SHM_RING_DATA_ALIGN */
     uint64_t total_bytes; /* size of the segment */
-    uint64_t reserved[2];
+    uint32_t reader_pid;  /* the sampler that opened it last (0: none yet) */
+    uint32_t reserved32;
+    uint64_t reserved[1];
 } lp_shm_ring_header_t;
 
 typedef struct lp_shm_slot_header {
@@ -135,6 +137,10 @@ int lp_shm_ring_release(lp_shm_ring_t *r, uint32_t slot, uint64_t seq);
 /* Reader: hand a published slot back with the token chosen from its row
  * (state SAMPLED), waking a writer that waits for it. */
 int lp_shm_ring_release_token(lp_shm_ring_t *r, uint32_t slot, uint64_t seq, int32_t token);
+/* Writer: whether the process that opened the ring last as a reader has
+ * exited (a killed sampler): what it held will not be handed back until a
+ * new reader opens the ring, which frees those slots. */
+bool lp_shm_ring_reader_gone(const lp_shm_ring_t *r);
 /* Writer: wait up to wait_ms for the reader to hand back slot `slot`
  * holding `seq`, and give the token it left.  LP_ERR(ENODATA) when the
  * reader released it without one (its sampling failed, or the row was only

@@ -305,6 +305,44 @@ static void test_writer_gone(void)
     close(fds[1]);
 }
 
+/* The reader's process is gone (a killed sampler): the writer can tell,
+ * and the rows it held are freed when the next reader opens the ring. */
+static void test_reader_gone(void)
+{
+    lp_shm_ring_t *w;
+    CHECK_RC(lp_shm_ring_create(NULL, 3, 10, &w), 0);
+    if (!w) return;
+    CHECK(!lp_shm_ring_reader_gone(w)); /* no reader yet */
+    float *row;
+    CHECK_RC(lp_shm_ring_acquire_at(w, 0, 51, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_publish(w, 0, 51), 0);
+    CHECK_RC(lp_shm_ring_acquire_at(w, 1, 52, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_fail(w, 1, 52), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        lp_shm_ring_t *r;
+        _exit(lp_shm_ring_open(lp_shm_ring_name(w), &r) ? 2 : 0); /* holds both, releases neither */
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(lp_shm_ring_reader_gone(w));
+    CHECK(lp_shm_ring_n_free(w) == 1);
+    lp_shm_ring_t *r2;
+    CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r2), 0);
+    CHECK(lp_shm_ring_n_free(w) == 3); /* READY and FAILED rows of the dead reader freed */
+    CHECK(!lp_shm_ring_reader_gone(w));
+    /* A live reader's rows stay: opening again frees nothing. */
+    CHECK_RC(lp_shm_ring_acquire_at(w, 2, 53, 0, &row), 0);
+    CHECK_RC(lp_shm_ring_publish(w, 2, 53), 0);
+    lp_shm_ring_t *r3;
+    CHECK_RC(lp_shm_ring_open(lp_shm_ring_name(w), &r3), 0);
+    CHECK(lp_shm_ring_n_free(w) == 2);
+    lp_shm_ring_destroy(&r3);
+    lp_shm_ring_destroy(&r2);
+    lp_shm_ring_destroy(&w);
+}
+
 int main(void)
 {
     test_basic();
@@ -313,5 +351,6 @@ int main(void)
     test_wait();
     test_token();
     test_writer_gone();
+    test_reader_gone();
     return CHECK_DONE();
 }

@@ -118,6 +118,8 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpip
     mine->vocab_hash = s->vocab_hash;
     mine->no_shm = s->p.no_shm;
     mine->detok = s->tok != NULL;
+    /* The coordinator replays the live strategy to a sampler behind it. */
+    mine->strategy_version = lp_sampler_store_version(s->store);
     int rc = lp_hello_check_vocab(mine, peer);
     if (rc) return rc;
     /* Only the controller (the coordinator) names the ring. */

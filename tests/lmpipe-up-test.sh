@@ -75,8 +75,12 @@ if start_up --no-shm; then
     wait $up || { echo "FAIL: lmpipe up exited $? after SIGINT"; fail=1; }
 fi
 
-# A service that dies: lmpipe up stops the others and cleans up after it.
-if start_up; then
+# A service that dies with supervision off (supervise.max_restarts = 0): lmpipe
+# up stops the others and cleans up after it.  (With supervision it restarts
+# the service: tests/fault-test.py.)
+sed 's/^supervise.max_restarts = .*/supervise.max_restarts = 0/' "$src/deploy/lmpipe.conf" >"$work/nosup.conf"
+grep -q "^supervise.max_restarts = 0" "$work/nosup.conf" || { echo "FAIL: no supervise.max_restarts in the example config"; fail=1; }
+if start_up --config "$work/nosup.conf"; then
     engine=$(ps -o pid=,args= --ppid $up | awk '/engine-svc/ {print $1}')
     kill -KILL $engine
     check_clean "engine killed"

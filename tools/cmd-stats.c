@@ -32,6 +32,13 @@ static void print_stats(const Lmpipe__StatsReply *s, Lmpipe__Role role)
                (unsigned long long)s->prefix_cache_queries, rate, s->kv_blocks_used, s->kv_blocks_cached,
                s->kv_blocks_total, (unsigned long long)s->kv_preemptions);
     }
+    printf("finished:");
+    for (size_t i = 0; i < s->n_finish_reasons; i++)
+        printf(" %s %llu", s->finish_reasons[i]->kind, (unsigned long long)s->finish_reasons[i]->n);
+    printf("\nrestarts:");
+    for (size_t i = 0; i < s->n_stage_restarts; i++)
+        printf(" %s %llu", s->stage_restarts[i]->kind, (unsigned long long)s->stage_restarts[i]->n);
+    printf(", requests re-driven %llu\n", (unsigned long long)s->requests_redriven);
     for (size_t i = 0; i < s->n_groups; i++) {
         const Lmpipe__GroupStats *g = s->groups[i];
         printf("group %s: %s, slots %u/%u, running %llu, waiting %llu, steps %llu, requests %llu, "

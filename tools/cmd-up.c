@@ -97,7 +97,9 @@ static void usage(FILE *f)
                "SIGTERM/SIGINT drain: new requests are refused (\"draining\"), running ones have\n"
                "--drain-grace-ms (config drain_grace_ms, default 10000; 0: none) to finish before\n"
                "they end with the error \"shutting down\"; then the services stop.  At start, the\n"
-               "shared-memory segments and run folders of crashed pipelines are removed.\n");
+               "shared-memory segments and run folders of crashed pipelines are removed.\n"
+               "A service that dies is restarted (config supervise.max_restarts in\n"
+               "supervise.window_s; docs/PIPELINE.md, \"Faults and recovery\").\n");
 }
 
 int lp_cmd_up(int argc, char **argv)
@@ -169,6 +171,7 @@ int lp_cmd_up(int argc, char **argv)
     if (plugin_dir) o.plugin_dir = plugin_dir;
     if (only) o.only = only;
     if (grace) o.drain_grace_ms = grace;
+    o.supervise = true; /* lmpipe run and bench stop at the first death */
     if (http) o.http_listen = http;
     if (nats) o.nats[0] = nats; /* nats.url */
     if (api_keys[0]) o.http_api_keys = api_keys;

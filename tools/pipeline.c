@@ -34,10 +34,23 @@ static const char *const build_paths[P_COUNT] = {"../tokenizer-svc/tokenizer-svc
 typedef struct child {
     uv_process_t proc;
     bool running, spawned;
+    bool closing;             /* proc's handle is closing: respawn after its callback */
     int64_t status;
     int term_signal;
     struct lp_pipeline *owner;
+    uint64_t t_spawned;       /* ms, the loop's clock */
+    unsigned backoff_ms;      /* the next restart's delay */
+    uv_timer_t restart;
+    bool restart_open;
 } child_t;
+
+#define RESTART_MIN_MS 100
+#define RESTART_MAX_MS 5000
+/* A child that ran this long counts as recovered: its next restart waits
+ * RESTART_MIN_MS again.  One that fails as it starts (its model gone, its
+ * address taken) dies well within it, and backs off. */
+#define RESTART_RECOVERED_MS 250
+#define RESTARTS_KEPT 1024
 
 struct lp_pipeline {
     uv_loop_t *loop;
@@ -60,6 +73,9 @@ struct lp_pipeline {
     uv_timer_t http_timer, nats_timer;
     bool http_timer_open;
     char curve_allow[8192]; /* this host's key, then curve.allow */
+    bool ready;               /* wait_ready passed: a service that dies is restarted */
+    uint64_t restart_t[RESTARTS_KEPT]; /* when the last restarts were (ms), cyclic */
+    unsigned n_restarts;
 };
 
 static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **env);
@@ -97,7 +113,8 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
                              "sampler.server_key", "coordinator.prefix_cache",
                              "coordinator.kv_blocks", "drain_grace_ms", "engine.kv_block",
-                             "engine.kv_pool_tokens", "engine.kv_pool_mb"};
+                             "engine.kv_pool_tokens", "engine.kv_pool_mb", "supervise.max_restarts",
+                             "supervise.window_s"};
 /* group.NAME.FIELD: the engine groups a coordinator connects to. */
 static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
 
@@ -210,6 +227,21 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
                           "max_queued_per_client", "coordinator.kv_blocks"};
     int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads,
                   &o->max_queued_per_client, &o->kv_blocks};
+    if (!rc) {
+        rc = lp_config_get_int(cfg, "supervise.max_restarts", o->max_restarts, &v);
+        if (!rc && (v < 0 || v > 1000000))
+            rc = lp_error_set(LP_ERR(EINVAL), "config key supervise.max_restarts: %lld is not in 0..1000000",
+                              (long long)v);
+        /* 0 means never: stored as -1 so that 0 stays "the default". */
+        if (!rc && lp_config_get(cfg, "supervise.max_restarts", NULL)) o->max_restarts = v ? (int)v : -1;
+    }
+    if (!rc) {
+        rc = lp_config_get_int(cfg, "supervise.window_s", o->restart_window_s, &v);
+        if (!rc && (v < 1 || v > 86400) && lp_config_get(cfg, "supervise.window_s", NULL))
+            rc = lp_error_set(LP_ERR(EINVAL), "config key supervise.window_s: %lld is not in 1..86400",
+                              (long long)v);
+        if (!rc) o->restart_window_s = (int)v;
+    }
     for (int i = 0; !rc && i < 6; i++) {
         rc = lp_config_get_int(cfg, ints[i], *dst[i], &v);
         if (!rc && (v < 0 || v > (1 << 24)))
@@ -239,6 +271,83 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     return rc;
 }
 
+static void on_proc_closed(uv_handle_t *h)
+{
+    ((child_t *)h->data)->closing = false;
+}
+
+static void fail_child(lp_pipeline_t *p, int idx, const char *why)
+{
+    if (p->stopping || p->failed) return;
+    p->failed = true;
+    p->failed_idx = idx;
+    const child_t *k = &p->kids[idx];
+    LP_ERROR("lmpipe: %s exited (status %lld, signal %d)%s", svc_names[idx], (long long)k->status,
+             k->term_signal, why);
+}
+
+static void on_restart(uv_timer_t *t)
+{
+    child_t *k = t->data;
+    lp_pipeline_t *p = k->owner;
+    int idx = (int)(k - p->kids);
+    if (p->stopping || p->failed) return;
+    if (k->closing) { /* the old handle's close callback is still to run */
+        uv_timer_start(t, on_restart, 10, 0);
+        return;
+    }
+    /* What the dead process left: its socket file, and the engine's ring
+     * (the new engine gets a new one: a sampler that stayed up still maps
+     * the old name's segment until it is told the new one). */
+    if (idx == P_ENG && !p->opts.no_shm) {
+        shm_unlink(p->shm_name);
+        lp_shm_ring_random_name(p->shm_name, sizeof(p->shm_name));
+    }
+    if (!strncmp(idx == P_TOK ? p->tok_bind : p->ep[idx], "ipc://", 6))
+        unlink((idx == P_TOK ? p->tok_bind : p->ep[idx]) + 6);
+    if (spawn(p, &p->opts, idx, p->env) != 0) {
+        char why[600];
+        snprintf(why, sizeof(why), "; restarting it failed: %s", lp_error_msg());
+        fail_child(p, idx, why);
+    }
+}
+
+/* Restart child idx, within the budget: whether it will be. */
+static bool supervise(lp_pipeline_t *p, int idx)
+{
+    child_t *k = &p->kids[idx];
+    const lp_pipeline_opts_t *o = &p->opts;
+    if (!o->supervise || !p->ready || (k->status == 0 && k->term_signal == 0)) return false;
+    int max = o->max_restarts ? o->max_restarts : 10;
+    int window = o->restart_window_s ? o->restart_window_s : 60;
+    if (max < 0) return false;
+    uint64_t now = uv_now(p->loop);
+    unsigned in_window = 0;
+    for (unsigned i = 0; i < p->n_restarts && i < RESTARTS_KEPT; i++)
+        in_window += now - p->restart_t[(p->n_restarts - 1 - i) % RESTARTS_KEPT] < (uint64_t)window * 1000;
+    if (in_window >= (unsigned)max) {
+        char why[200];
+        snprintf(why, sizeof(why), "; %u restarts in the last %d s (supervise.max_restarts = %d, "
+                 "supervise.window_s = %d): stopping the pipeline", in_window, window, max, window);
+        fail_child(p, idx, why);
+        return true;
+    }
+    if (now - k->t_spawned >= RESTART_RECOVERED_MS || !k->backoff_ms) k->backoff_ms = RESTART_MIN_MS;
+    p->restart_t[p->n_restarts++ % RESTARTS_KEPT] = now;
+    LP_WARN("lmpipe: %s exited (status %lld, signal %d); restarting it in %.1f s (restart %u)",
+            svc_names[idx], (long long)k->status, k->term_signal, k->backoff_ms / 1000.0, p->n_restarts);
+    if (!k->restart_open) {
+        uv_timer_init(p->loop, &k->restart);
+        k->restart.data = k;
+        k->restart_open = true;
+    }
+    uv_timer_start(&k->restart, on_restart, k->backoff_ms, 0);
+    k->backoff_ms = k->backoff_ms * 2 > RESTART_MAX_MS ? RESTART_MAX_MS : k->backoff_ms * 2;
+    return true;
+}
+
+unsigned lp_pipeline_restarts(const lp_pipeline_t *p) { return p->n_restarts; }
+
 static void on_exit_cb(uv_process_t *h, int64_t status, int term_signal)
 {
     child_t *k = h->data;
@@ -260,13 +369,9 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int term_signal)
         uv_close((uv_handle_t *)h, NULL);
         return;
     }
-    if (!p->stopping && !p->failed) {
-        p->failed = true;
-        p->failed_idx = (int)(k - p->kids);
-        LP_ERROR("lmpipe: %s exited (status %lld, signal %d)", svc_names[p->failed_idx],
-                 (long long)status, term_signal);
-    }
-    uv_close((uv_handle_t *)h, NULL);
+    k->closing = true;
+    uv_close((uv_handle_t *)h, on_proc_closed);
+    if (!p->stopping && !p->failed && !supervise(p, idx)) fail_child(p, idx, "");
 }
 
 static int find_bin(const lp_pipeline_opts_t *o, int i, char *out, size_t cap)
@@ -482,6 +587,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         return lp_error_set(rc, "spawn %s: %s", bin, uv_strerror(rc));
     }
     k->running = k->spawned = true;
+    k->t_spawned = uv_now(p->loop);
     return 0;
 }
 
@@ -685,7 +791,11 @@ static int wait_one(lp_pipeline_t *p, int i, Lmpipe__Role role, int timeout_ms)
 
 int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms)
 {
-    if (p->run & LP_PIPELINE_COORDINATOR) return wait_one(p, P_COORD, LMPIPE__ROLE__ROLE_COORDINATOR, timeout_ms);
+    if (p->run & LP_PIPELINE_COORDINATOR) {
+        int rc = wait_one(p, P_COORD, LMPIPE__ROLE__ROLE_COORDINATOR, timeout_ms);
+        p->ready = rc == 0;
+        return rc;
+    }
     /* A host without the coordinator: each of its services answers. */
     static const Lmpipe__Role roles[3] = {LMPIPE__ROLE__ROLE_TOKENIZER, LMPIPE__ROLE__ROLE_ENGINE,
                                           LMPIPE__ROLE__ROLE_SAMPLER};
@@ -694,6 +804,7 @@ int lp_pipeline_wait_ready(lp_pipeline_t *p, int timeout_ms)
         int rc = wait_one(p, i, roles[i], timeout_ms);
         if (rc) return rc;
     }
+    p->ready = true;
     return 0;
 }
 
@@ -765,6 +876,11 @@ int lp_pipeline_stop(lp_pipeline_t *p)
     timer.data = p;
     stop_in_order(p, &timer);
     uv_close((uv_handle_t *)&timer, NULL);
+    for (int i = 0; i < P_COUNT; i++)
+        if (p->kids[i].restart_open) {
+            uv_close((uv_handle_t *)&p->kids[i].restart, NULL);
+            p->kids[i].restart_open = false;
+        }
     if (p->http_timer_open) {
         uv_close((uv_handle_t *)&p->http_timer, NULL);
         uv_close((uv_handle_t *)&p->nats_timer, NULL);

@@ -81,6 +81,14 @@ typedef struct lp_pipeline_opts {
     /* lmpipe-nats: started when nats[0] (nats.url) is set; the values of the
      * nats.* config keys in pipeline.c's order, NULL when not given. */
     const char *nats[LP_PIPELINE_NATS_KEYS];
+    /* Supervision (lmpipe up): a service that dies once the pipeline is
+     * ready is restarted after a backoff (100 ms doubling to 5 s, back to
+     * 100 ms once it has run 250 ms), at most max_restarts times in any
+     * window_s seconds; past that, or with supervise false, the pipeline
+     * stops.  Config supervise.max_restarts (0: never restart) and
+     * supervise.window_s. */
+    bool supervise;
+    int max_restarts, restart_window_s; /* 0 and 0: 10 in 60 s */
 } lp_pipeline_opts_t;
 
 typedef struct lp_pipeline lp_pipeline_t;
@@ -105,7 +113,9 @@ int lp_pipeline_pids(const lp_pipeline_t *p, int *out, int cap);
  * endpoint it binds (borrowed; NULL for the gateway). */
 bool lp_pipeline_runs(const lp_pipeline_t *p, unsigned service);
 const char *lp_pipeline_service_endpoint(const lp_pipeline_t *p, unsigned service);
-/* A child has exited; *name gets which (borrowed). */
+/* Services restarted by the supervision so far (all of them). */
+unsigned lp_pipeline_restarts(const lp_pipeline_t *p);
+/* A child has exited for good (not restarted); *name gets which (borrowed). */
 bool lp_pipeline_failed(const lp_pipeline_t *p, const char **name);
 /* Stop every child (SIGTERM, then SIGKILL after 5 s; the gateway and the
  * coordinator first, the services once they are gone), wait for them, and

@@ -183,6 +183,12 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
           s->finish_reasons, s->n_finish_reasons, reasons);
     static const char *const errs[] = {"bad_request", "tokenizer", "engine", "sampler", "internal", NULL};
     kinds(&b, gw, "errors_total", "Errors, by kind.", "kind", s->error_kinds, s->n_error_kinds, errs);
+    static const char *const stages[] = {"tokenizer", "engine", "sampler", NULL};
+    kinds(&b, gw, "stage_restarts_total", "Services back with a new process, by stage.", "stage",
+          s->stage_restarts, s->n_stage_restarts, stages);
+    meta(&b, "requests_redriven_total", "counter", "Requests prefilled again from prompt and tokens so far "
+         "after a stage died.");
+    sample(&b, gw, "requests_redriven_total", NULL, NULL, (double)s->requests_redriven);
     groups(&b, gw, s);
     meta(&b, "http_requests_total", "counter", "HTTP responses of this gateway, by status code.");
     static const char *const codes[LP_GW_N_CODES] = {"200", "400", "401", "403", "404", "405", "413", "500", "503"};
