@@ -25,10 +25,11 @@
 //          [--json out.json]
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
-import { mkdtempSync, writeFileSync, rmSync, openSync, readSync, closeSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
+import { sleep, pct, freePort, waitHealthy, stop, eventDiffs, partialUtf8Tokens } from './common.mjs';
 
 const args = { build: 'build', 'llama-server': '../shared/llama.cpp/bin/llama-server', threads: '2', clients: '1,8,16',
                'max-tokens': '64', rounds: '3', 'event-reps': '8', 'n-ctx': '512' };
@@ -63,23 +64,6 @@ const children = [];
 process.on('exit', () => { for (const c of children) try { c.kill('SIGTERM'); } catch { /* gone */ } rmSync(work, { recursive: true, force: true }); });
 for (const s of ['SIGINT', 'SIGTERM']) process.on(s, () => process.exit(1));
 
-function freePort() {
-    return new Promise((res, rej) => {
-        const s = createServer();
-        s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); });
-        s.on('error', rej);
-    });
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function waitHealthy(base, child, what) {
-    for (let i = 0; i < 1200; i++) {
-        if (child.exitCode !== null || child.signalCode !== null)
-            throw new Error(`${what} exited with ${child.exitCode ?? child.signalCode}`);
-        try { if ((await fetch(`${base}/health`)).status === 200) return; } catch { /* not up yet */ }
-        await sleep(100);
-    }
-    throw new Error(`${what} did not get healthy on ${base}`);
-}
 async function modelName(base) {
     return (await (await fetch(`${base}/v1/models`)).json()).data[0].id;
 }
@@ -90,14 +74,6 @@ function start(cmd, argv, what) {
     c.on('exit', (code, sig) => { if ((code || sig) && !c.stopping) console.error(`${what} exited ${code ?? sig}: ${err}`); });
     children.push(c);
     return c;
-}
-async function stop(c) {
-    c.stopping = true;
-    if (c.exitCode !== null || c.signalCode !== null) return;
-    const done = new Promise((r) => c.on('exit', r));
-    c.kill('SIGTERM');
-    await Promise.race([done, sleep(10000)]);
-    if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 }
 
 async function startLmpipe(slots = maxClients) {
@@ -157,46 +133,6 @@ function ssePost(srv, body, onEvent, signal, path = '/v1/completions') {
     });
 }
 
-// Tokens whose text is not whole UTF-8 on its own (byte-level BPE pieces of
-// a character), read from the GGUF's tokenizer.ggml.tokens.  llama-server
-// ends a stream with a 500 ("does not match the expected Content-only
-// format") at such a token, and a random-weight model picks them freely, so
-// llama-server gets them as logit_bias false (lmpipe streams them, and takes
-// at most 1024 logit_bias entries; the bias is microseconds a token against
-// the model's milliseconds, and both generate the same number of tokens).
-function partialUtf8Tokens(path) {
-    const fd = Buffer.alloc(64 << 20); // the vocabulary lies in the header
-    const f = openSync(path, 'r');
-    readSync(f, fd, 0, fd.length, 0);
-    closeSync(f);
-    let p = 16;
-    const u32 = () => { const v = fd.readUInt32LE(p); p += 4; return v; };
-    const u64 = () => { const v = Number(fd.readBigUInt64LE(p)); p += 8; return v; };
-    const str = () => { const n = u64(); const v = fd.subarray(p, p + n); p += n; return v; };
-    const fixed = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
-    const skip = (t) => { if (fixed[t]) p += fixed[t]; else if (t === 8) str(); else if (t === 9) { const et = u32(); const n = u64(); for (let i = 0; i < n; i++) skip(et); } };
-    const nKv = u64();
-    // GPT-2's byte <-> printable character map of byte-level BPE vocabularies
-    const dec = new Map();
-    const printable = (b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-    for (let b = 0, k = 0; b < 256; b++) dec.set(String.fromCodePoint(printable(b) ? b : 256 + k++), b);
-    const strict = new TextDecoder('utf-8', { fatal: true });
-    const bad = [];
-    for (let i = 0; i < nKv; i++) {
-        const key = str().toString();
-        const t = u32();
-        if (key !== 'tokenizer.ggml.tokens') { skip(t); continue; }
-        u32();
-        const n = u64();
-        for (let id = 0; id < n; id++) {
-            const chars = [...str().toString()];
-            if (!chars.every((c) => dec.has(c))) continue; // not a byte-level piece
-            try { strict.decode(Uint8Array.from(chars.map((c) => dec.get(c)))); } catch { bad.push(id); }
-        }
-        break;
-    }
-    return bad;
-}
 
 // One streamed completion; times from performance.now().
 // llama.cpp's /completion on both: llama-server's /v1/completions parses the
@@ -213,7 +149,6 @@ async function streamOne(srv, prompt, nTok) {
     return { ttft: first - t0, t0, end: performance.now(), tokens: predicted ?? chunks };
 }
 
-const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p / 100 * s.length))]; };
 
 async function loadRun(srv, n, round, nTok = maxTokens) {
     const t = await Promise.all([...Array(n)].map((_, i) => streamOne(srv, `${round + 1}. ${prompts[i % prompts.length]}`, nTok)));
@@ -274,24 +209,6 @@ function sseStream(srv, prompt, nTok) {
         sock.on('end', () => res(marks));
         sock.on('error', rej);
     });
-}
-// Both requests decode in the same engine steps, so each step sends their
-// two token events within microseconds of each other, whatever token each is
-// at (they need not have started in the same step).  Each SSE event is paired
-// with the nearest ZeroMQ event; pairs further apart than a quarter of a step
-// are from different steps (a step where one of them was not scheduled) and
-// are left out.  Returns the SSE minus ZeroMQ times in microseconds.
-function eventDiffs(zmq, sse, itl) {
-    const z = zmq.map((m) => m[1]);
-    const out = [];
-    for (const [, t] of sse) {
-        let lo = 0, hi = z.length - 1;
-        while (lo < hi) { const mid = (lo + hi) >> 1; if (z[mid] < t) lo = mid + 1; else hi = mid; }
-        const near = [z[lo], z[lo - 1]].filter((x) => x !== undefined).reduce((a, x) => (Math.abs(t - x) < Math.abs(t - a) ? x : a));
-        const d = (t - near) * 1000;
-        if (Math.abs(d) < itl / 4) out.push(d);
-    }
-    return out;
 }
 async function eventRun(srv) {
     const prompt = 'The quick brown fox jumps over the lazy dog and then';

@@ -22,10 +22,10 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sleep, pct, freePort, eventDiffs } from './common.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(join(here, '../tests/nats/package.json'));
@@ -43,8 +43,6 @@ const lmpipe = resolve(args.build, 'tools/lmpipe');
 const maxTokens = Number(args['max-tokens']), eventReps = Number(args['event-reps']), nReq = Number(args.requests);
 const shortTokens = args['short-tokens'].split(',').filter(Boolean).map(Number);
 const sc = StringCodec();
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const pct = (a, p) => { if (!a.length) return NaN; const s = [...a].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
 
 const work = mkdtempSync(join(tmpdir(), 'nats-bench-'));
 const children = [];
@@ -53,9 +51,6 @@ process.on('exit', () => {
     try { rmSync(work, { recursive: true, force: true, maxRetries: 5 }); } catch { /* nats-server still writing: left in /tmp */ }
 });
 for (const s of ['SIGINT', 'SIGTERM']) process.on(s, () => process.exit(1));
-function freePort() {
-    return new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
-}
 async function until(pred, ms, what) {
     const end = Date.now() + ms;
     while (Date.now() < end) { if (pred()) return; await sleep(50); }
@@ -116,18 +111,6 @@ function busStream(prompt, nTok) {
             if (e.final) { waiting.delete(id); res(marks); }
         });
     });
-}
-function eventDiffs(zmq, bus, itl) {
-    const z = zmq.map((m) => m[1]);
-    const out = [];
-    for (const [, t] of bus) {
-        let lo = 0, hi = z.length - 1;
-        while (lo < hi) { const mid = (lo + hi) >> 1; if (z[mid] < t) lo = mid + 1; else hi = mid; }
-        const near = [z[lo], z[lo - 1]].filter((x) => x !== undefined).reduce((a, x) => (Math.abs(t - x) < Math.abs(t - a) ? x : a));
-        const d = (t - near) * 1000;
-        if (Math.abs(d) < itl / 4) out.push(d);
-    }
-    return out;
 }
 const out = { model: args.model, threads: Number(args.threads), max_tokens: maxTokens, cpus: cpus().length, cpu: cpus()[0].model, event: null, throughput: [] };
 console.log(`nats-bench: ${args.model}, threads ${args.threads}, ${out.cpus} CPUs (${out.cpu})`);

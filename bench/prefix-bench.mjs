@@ -26,10 +26,10 @@
 //          [--no-prefix-cache 1] [--json out.json]
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
-import { mkdtempSync, writeFileSync, rmSync, openSync, readSync, closeSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { sleep, pct, freePort, waitHealthy, stop, partialUtf8Tokens } from './common.mjs';
 
 const args = { build: 'build', 'llama-server': '../shared/llama.cpp/bin/llama-server', threads: '2',
                conversations: '8', turns: '6', 'user-tokens': '100', 'gen-tokens': '64', requests: '64',
@@ -61,23 +61,6 @@ const children = [];
 process.on('exit', () => { for (const c of children) try { c.kill('SIGTERM'); } catch { /* gone */ } rmSync(work, { recursive: true, force: true }); });
 for (const s of ['SIGINT', 'SIGTERM']) process.on(s, () => process.exit(1));
 
-function freePort() {
-    return new Promise((res, rej) => {
-        const s = createServer();
-        s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); });
-        s.on('error', rej);
-    });
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function waitHealthy(base, child, what) {
-    for (let i = 0; i < 1200; i++) {
-        if (child.exitCode !== null || child.signalCode !== null)
-            throw new Error(`${what} exited with ${child.exitCode ?? child.signalCode}`);
-        try { if ((await fetch(`${base}/health`)).status === 200) return; } catch { /* not up yet */ }
-        await sleep(100);
-    }
-    throw new Error(`${what} did not get healthy on ${base}`);
-}
 function start(cmd, argv, what) {
     const c = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
@@ -85,14 +68,6 @@ function start(cmd, argv, what) {
     c.on('exit', (code, sig) => { if ((code || sig) && !c.stopping) console.error(`${what} exited ${code ?? sig}: ${err}`); });
     children.push(c);
     return c;
-}
-async function stop(c) {
-    c.stopping = true;
-    if (c.exitCode !== null || c.signalCode !== null) return;
-    const done = new Promise((r) => c.on('exit', r));
-    c.kill('SIGTERM');
-    await Promise.race([done, sleep(10000)]);
-    if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 }
 
 async function startLmpipe(cache) {
@@ -166,7 +141,6 @@ async function complete(srv, prompt, nTok) {
     return { ttft: first - t0, t0, end: performance.now(), text, tokens };
 }
 
-const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p / 100 * s.length))]; };
 
 // About n tokens of plain text, different for each seed (words counted
 // once through /tokenize).
@@ -274,40 +248,5 @@ async function main() {
     if (args.json) writeFileSync(args.json, JSON.stringify({ model, threads, slots, runs: Object.fromEntries(runs) }, null, 2));
 }
 
-// Tokens whose text is not whole UTF-8 on its own, from the GGUF's
-// tokenizer.ggml.tokens: llama-server ends a stream with a 500 at such a
-// token, so it gets them as logit_bias false (as in http-bench.mjs).
-function partialUtf8Tokens(path) {
-    const fd = Buffer.alloc(64 << 20); // the vocabulary lies in the header
-    const f = openSync(path, 'r');
-    readSync(f, fd, 0, fd.length, 0);
-    closeSync(f);
-    let p = 16;
-    const u32 = () => { const v = fd.readUInt32LE(p); p += 4; return v; };
-    const u64 = () => { const v = Number(fd.readBigUInt64LE(p)); p += 8; return v; };
-    const str = () => { const n = u64(); const v = fd.subarray(p, p + n); p += n; return v; };
-    const fixed = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
-    const skip = (t) => { if (fixed[t]) p += fixed[t]; else if (t === 8) str(); else if (t === 9) { const et = u32(); const n = u64(); for (let i = 0; i < n; i++) skip(et); } };
-    const nKv = u64();
-    const dec = new Map();
-    const printable = (b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-    for (let b = 0, k = 0; b < 256; b++) dec.set(String.fromCodePoint(printable(b) ? b : 256 + k++), b);
-    const strict = new TextDecoder('utf-8', { fatal: true });
-    const bad = [];
-    for (let i = 0; i < nKv; i++) {
-        const key = str().toString();
-        const t = u32();
-        if (key !== 'tokenizer.ggml.tokens') { skip(t); continue; }
-        u32();
-        const n = u64();
-        for (let id = 0; id < n; id++) {
-            const chars = [...str().toString()];
-            if (!chars.every((c) => dec.has(c))) continue; // not a byte-level piece
-            try { strict.decode(Uint8Array.from(chars.map((c) => dec.get(c)))); } catch { bad.push(id); }
-        }
-        break;
-    }
-    return bad;
-}
 
 main().catch((e) => { console.error(`prefix-bench: ${e.stack || e}`); process.exit(1); });
