@@ -115,8 +115,10 @@ static void fail(gen_call_t *g, int status, const char *msg)
         lp_gw_conn_t *conn = g->conn;
         call_free(g);
         lp_gw_conn_set_call(conn, NULL);
-        lp_gw_error(conn, status, status == 400 ? "invalid_request_error" : "server_error",
-                    param[0] ? param : NULL, NULL, "%s", msg);
+        /* 429 as OpenAI writes it, so that SDKs back off and retry */
+        lp_gw_error(conn, status,
+                    status == 400 ? "invalid_request_error" : status == 429 ? "requests" : "server_error",
+                    param[0] ? param : NULL, status == 429 ? "rate_limit_exceeded" : NULL, "%s", msg);
         return;
     }
     lp_sb_t b = {0};

@@ -82,7 +82,7 @@ typedef struct lp_gw_req {
     const char *auth;            /* the Authorization header, or NULL */
 } lp_gw_req_t;
 
-#define LP_GW_N_CODES 9
+#define LP_GW_N_CODES 10
 struct lp_gw {
     uv_loop_t *loop;
     lp_gw_opts_t o;

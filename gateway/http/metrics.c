@@ -191,7 +191,7 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
     sample(&b, gw, "requests_redriven_total", NULL, NULL, (double)s->requests_redriven);
     groups(&b, gw, s);
     meta(&b, "http_requests_total", "counter", "HTTP responses of this gateway, by status code.");
-    static const char *const codes[LP_GW_N_CODES] = {"200", "400", "401", "403", "404", "405", "413", "500", "503"};
+    static const char *const codes[LP_GW_N_CODES] = {"200", "400", "401", "403", "404", "405", "413", "429", "500", "503"};
     /* This response counts too: it is 200 unless it fails to build. */
     gw->n_http[0]++;
     for (int i = 0; i < LP_GW_N_CODES; i++) sample(&b, gw, "http_requests_total", "code", codes[i], (double)gw->n_http[i]);

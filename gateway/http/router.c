@@ -39,6 +39,8 @@ void lp_gw_error(lp_gw_conn_t *c, int status, const char *type, const char *para
 int lp_gw_status_of(int code, const char *msg)
 {
     if (code == LP_ERR(EINVAL) || code == LP_ERR(ERANGE) || code == LP_ERR(E2BIG)) return 400;
+    /* the coordinator's queue (or this gateway's share of it) is full: try later */
+    if (code == LP_ERR(EBUSY)) return 429;
     if (code == LP_ERR(EAGAIN) || code == LP_ERR(EPROTO) || code == LP_ERR(ETIMEDOUT) ||
         code == LP_ERR(EHOSTUNREACH) || code == LP_ERR(ECONNRESET) || code == LP_ERR(ESHUTDOWN))
         return 503;

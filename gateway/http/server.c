@@ -38,13 +38,13 @@ lp_gw_t *lp_gw_conn_gw(lp_gw_conn_t *c) { return c->gw; }
 
 void lp_gw_count(lp_gw_t *gw, int status)
 {
-    static const int codes[LP_GW_N_CODES] = {200, 400, 401, 403, 404, 405, 413, 500, 503};
+    static const int codes[LP_GW_N_CODES] = {200, 400, 401, 403, 404, 405, 413, 429, 500, 503};
     for (int i = 0; i < LP_GW_N_CODES; i++)
         if (codes[i] == status) {
             gw->n_http[i]++;
             return;
         }
-    gw->n_http[7]++; /* anything else counts with 500 */
+    gw->n_http[8]++; /* anything else counts with 500 */
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -142,6 +142,7 @@ static const char *reason_phrase(int s)
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
     case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Unknown";

@@ -268,8 +268,9 @@ static void on_job_msg(lp_gw_op_t *op, const Lmpipe__Msg *m)
     case LMPIPE__MSG__BODY_FINAL: on_final(j, m->final); break;
     case LMPIPE__MSG__BODY_ERROR: {
         int st = lp_gw_status_of(m->error->code, m->error->message);
-        if (st == 503) {
-            /* Not ready, or the coordinator went away: the request runs again later. */
+        if (st == 503 || st == 429) {
+            /* Not ready, the coordinator went away or its queue is full: the
+             * request runs again later. */
             LP_INFO("request %s: %s; redelivery in %d ms", j->id, m->error->message, j->nb->o.nak_delay_ms);
             nak(j->nb, j->ack);
             job_free(j);
