@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* ---- the client API ------------------------------------------------------------------ */
 
@@ -253,6 +254,10 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
                             waiting, max_client);
     lp__req_t *r = calloc(1, sizeof(*r));
     if (!r) return LP_ERR(ENOMEM);
+    /* An unseeded request's seed, fixed here so that a reopened session
+     * draws what the first one would have. */
+    if (getrandom(&r->random_seed, sizeof(r->random_seed), 0) != (ssize_t)sizeof(r->random_seed))
+        r->random_seed = lp_now_ns();
     memcpy(r->client, key, key_len);
     r->client_len = key_len;
     r->s.key = ++c->next_key;

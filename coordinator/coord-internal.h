@@ -176,6 +176,7 @@ typedef struct lp__req {
     int32_t *gen;              /* the tokens generated so far (s.n_gen of them) */
     float mirostat_mu;         /* with has_mu: the session's mu after the last of them, for a reopen */
     bool has_mu;
+    uint64_t random_seed;      /* the sampler's seed where the parameters leave it random (every open) */
     int32_t cap_gen;
     int32_t *replay;           /* prompt + gen, prefilled again after a stage died */
     uint8_t *tok_msg;          /* the packed tokenize request, kept to send it again */

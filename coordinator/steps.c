@@ -82,6 +82,8 @@ void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
         so.generated_ids = r->gen;
         so.has_mirostat_mu = r->s.n_gen > 0 && r->has_mu;
         so.mirostat_mu = r->mirostat_mu;
+        so.has_random_seed = true;
+        so.random_seed = r->random_seed;
         so.detok = true;
         if (!r->ignore_eos) { /* the text ends before an EOG token */
             so.n_detok_end_ids = c->n_eog_ids;

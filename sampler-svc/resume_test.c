@@ -195,6 +195,52 @@ static void check_refusals(void)
     lp_sampler_store_destroy(&st);
 }
 
+/* An unseeded session (seed -1) given a seed at open (SamplerOpen.random_seed,
+ * lp_sampler_seq_set_random_seed) is reopened with the same one and goes on
+ * as if nothing happened; an explicit seed is not replaced. */
+static void check_random_seed(void)
+{
+    const char *params = "{\"seed\":-1,\"temperature\":1,\"top_k\":40}";
+    run_t ref = {0}, got = {0}, other = {0};
+    lp_sampler_store_t *st = new_store();
+    lp_sampler_seq_t *seq = st ? open_seq(st, params) : NULL;
+    if (seq) {
+        lp_sampler_seq_set_random_seed(seq, 424242);
+        CHECK(lp_sampler_seq_seed(seq) == 424242, "the session's seed is the one given");
+        sample_on(seq, 0, &ref, params);
+    }
+    lp_sampler_seq_destroy(&seq);
+    lp_sampler_store_destroy(&st);
+    /* the restarted process: a new store, the same seed, resumed at 20 */
+    st = new_store();
+    seq = st ? open_seq(st, params) : NULL;
+    if (seq) {
+        lp_sampler_seq_set_random_seed(seq, 424242);
+        memcpy(got.tok, ref.tok, 20 * sizeof(int32_t));
+        CHECK(lp_sampler_seq_resume(seq, ref.tok, 20) == 0, "resume: %s", lp_error_msg());
+        sample_on(seq, 20, &got, params);
+        size_t d = first_diff(&ref, &got);
+        CHECK(d == N, "unseeded, reopened with its seed after 20: token %zu differs", d);
+    }
+    lp_sampler_seq_destroy(&seq);
+    /* another seed draws other tokens: the check above can fail */
+    seq = st ? open_seq(st, params) : NULL;
+    if (seq) {
+        lp_sampler_seq_set_random_seed(seq, 424243);
+        sample_on(seq, 0, &other, params);
+        CHECK(first_diff(&ref, &other) < N, "seeds 424242 and 424243 drew the same %d tokens", N);
+    }
+    lp_sampler_seq_destroy(&seq);
+    seq = st ? open_seq(st, "{\"seed\":11,\"temperature\":1}") : NULL;
+    if (seq) {
+        lp_sampler_seq_set_random_seed(seq, 424242);
+        CHECK(lp_sampler_seq_seed(seq) == 11, "an explicit seed was replaced: %llu",
+              (unsigned long long)lp_sampler_seq_seed(seq));
+    }
+    lp_sampler_seq_destroy(&seq);
+    lp_sampler_store_destroy(&st);
+}
+
 int main(void)
 {
     check_params("{\"temperature\":0}", false, false);
@@ -211,5 +257,6 @@ int main(void)
     check_params("{\"seed\":9,\"temperature\":1,\"mirostat\":2,\"mirostat_tau\":3,"
                  "\"mirostat_eta\":0.2}", true, true);
     check_refusals();
+    check_random_seed();
     return CHECK_DONE();
 }

@@ -156,6 +156,9 @@ uint64_t lp_sampler_seq_position(const lp_sampler_seq_t *seq);
 int lp_sampler_seq_set_mu(lp_sampler_seq_t *seq, float mu);
 /* The seed in use (the request's, or the random one chosen for seed -1). */
 uint64_t lp_sampler_seq_seed(const lp_sampler_seq_t *seq);
+/* Where the parameters left the seed random (-1), use `seed` instead of the
+ * one drawn at creation (SamplerOpen.random_seed); an explicit seed stays. */
+void lp_sampler_seq_set_random_seed(lp_sampler_seq_t *seq, uint64_t seed);
 /* The effective parameters (default overlaid with the request's) of the
  * version last used. Borrowed. */
 const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq);

@@ -20,6 +20,7 @@ struct lp_sampler_seq {
     lp_sampler_t *chain;
     lp_rng_t rng;
     uint64_t seed;
+    bool seed_random;         /* the parameters gave -1: drawn at creation */
     uint64_t pos;              /* position of the next generated token: keys its draws */
     int32_t hist[LP_SAMPLER_HISTORY_MAX]; /* ring of accepted tokens */
     int32_t hist_first, hist_n;
@@ -76,6 +77,7 @@ int lp_sampler_seq_new_params(lp_sampler_store_t *st, const lp_sampler_params_t 
     seq->req = *req;
     lp__config_t *c = lp__store_current(st);
     int64_t seed = (seq->req.set & (1ull << LP_SP_SEED)) ? seq->req.seed : c->params.seed;
+    seq->seed_random = seed < 0;
     seq->seed = seed >= 0 ? (uint64_t)seed : lp_rng_random_seed();
     lp_rng_seed(&seq->rng, seq->seed);
     rc = seq_rebuild(seq, c);
@@ -155,6 +157,13 @@ int lp_sampler_seq_set_mu(lp_sampler_seq_t *seq, float mu)
 uint64_t lp_sampler_seq_seed(const lp_sampler_seq_t *seq)
 {
     return seq->seed;
+}
+
+void lp_sampler_seq_set_random_seed(lp_sampler_seq_t *seq, uint64_t seed)
+{
+    if (!seq->seed_random) return;
+    seq->seed = seed;
+    lp_rng_seed(&seq->rng, seq->seed);
 }
 
 const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq)

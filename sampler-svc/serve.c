@@ -225,6 +225,7 @@ static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req
     lp_sampler_seq_t *seq;
     int rc = lp_sampler_seq_new(s->store, json, json ? strlen(json) : 0, &seq);
     if (rc) return rc;
+    if (o->has_random_seed) lp_sampler_seq_set_random_seed(seq, o->random_seed);
     for (size_t i = 0; i < o->n_prompt_ids; i++) {
         if (o->prompt_ids[i] < 0 || o->prompt_ids[i] >= s->n_vocab) {
             lp_sampler_seq_destroy(&seq);
