@@ -125,7 +125,7 @@ int main(void)
     CHECK(lp_endpoint_is_local("ipc:///tmp/x") && !lp_endpoint_is_local("tcp://127.0.0.1:1"));
 
     const char *files[] = {"a.key", "a.pub", "b.key", "b.pub", "mixed.key", "short.key",
-                           "nosecret.key", "bad.pub", "allow.txt", "bad.txt"};
+                           "nosecret.key", "bad.pub", "allow.txt", "bad.txt", "forty1.pub"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) unlink(path_of(files[i]));
     rmdir(dir);
     return CHECK_DONE();
