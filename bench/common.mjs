@@ -3,6 +3,7 @@
 // token events, and the tokens llama-server cannot stream.
 import { openSync, readSync, closeSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { request } from 'node:http';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export const pct = (xs, p) => {
@@ -36,6 +37,42 @@ export async function stop(c) {
     c.kill('SIGTERM');
     await Promise.race([done, sleep(10000)]);
     if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+}
+
+// POST a JSON body and call onEvent(json, now) for each SSE `data: {...}`.
+// A fresh connection per request, closed after it (agent: false): idle
+// keep-alive connections would hold llama-server's HTTP threads.
+export function ssePost(srv, path, body, onEvent, signal) {
+    return new Promise((res, rej) => {
+        const req = request(`${srv.base}${path}`, { method: 'POST', agent: false, signal,
+                                                           headers: { 'Content-Type': 'application/json' } }, (r) => {
+            let buf = '';
+            r.setEncoding('utf8');
+            if (r.statusCode !== 200) {
+                r.on('data', (d) => { buf += d; });
+                r.on('end', () => rej(new Error(`${srv.name}: HTTP ${r.statusCode}: ${buf}`)));
+                return;
+            }
+            r.on('data', (d) => {
+                const now = performance.now();
+                buf += d;
+                let i;
+                while ((i = buf.indexOf('\n\n')) >= 0) {
+                    const ev = buf.slice(0, i);
+                    buf = buf.slice(i + 2);
+                    if (ev.startsWith('data: {')) {
+                        const j = JSON.parse(ev.slice(6));
+                        if (j.error) return rej(new Error(`${srv.name}: ${JSON.stringify(j.error)}`));
+                        onEvent(j, now);
+                    }
+                }
+            });
+            r.on('end', () => res());
+            r.on('error', rej);
+        });
+        req.on('error', rej);
+        req.end(JSON.stringify(body));
+    });
 }
 
 // Both requests decode in the same engine steps, so each step sends their

@@ -24,12 +24,11 @@
 //          [--clients 1,8,16] [--max-tokens 64] [--rounds 3] [--event-reps 8]
 //          [--json out.json]
 import { spawn } from 'node:child_process';
-import { request } from 'node:http';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
-import { sleep, pct, freePort, waitHealthy, stop, eventDiffs, partialUtf8Tokens } from './common.mjs';
+import { sleep, pct, freePort, waitHealthy, stop, ssePost, eventDiffs, partialUtf8Tokens } from './common.mjs';
 
 const args = { build: 'build', 'llama-server': '../shared/llama.cpp/bin/llama-server', threads: '2', clients: '1,8,16',
                'max-tokens': '64', rounds: '3', 'event-reps': '8', 'n-ctx': '512' };
@@ -97,41 +96,6 @@ async function startLlama(n) {
     return { name: 'llama-server', base, child: c, model: await modelName(base), extra: { cache_prompt: false, logit_bias: banned } };
 }
 
-// POST a JSON body and call onEvent(json, now) for each SSE `data: {...}`.
-// A fresh connection per request, closed after it (agent: false): idle
-// keep-alive connections would hold llama-server's HTTP threads.
-function ssePost(srv, body, onEvent, signal, path = '/v1/completions') {
-    return new Promise((res, rej) => {
-        const req = request(`${srv.base}${path}`, { method: 'POST', agent: false, signal,
-                                                           headers: { 'Content-Type': 'application/json' } }, (r) => {
-            let buf = '';
-            r.setEncoding('utf8');
-            if (r.statusCode !== 200) {
-                r.on('data', (d) => { buf += d; });
-                r.on('end', () => rej(new Error(`${srv.name}: HTTP ${r.statusCode}: ${buf}`)));
-                return;
-            }
-            r.on('data', (d) => {
-                const now = performance.now();
-                buf += d;
-                let i;
-                while ((i = buf.indexOf('\n\n')) >= 0) {
-                    const ev = buf.slice(0, i);
-                    buf = buf.slice(i + 2);
-                    if (ev.startsWith('data: {')) {
-                        const j = JSON.parse(ev.slice(6));
-                        if (j.error) return rej(new Error(`${srv.name}: ${JSON.stringify(j.error)}`));
-                        onEvent(j, now);
-                    }
-                }
-            });
-            r.on('end', () => res());
-            r.on('error', rej);
-        });
-        req.on('error', rej);
-        req.end(JSON.stringify(body));
-    });
-}
 
 
 // One streamed completion; times from performance.now().
@@ -141,11 +105,11 @@ function ssePost(srv, body, onEvent, signal, path = '/v1/completions') {
 async function streamOne(srv, prompt, nTok) {
     const t0 = performance.now();
     let first = null, chunks = 0, predicted = null;
-    await ssePost(srv, { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true, ...srv.extra }, (j, now) => {
+    await ssePost(srv, '/completion', { prompt, n_predict: nTok, temperature: 0, stream: true, ignore_eos: true, ...srv.extra }, (j, now) => {
         if (j.stop) { predicted = j.tokens_predicted ?? null; return; }
         chunks++;
         if (first === null) first = now;
-    }, undefined, '/completion');
+    });
     return { ttft: first - t0, t0, end: performance.now(), tokens: predicted ?? chunks };
 }
 

@@ -25,11 +25,10 @@
 //          [--requests 64] [--prefix-tokens 1000] [--question-tokens 50] [--in-flight 8]
 //          [--no-prefix-cache 1] [--json out.json]
 import { spawn } from 'node:child_process';
-import { request } from 'node:http';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { sleep, pct, freePort, waitHealthy, stop, partialUtf8Tokens } from './common.mjs';
+import { sleep, pct, freePort, waitHealthy, stop, ssePost, partialUtf8Tokens } from './common.mjs';
 
 const args = { build: 'build', 'llama-server': '../shared/llama.cpp/bin/llama-server', threads: '2',
                conversations: '8', turns: '6', 'user-tokens': '100', 'gen-tokens': '64', requests: '64',
@@ -91,39 +90,6 @@ async function startLlama() {
     return { name: 'llama-server', base, child: c, extra: { cache_prompt: true, logit_bias: banned } };
 }
 
-// POST a JSON body and call onEvent(json, now) for each SSE `data: {...}`.
-function ssePost(srv, path, body, onEvent) {
-    return new Promise((res, rej) => {
-        const req = request(`${srv.base}${path}`, { method: 'POST', agent: false,
-                                                   headers: { 'Content-Type': 'application/json' } }, (r) => {
-            let buf = '';
-            r.setEncoding('utf8');
-            if (r.statusCode !== 200) {
-                r.on('data', (d) => { buf += d; });
-                r.on('end', () => rej(new Error(`${srv.name}: HTTP ${r.statusCode}: ${buf}`)));
-                return;
-            }
-            r.on('data', (d) => {
-                const now = performance.now();
-                buf += d;
-                let i;
-                while ((i = buf.indexOf('\n\n')) >= 0) {
-                    const ev = buf.slice(0, i);
-                    buf = buf.slice(i + 2);
-                    if (ev.startsWith('data: {')) {
-                        const j = JSON.parse(ev.slice(6));
-                        if (j.error) return rej(new Error(`${srv.name}: ${JSON.stringify(j.error)}`));
-                        onEvent(j, now);
-                    }
-                }
-            });
-            r.on('end', () => res());
-            r.on('error', rej);
-        });
-        req.on('error', rej);
-        req.end(JSON.stringify(body));
-    });
-}
 
 // One streamed completion: its TTFT (ms), the text and token count generated.
 async function complete(srv, prompt, nTok) {

@@ -186,24 +186,12 @@ static int link_connect(lp__link_t *l)
     return rc;
 }
 
-/* One monitor event: [uint16 event, uint32 value] [endpoint]. */
+/* The link's socket monitor: the handshake done, or the connection lost. */
 static void on_monitor(lp_zsock_t *zs, void *sock, void *arg)
 {
     lp__link_t *l = arg;
-    uint16_t event = 0;
-    bool more = true;
-    for (int part = 0; more; part++) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            return;
-        }
-        if (part == 0 && zmq_msg_size(&m) >= 2) memcpy(&event, zmq_msg_data(&m), 2);
-        more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-    }
     (void)zs;
+    int event = lp_zmq_monitor_event(sock);
     if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         l->connected = true;
         link_hello_wait(l);

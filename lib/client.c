@@ -1,5 +1,6 @@
 /* client.c - a client of the coordinator (see client.h). */
 #include "client.h"
+#include "zloop.h"
 
 #include "curve.h"
 #include "error.h"
@@ -25,27 +26,13 @@ struct lp_client {
     bool linked;        /* a hello was answered and no disconnection came since */
 };
 
-/* Read the monitor's pending events; true when one was a disconnection.
- * An event is [uint16 event, uint32 value] [endpoint]. */
+/* Read the monitor's pending events; true when one was a disconnection. */
 static bool drain_monitor(lp_client_t *c)
 {
     bool lost = false;
-    for (;;) {
-        uint16_t event = 0;
-        bool more = true;
-        for (int part = 0; more; part++) {
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            if (zmq_msg_recv(&m, c->mon, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&m);
-                return lost;
-            }
-            if (part == 0 && zmq_msg_size(&m) >= 2) memcpy(&event, zmq_msg_data(&m), 2);
-            more = zmq_msg_more(&m);
-            zmq_msg_close(&m);
-        }
-        lost |= event == ZMQ_EVENT_DISCONNECTED;
-    }
+    int event;
+    while ((event = lp_zmq_monitor_event(c->mon)) >= 0) lost |= event == ZMQ_EVENT_DISCONNECTED;
+    return lost;
 }
 
 int lp_client_new(const char *endpoint, lp_client_t **out)

@@ -5,6 +5,7 @@
 #include "log.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <zmq.h>
 
 struct lp_zsock {
@@ -113,4 +114,22 @@ void lp_zsock_destroy(lp_zsock_t **self_p)
     uv_close((uv_handle_t *)&zs->poll, on_close);
     uv_close((uv_handle_t *)&zs->idle, on_close);
     uv_close((uv_handle_t *)&zs->prep, on_close);
+}
+
+int lp_zmq_monitor_event(void *mon)
+{
+    uint16_t event = 0;
+    bool more = true;
+    for (int part = 0; more; part++) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return part == 0 ? -1 : event;
+        }
+        if (part == 0 && zmq_msg_size(&m) >= 2) memcpy(&event, zmq_msg_data(&m), 2);
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+    }
+    return event;
 }

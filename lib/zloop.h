@@ -28,4 +28,9 @@ void lp_zsock_destroy(lp_zsock_t **self_p);
 void lp_zsock_kick(lp_zsock_t *zs);
 void *lp_zsock_socket(const lp_zsock_t *zs);
 
+/* Receive one event from a socket monitor's PAIR (zmq_socket_monitor: a
+ * frame [uint16 event, uint32 value], then the endpoint), without waiting:
+ * the ZMQ_EVENT_* number, 0 for a malformed one, -1 when none is waiting. */
+int lp_zmq_monitor_event(void *mon);
+
 #endif

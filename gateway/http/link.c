@@ -259,24 +259,12 @@ static void link_lost(lp_gw_t *gw, const char *why)
     send_hello(gw);
 }
 
-/* One monitor event: [uint16 event, uint32 value] [endpoint]. */
+/* The link's socket monitor: a lost connection fails what is in flight. */
 static void on_monitor(lp_zsock_t *zs, void *sock, void *arg)
 {
     lp_gw_t *gw = arg;
-    uint16_t event = 0;
-    bool more = true;
-    for (int part = 0; more; part++) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            return;
-        }
-        if (part == 0 && zmq_msg_size(&m) >= 2) memcpy(&event, zmq_msg_data(&m), 2);
-        more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-    }
     (void)zs;
+    int event = lp_zmq_monitor_event(sock);
     if (event == ZMQ_EVENT_DISCONNECTED && gw->ready) {
         char why[sizeof(gw->reason)];
         snprintf(why, sizeof(why), "lost the connection to the coordinator at %s (it stopped or crashed)",
