@@ -17,6 +17,7 @@
 #include "hello.h"
 
 #include "check.h"
+#include "svc-test-util.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -27,34 +28,6 @@
 #include <zmq.h>
 
 #define REPLY_MS 10000
-
-static pid_t spawn(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        char parent[32];
-        snprintf(parent, sizeof(parent), "%d", (int)getppid());
-        setenv("LMPIPE_PARENT_PID", parent, 1); /* die with the test */
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-static void stop(pid_t pid)
-{
-    if (pid <= 0) return;
-    kill(pid, SIGTERM);
-    int st = 0;
-    for (int i = 0; i < 1000 && waitpid(pid, &st, WNOHANG) == 0; i++) usleep(10000);
-    if (waitpid(pid, &st, WNOHANG) == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        CHECK(0, "engine-svc %d did not stop within 10 s of SIGTERM", (int)pid);
-        return;
-    }
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "engine-svc did not stop cleanly (status %d)", st);
-}
 
 /* Send m as message `id` and wait for the answer with that id. */
 static int ask(void *sock, Lmpipe__Msg *m, uint64_t id, int timeout_ms, lp_frame_t *f)
@@ -146,7 +119,7 @@ static int step(void *sock, uint64_t id, const seq_t *s, int n, float *rows, siz
 
 static void *start(void *ctx, char *const argv[], pid_t *pid, lp_frame_t *hf)
 {
-    *pid = spawn(argv);
+    *pid = test_spawn(argv);
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
@@ -176,7 +149,7 @@ static void test_paged(const char *engine, const char *model, const char *dir, v
     pid_t pid;
     lp_frame_t hf;
     void *s = start(ctx, argv, &pid, &hf);
-    if (!s) { stop(pid); return; }
+    if (!s) { test_stop(pid, "engine-svc"); return; }
     const Lmpipe__Hello *h = hf.msg->hello;
     CHECK(h->kv_block == 16 && h->kv_blocks == 8, "hello: kv_block %u kv_blocks %u (want 16, 8)",
           h->kv_block, h->kv_blocks);
@@ -212,7 +185,7 @@ static void test_paged(const char *engine, const char *model, const char *dir, v
     CHECK(step(s, 17, &fb, 1, again, nv, err, sizeof err) == 0, "fallback table: %s", err);
     CHECK(memcmp(again, good, sizeof(float) * nv) == 0, "the fallback table's logits differ");
     zmq_close(s);
-    stop(pid);
+    test_stop(pid, "engine-svc");
     free(good);
     free(again);
 }
@@ -242,7 +215,7 @@ static void test_small_pool_and_contiguous(const char *engine, const char *model
               "%s", err);
         zmq_close(s);
     }
-    stop(pid);
+    test_stop(pid, "engine-svc");
 
     snprintf(ep, sizeof(ep), "ipc://%s/eng3", dir);
     char *argv0[] = {(char *)engine, "--model", (char *)model, "--endpoint", ep, "--threads", "1",
@@ -262,7 +235,7 @@ static void test_small_pool_and_contiguous(const char *engine, const char *model
               err);
         zmq_close(s);
     }
-    stop(pid);
+    test_stop(pid, "engine-svc");
 }
 
 /* engine-svc with these flags exits 2 or 1 with `want` on stderr. */

@@ -14,6 +14,7 @@
 #include "sysinfo.h"
 
 #include "check.h"
+#include "svc-test-util.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -24,19 +25,6 @@
 #include <zmq.h>
 
 #define STOP_MS 2000
-
-static pid_t spawn(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        char parent[32];
-        snprintf(parent, sizeof(parent), "%d", (int)getppid());
-        setenv("LMPIPE_PARENT_PID", parent, 1); /* die with the test */
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
 
 /* The answer with this id within timeout_ms: 0 and *f set, or -1. */
 static int answer(void *sock, uint64_t id, int timeout_ms, lp_frame_t *f)
@@ -110,7 +98,7 @@ int main(int argc, char **argv)
     char ep[128];
     snprintf(ep, sizeof(ep), "ipc://%s/eng", dir);
     char *eargv[] = {argv[1], "--model", argv[2], "--endpoint", ep, "--threads", "1", "--shm-slots", "1", NULL};
-    pid_t pid = spawn(eargv);
+    pid_t pid = test_spawn(eargv);
     void *ctx = zmq_ctx_new(), *sock = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));

@@ -25,6 +25,7 @@
 #include "hello.h"
 
 #include "check.h"
+#include "svc-test-util.h"
 
 #include <math.h>
 #include <signal.h>
@@ -41,19 +42,6 @@
 #define BYTE_AT 6     /* the steps that force E2, 80, 99 */
 
 /* ---- services and sockets ------------------------------------------------- */
-
-static pid_t spawn(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        char parent[32];
-        snprintf(parent, sizeof(parent), "%d", (int)getppid());
-        setenv("LMPIPE_PARENT_PID", parent, 1); /* die with the test */
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
 
 static int ask(void *sock, Lmpipe__Msg *m, uint64_t id, const void *raw, size_t raw_len,
                int timeout_ms, lp_frame_t *f)
@@ -272,7 +260,7 @@ int main(int argc, char **argv)
     snprintf(state, sizeof(state), "%s/state.json", dir);
     char *args[] = {(char *)svc, "--model", (char *)model, "--endpoint", ep, "--no-shm",
                     "--state-file", state, NULL};
-    pid_t pid = spawn(args);
+    pid_t pid = test_spawn(args);
     void *ctx = zmq_ctx_new();
     void *sock = connect_to(ctx, ep);
     uint32_t nv = 0;
@@ -311,7 +299,7 @@ int main(int argc, char **argv)
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    pid = spawn(args);
+    pid = test_spawn(args);
     if (hello(sock, &nv)) {
         CHECK(0, "no hello from the restarted sampler");
         goto out;

@@ -27,6 +27,7 @@
 #include "hello.h"
 
 #include "check.h"
+#include "svc-test-util.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -39,37 +40,6 @@
 #define REPLY_MS 5000 /* far below the sampler's 300 s ring wait */
 
 /* ---- services and sockets ------------------------------------------------- */
-
-static pid_t spawn(char *const argv[])
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        char parent[32];
-        snprintf(parent, sizeof(parent), "%d", (int)getppid());
-        setenv("LMPIPE_PARENT_PID", parent, 1); /* die with the test */
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* SIGTERM, and a clean exit within 10 s (a service stuck in a wait does
- * not get to its signal handler: SIGKILL then, and the check fails). */
-static void stop(pid_t pid)
-{
-    if (pid <= 0) return;
-    kill(pid, SIGTERM);
-    int st = 0;
-    for (int i = 0; i < 1000 && waitpid(pid, &st, WNOHANG) == 0; i++) usleep(10000);
-    if (waitpid(pid, &st, WNOHANG) == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        CHECK(0, "service %d did not stop within 10 s of SIGTERM", (int)pid);
-        return;
-    }
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "service %d did not stop cleanly (status %d)",
-          (int)pid, st);
-}
 
 /* Send m (and a raw frame, may be NULL) as message `id`; wait up to
  * timeout_ms for the answer with that id.  0 and *f set, or -1 (*f
@@ -211,7 +181,7 @@ static void test_detok_end(const char *sampler, const char *model, const char *d
     char ep[256];
     snprintf(ep, sizeof(ep), "ipc://%s/samp", dir);
     char *argv[] = {(char *)sampler, "--model", (char *)model, "--endpoint", ep, "--no-shm", NULL};
-    pid_t pid = spawn(argv);
+    pid_t pid = test_spawn(argv);
     void *ctx = zmq_ctx_new(), *sock = connect_to(ctx, ep);
     lp_frame_t hf;
     int rc = hello(sock, NULL, &hf);
@@ -262,7 +232,7 @@ static void test_detok_end(const char *sampler, const char *model, const char *d
     free(row);
     zmq_close(sock);
     zmq_ctx_term(ctx);
-    stop(pid);
+    test_stop(pid, "sampler-svc");
 }
 
 /* ---- refused-step ---------------------------------------------------------- */
@@ -339,7 +309,7 @@ static void test_refused_step(const char *sampler, const char *engine, const cha
     char *eargv[] = {(char *)engine, "--model", (char *)model, "--endpoint", eep, "--threads", "1",
                      "--shm-slots", "4", NULL};
     char *sargv[] = {(char *)sampler, "--model", (char *)model, "--endpoint", sep, NULL};
-    pid_t epid = spawn(eargv), spid = spawn(sargv);
+    pid_t epid = test_spawn(eargv), spid = test_spawn(sargv);
     void *ctx = zmq_ctx_new(), *es = connect_to(ctx, eep), *ss = connect_to(ctx, sep);
     char ring[128] = "";
     lp_frame_t f;
@@ -409,8 +379,8 @@ out:
     zmq_close(es);
     zmq_close(ss);
     zmq_ctx_term(ctx);
-    stop(spid);
-    stop(epid);
+    test_stop(spid, "sampler-svc");
+    test_stop(epid, "engine-svc");
 }
 
 int main(int argc, char **argv)
