@@ -104,7 +104,7 @@ static int check_messages(const Lmpipe__GenerateRequest *g)
     return 0;
 }
 
-static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, char **prompt_text)
+static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, int32_t n_vocab, char **prompt_text)
 {
     *prompt_text = NULL;
     int rc = check_messages(g);
@@ -130,6 +130,14 @@ static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, char **
     }
     lp_sampler_params_default(sp);
     if ((rc = lp_sampler_params_from_json(root, 0, sp)) != 0) goto out;
+    /* Only here is the vocabulary known: a bias on a token the model does
+     * not have is refused rather than dropped. */
+    for (int32_t i = 0; n_vocab > 0 && i < sp->n_bias; i++)
+        if (sp->bias[i].id >= n_vocab) {
+            rc = lp_error_set(LP_ERR(EINVAL), "logit_bias: token %d is not in the vocabulary (0..%d)",
+                              sp->bias[i].id, n_vocab - 1);
+            goto out;
+        }
     lp_completion_fields_t f;
     if ((rc = lp_completion_fields_from_json(root, &f)) != 0) goto out;
     if (g->n_predict == 0 && f.has_n_predict) r->s.n_predict = f.n_predict;
@@ -270,7 +278,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     r->ignore_eos = g->ignore_eos;
     r->t_start = lp_now_ns();
     char *prompt_text = NULL;
-    int rc = parse_request(r, g, &prompt_text);
+    int rc = parse_request(r, g, c->n_vocab, &prompt_text);
     if (!rc && !(r->ts = lp_textstream_new((const char *const *)r->stops, r->stop_lens, r->n_stops)))
         rc = LP_ERR(ENOMEM);
     if (!rc && g->n_prompt_ids) rc = take_prompt_ids(c, r, g);

@@ -183,6 +183,7 @@ typedef struct lp__req {
     size_t tok_len;
     struct lp__link *tok;      /* the tokenizer it went to; NULL: (re)send it */
     bool admitted;             /* its prompt was counted in prompt_tokens */
+    int32_t n_cached;          /* prompt tokens its first admission reused */
     bool ignore_eos;
     char *params_json;         /* validated at the edge */
     char **stops;

@@ -228,6 +228,7 @@ static void send_final(lp_coord_t *c, lp__req_t *r)
     f.queue_ms = (double)((r->t_queue ? r->t_queue : now) - r->t_start) / 1e6;
     f.n_prompt = (uint32_t)(r->n_prompt ? r->n_prompt : r->s.n_prompt);
     f.n_generated = (uint32_t)r->s.n_gen;
+    f.n_cached = (uint32_t)r->n_cached;
     uint64_t t_first = r->t_first ? r->t_first : now;
     f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
     f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;

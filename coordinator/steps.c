@@ -68,6 +68,7 @@ void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
                 c->m.prefix_queries += (uint64_t)r->s.n_prompt;
                 c->m.prefix_hits += (uint64_t)r->s.n_reused;
                 g->prefix_hits += (uint64_t)r->s.n_reused;
+                r->n_cached = r->s.n_reused;
             }
         }
         r->admitted = true;

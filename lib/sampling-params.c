@@ -417,8 +417,9 @@ int lp_sampler_params_validate(const lp_sampler_params_t *p)
     if (p->repeat_last_n < -1 || p->repeat_last_n > LP_SAMPLER_HISTORY_MAX)
         return bad("repeat_last_n", "must be in [-1, %d], got %d", LP_SAMPLER_HISTORY_MAX,
                    p->repeat_last_n);
-    CHECK_FINITE(frequency_penalty);
-    CHECK_FINITE(presence_penalty);
+    /* OpenAI's and vLLM's range */
+    CHECK_RANGE(frequency_penalty, -2.0f, 2.0f);
+    CHECK_RANGE(presence_penalty, -2.0f, 2.0f);
     CHECK_RANGE(dry_multiplier, 0.0f, 1e6f);
     CHECK_RANGE(dry_base, 0.0f, 1e6f);
     if (p->dry_allowed_length < 0 || p->dry_allowed_length > LP_SAMPLER_HISTORY_MAX)

@@ -32,7 +32,7 @@ typedef struct choice {
     bool done, sent_role, echoed;
     Lmpipe__FinishReason reason;
     char *stop_word;
-    uint32_t n_prompt, n_gen;
+    uint32_t n_prompt, n_gen, n_cached;
     double prompt_ms, gen_ms;
 } choice_t;
 
@@ -230,23 +230,31 @@ static void chunk_begin(gen_call_t *g, lp_sb_t *b)
 
 static void put_usage(gen_call_t *g, lp_sb_t *b)
 {
-    uint64_t p = 0, gen = 0;
+    uint64_t p = 0, gen = 0, cached = 0;
     for (int i = 0; i < g->n_choices; i++) {
-        if (i == 0 || g->ch[i].prompt_idx != g->ch[i - 1].prompt_idx) p += g->ch[i].n_prompt;
+        /* the n choices of one prompt share it: count it, and its reuse, once */
+        if (i == 0 || g->ch[i].prompt_idx != g->ch[i - 1].prompt_idx) {
+            p += g->ch[i].n_prompt;
+            cached += g->ch[i].n_cached;
+        }
         gen += g->ch[i].n_gen;
     }
-    lp_sb_printf(b, "{\"prompt_tokens\":%llu,\"completion_tokens\":%llu,\"total_tokens\":%llu}",
-                 (unsigned long long)p, (unsigned long long)gen, (unsigned long long)(p + gen));
+    lp_sb_printf(b, "{\"prompt_tokens\":%llu,\"completion_tokens\":%llu,\"total_tokens\":%llu,"
+                    "\"prompt_tokens_details\":{\"cached_tokens\":%llu}}",
+                 (unsigned long long)p, (unsigned long long)gen, (unsigned long long)(p + gen),
+                 (unsigned long long)cached);
 }
 
 static void put_timings(const choice_t *c, lp_sb_t *b)
 {
+    /* As llama-server: prompt_n counts the prompt tokens computed, cache_n
+     * those taken from the prefix cache. */
     double pms = c->prompt_ms, gms = c->gen_ms;
-    lp_sb_printf(b, "{\"prompt_n\":%u,\"prompt_ms\":%.3f,\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.3f,"
+    uint32_t n = c->n_prompt - (c->n_cached < c->n_prompt ? c->n_cached : c->n_prompt);
+    lp_sb_printf(b, "{\"cache_n\":%u,\"prompt_n\":%u,\"prompt_ms\":%.3f,\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.3f,"
                     "\"predicted_n\":%u,\"predicted_ms\":%.3f,\"predicted_per_token_ms\":%.3f,"
                     "\"predicted_per_second\":%.3f}",
-                 c->n_prompt, pms, c->n_prompt ? pms / c->n_prompt : 0.0,
-                 pms > 0 ? c->n_prompt * 1000.0 / pms : 0.0, c->n_gen, gms,
+                 c->n_prompt - n, n, pms, n ? pms / n : 0.0, pms > 0 ? n * 1000.0 / pms : 0.0, c->n_gen, gms,
                  c->n_gen ? gms / c->n_gen : 0.0, gms > 0 ? c->n_gen * 1000.0 / gms : 0.0);
 }
 
@@ -271,9 +279,9 @@ static void put_llama_final(gen_call_t *g, choice_t *c, lp_sb_t *b, bool streame
     if (!streamed && c->ids.len) lp_sb_putn(b, c->ids.p, c->ids.len);
     lp_sb_puts(b, "],\"id_slot\":-1,\"stop\":true,\"model\":");
     lp_sb_json_str(b, g->gw->model, strlen(g->gw->model));
-    lp_sb_printf(b, ",\"tokens_predicted\":%u,\"tokens_evaluated\":%u,\"tokens_cached\":0,\"truncated\":false,"
+    lp_sb_printf(b, ",\"tokens_predicted\":%u,\"tokens_evaluated\":%u,\"tokens_cached\":%u,\"truncated\":false,"
                     "\"stop_type\":\"%s\",\"stopping_word\":",
-                 c->n_gen, c->n_prompt, llama_stop_type(c));
+                 c->n_gen, c->n_prompt, c->n_cached, llama_stop_type(c));
     lp_sb_json_str(b, c->stop_word ? c->stop_word : "", c->stop_word ? strlen(c->stop_word) : 0);
     lp_sb_puts(b, ",\"timings\":");
     put_timings(c, b);
@@ -463,7 +471,7 @@ static void on_token(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t)
         stream_echo(g, c);
         if (g->kind == K_CHAT && !c->sent_role && len == 0 && g->n_probs < 0) {
             /* nothing to say yet */
-        } else if (len || g->n_probs >= 0)
+        } else if (len || g->n_probs >= 0 || g->kind == K_LLAMA) /* /completion: every id, as llama-server */
             stream_chunk(g, c, t, piece ? piece : "", len, NULL);
     } else {
         if (g->n_probs >= 0) {
@@ -488,6 +496,7 @@ static void on_final(gen_call_t *g, choice_t *c, const Lmpipe__FinalEvent *f)
     c->reason = f->reason;
     c->n_prompt = f->n_prompt;
     c->n_gen = f->n_generated;
+    c->n_cached = f->n_cached;
     c->prompt_ms = f->prompt_ms;
     c->gen_ms = f->generate_ms;
     if (f->stop.len && (c->stop_word = malloc(f->stop.len + 1))) {
@@ -751,6 +760,8 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
     if (get_int(root, "seed", 0, INT32_MAX, &seed, &has_seed))
         BAD("seed", "seed: must be an integer in [0, %d]", INT32_MAX);
     if (get_bool(root, "stream", &stream)) BAD("stream", "stream: must be true or false");
+    const lp_json_t *user = lp_json_get(root, "user");
+    if (user && user->type != LP_JSON_STRING && user->type != LP_JSON_NULL) BAD("user", "user: must be a string");
     bool include_usage = false;
     if ((v = lp_json_get(root, "stream_options")) && v->type != LP_JSON_NULL) {
         if (v->type != LP_JSON_OBJECT) BAD("stream_options", "stream_options: must be an object");

@@ -4,6 +4,7 @@
 #include "gw.h"
 
 #include "error.h"
+#include "gguf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +56,17 @@ static void proxy_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
             lp_gw_t *gw = lp_gw_conn_gw(conn);
             int32_t id = t->ids[i];
             lp_sb_printf(&b, "{\"id\":%d,\"piece\":", id);
-            if (gw->vocab && id >= 0 && (uint32_t)id < gw->vocab_n)
-                lp_sb_json_str(&b, gw->vocab[id], gw->vocab_len[id]);
-            else
+            if (gw->vocab && id >= 0 && (uint32_t)id < gw->vocab_n) {
+                const char *s = gw->vocab[id];
+                size_t n = gw->vocab_len[id];
+                if (lp_utf8_valid(s, n)) {
+                    lp_sb_json_str(&b, s, n);
+                } else { /* a byte token: its bytes, as llama-server */
+                    lp_sb_puts(&b, "[");
+                    for (size_t k = 0; k < n; k++) lp_sb_printf(&b, "%s%u", k ? "," : "", (unsigned char)s[k]);
+                    lp_sb_puts(&b, "]");
+                }
+            } else
                 lp_sb_puts(&b, "\"\"");
             lp_sb_puts(&b, "}");
         }
@@ -154,6 +163,7 @@ void lp_gw_proxy(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root
         }
         dq.ids = ids;
         dq.n_ids = v->n;
+        dq.special = true; /* llama-server renders <s>, </s>, <unk> too */
         m.body_case = LMPIPE__MSG__BODY_DETOKENIZE;
         m.detokenize = &dq;
     } else if (!strcmp(what, "apply-template")) {

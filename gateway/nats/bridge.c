@@ -249,8 +249,9 @@ static void on_final(job_t *j, const Lmpipe__FinalEvent *f)
         lp_sb_puts(&b, ",\"stop_word\":");
         lp_sb_json_str(&b, (const char *)f->stop.data, f->stop.len);
     }
-    lp_sb_printf(&b, ",\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%u}", f->n_prompt,
-                 f->n_generated, f->n_prompt + f->n_generated);
+    lp_sb_printf(&b, ",\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%u,"
+                     "\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
+                 f->n_prompt, f->n_generated, f->n_prompt + f->n_generated, f->n_cached);
     lp_sb_printf(&b, ",\"timings\":{\"queue_ms\":%.3f,\"prompt_ms\":%.3f,\"predicted_ms\":%.3f,"
                      "\"predicted_per_second\":%.3f}}",
                  f->queue_ms, f->prompt_ms, f->generate_ms,

@@ -5,8 +5,9 @@
 # to `lmpipe run` and to the stories260K goldens, auth, every bad input
 # (400/401/404/405/413, malformed HTTP, prompt too long), the header
 # timeout against a slow-loris client, the connection limit, /sampler's
-# admin key, and that a client that disconnects has its generation
-# cancelled and its slot freed (num_requests_running back to 0).
+# admin key, the idle timeout, --metrics-auth, and that a client that
+# disconnects has its generation cancelled and its slot freed
+# (num_requests_running back to 0).
 # usage: gateway-test.sh LMPIPE LMPIPE_HTTP SHARED_DIR
 set -u
 lmpipe=$1
@@ -336,6 +337,43 @@ print("after: %d" % urllib.request.urlopen("http://127.0.0.1:%d/health" % port, 
 PY
 grep -q '^4th: 503 .*too many connections' "$work/limit" && grep -q '^after: 200' "$work/limit" &&
     ok "connection limit: 503 past --max-connections, 200 once they close" || bad "connection limit: $(cat "$work/limit")"
+
+# idle timeout: a kept-alive connection that sends nothing after its answer
+# is closed after --idle-timeout-ms (1000 ms)
+python3 - $P2 >"$work/idle" 2>&1 <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
+got = b""
+while b'{"status":"ok"}' not in got:
+    got += s.recv(4096)
+t0 = time.time()
+s.settimeout(10)
+try:
+    rest = s.recv(4096)
+    print("closed after %.2f s%s" % (time.time() - t0, "" if rest == b"" else " with " + repr(rest)))
+except socket.timeout:
+    print("open after 10 s")
+PY
+secs=$(sed -n 's/^closed after \([0-9.]*\) s$/\1/p' "$work/idle")
+[ -n "$secs" ] && python3 -c 'import sys; assert 0.8 <= float(sys.argv[1]) <= 3.0' "$secs" &&
+    ok "an idle kept-alive connection is closed by the idle timeout after $secs s" || bad "idle timeout: $(cat "$work/idle")"
+
+# --metrics-auth: /health and /metrics need the API key too
+P3=$(free_port)
+"$gateway" --coordinator "$ep" --listen 127.0.0.1:$P3 --api-key $KEY --metrics-auth 2>"$work/gw3.err" &
+gw3=$!
+W=http://127.0.0.1:$P3
+for _ in $(seq 1 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" $W/health)" = 200 ] && break; sleep 0.1; done
+h=$(curl -s -o "$work/r" -w '%{http_code}' $W/health)
+m=$(curl -s -o "$work/r2" -w '%{http_code}' $W/metrics)
+hk=$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" $W/health)
+mk=$(curl -s -o "$work/m3" -w '%{http_code}' -H "$AUTH" $W/metrics)
+if [ "$h" = 401 ] && [ "$m" = 401 ] && expect_error "$work/r" && expect_error "$work/r2" && [ "$hk" = 200 ] &&
+   [ "$mk" = 200 ] && grep -q '^lmpipe:num_requests_running' "$work/m3"; then
+    ok "--metrics-auth: /health and /metrics are 401 without the key, 200 with it"
+else bad "--metrics-auth: $h $m $hk $mk $(cat "$work/r")"; fi
+kill $gw3; wait $gw3 2>/dev/null; gw3=
 
 # the gateways survived all of it (lmpipe up would have restarted its own)
 [ "$(curl -s $U/health)" = '{"status":"ok"}' ] && kill -0 $gw2 && ! grep -q 'lmpipe-http exited' "$work/up.err" &&
