@@ -147,8 +147,10 @@ static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, int32_t
         rc = lp_error_set(LP_ERR(EINVAL), "messages: not together with params_json's prompt");
         goto out;
     }
-    if (!g->prompt.len && !g->n_prompt_ids && f.prompt &&
-        !(*prompt_text = strndup(f.prompt, f.prompt_len)))
+    if (!g->prompt.len && !g->n_prompt_ids && f.prompt_is_ids)
+        rc = lp_error_set(LP_ERR(EINVAL), "prompt: token ids in params_json; send them in prompt_ids");
+    else if (!g->prompt.len && !g->n_prompt_ids && f.prompt &&
+             !(*prompt_text = strndup(f.prompt, f.prompt_len)))
         rc = LP_ERR(ENOMEM);
     /* The sampler reads its fields from the same text with the same parser. */
     if (!rc && !(r->params_json = strdup(g->params_json))) rc = LP_ERR(ENOMEM);

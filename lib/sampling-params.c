@@ -610,11 +610,15 @@ int lp_completion_fields_from_json(const lp_json_t *obj, lp_completion_fields_t 
         out->stop = v;
     }
     if ((v = lp_json_get(obj, "prompt"))) {
-        if (v->type != LP_JSON_STRING)
-            return lp_error_set(LP_ERR(EINVAL), "prompt: only a string prompt is supported in "
-                                "params_json (send token ids in prompt_ids)");
-        out->prompt = v->u.str;
-        out->prompt_len = v->n;
+        if (v->type == LP_JSON_ARRAY) {
+            out->prompt_is_ids = true; /* llama.cpp's token-list form, carried beside it */
+        } else if (v->type != LP_JSON_STRING) {
+            return lp_error_set(LP_ERR(EINVAL), "prompt: must be a string or a list of token ids, got %s",
+                                lp_json_type_name(v->type));
+        } else {
+            out->prompt = v->u.str;
+            out->prompt_len = v->n;
+        }
     }
     return 0;
 }

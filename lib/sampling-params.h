@@ -133,6 +133,7 @@ typedef struct lp_completion_fields {
     const lp_json_t *stop;    /* NULL, or an array of strings */
     const char *prompt;       /* NULL, or a string prompt (not NUL-terminated) */
     size_t prompt_len;
+    bool prompt_is_ids;       /* prompt is a list: the ids must come as prompt_ids */
 } lp_completion_fields_t;
 
 /* Read and check the fields present in obj; a bad one is LP_ERR(EINVAL)

@@ -222,7 +222,14 @@ static void test_completion_fields(void)
     lp_json_doc_destroy(&doc);
     CHECK_RC(lp_json_parse("{}", 2, &doc), 0);
     CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), 0);
-    CHECK(!f.has_n_predict && !f.has_ignore_eos && !f.stop && !f.prompt);
+    CHECK(!f.has_n_predict && !f.has_ignore_eos && !f.stop && !f.prompt && !f.prompt_is_ids);
+    lp_json_doc_destroy(&doc);
+    {
+        static const char ids[] = "{\"prompt\": [1, 2]}";
+        CHECK_RC(lp_json_parse(ids, strlen(ids), &doc), 0);
+    }
+    CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), 0);
+    CHECK(f.prompt_is_ids && !f.prompt, "a token-list prompt is marked, not read");
     lp_json_doc_destroy(&doc);
     static const struct { const char *json, *msg; } bad[] = {
         {"{\"n_predict\": -2}", "n_predict: "},
@@ -230,7 +237,7 @@ static void test_completion_fields(void)
         {"{\"ignore_eos\": 1}", "ignore_eos: "},
         {"{\"stop\": \"a\"}", "stop: "},
         {"{\"stop\": [\"a\", 2]}", "stop[1]: "},
-        {"{\"prompt\": [1, 2]}", "prompt: "},
+        {"{\"prompt\": 12}", "prompt: "},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         CHECK_RC(lp_json_parse(bad[i].json, strlen(bad[i].json), &doc), 0);

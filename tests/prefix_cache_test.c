@@ -10,7 +10,10 @@
  *     computed side by side) and warm (taken from the cache);
  *   - a third pipeline whose coordinator uses a KV pool far smaller than
  *     the work (--kv-blocks): requests are preempted and recomputed, and
- *     every one still gives its tokens, a greedy one from BOS the golden's.
+ *     every one still gives its tokens, a greedy one from BOS the golden's;
+ *   - chunked prefill beside decode: a long prompt that arrives while a
+ *     request decodes fills in over several steps, and the running request
+ *     gets a token at every one of them (no step is all prefill).
  *
  * The engine must page its KV (Hello.kv_block > 0); with an engine that
  * does not, the test is skipped (exit 77).
@@ -40,7 +43,7 @@ typedef struct pipe {
     uint64_t next_id;   /* on that socket; 0 until its hello */
 } pipe_t;
 
-static int start(pipe_t *q, const char *model, bool cache, int kv_blocks)
+static int start(pipe_t *q, const char *model, bool cache, int kv_blocks, int max_batch)
 {
     memset(q, 0, sizeof(*q));
     uv_loop_init(&q->loop);
@@ -50,6 +53,7 @@ static int start(pipe_t *q, const char *model, bool cache, int kv_blocks)
     o.threads = 1;
     o.no_prefix_cache = !cache;
     o.kv_blocks = kv_blocks;
+    o.max_batch_tokens = max_batch;
     int rc = lp_pipeline_start(&q->loop, &o, &q->p);
     if (!rc) rc = lp_pipeline_wait_ready(q->p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(q->p), &q->c);
@@ -328,7 +332,7 @@ static void test_pressure(pipe_t *ref, const char *model, const lp_tokenizer_t *
      * preempt. */
     int kv_blocks = (int)((2 * most + block - 1) / block) + 1;
     pipe_t q = {0};
-    if (start(&q, model, true, kv_blocks) == 0) {
+    if (start(&q, model, true, kv_blocks, 0) == 0) {
         stats_t s0 = stats(&q);
         CHECK(s0.total == (uint32_t)kv_blocks, "the coordinator uses %d blocks: %u", kv_blocks, s0.total);
         same_tokens(ref, &q, rs, 8, "pool pressure");
@@ -349,6 +353,76 @@ static void test_pressure(pipe_t *ref, const char *model, const lp_tokenizer_t *
     free(text);
 }
 
+/* A request decodes; a prompt of about 300 tokens arrives.  With a batch
+ * budget of 32 tokens a step, each step carries the running request's one
+ * token and a 31-token chunk of the prompt, so the running request gets a
+ * token at every step of the prefill.  Both give their solo tokens. */
+static void test_chunked(pipe_t *ref, const char *model, const lp_tokenizer_t *tok)
+{
+    enum { BUDGET = 32 };
+    static const char *const sentence = " The little dog ran to the park and played with a red ball all day.";
+    char text[4096] = "Once upon a time,";
+    size_t na, nb = 0;
+    int32_t *a = tokens(tok, "Once upon a time", true, &na), *b = NULL;
+    while (nb < 300 && strlen(text) + strlen(sentence) < sizeof(text)) {
+        strcat(text, sentence);
+        free(b);
+        b = tokens(tok, text, true, &nb);
+    }
+    req_t rs[2] = {{a, na, 160, params[0]}, {b, nb, 8, params[1]}};
+    lp_generation_t want[2], got[2] = {{0}};
+    for (int i = 0; i < 2; i++) CHECK(run_many(ref->c, next_id++, &rs[i], 1, &want[i]) == 0);
+    pipe_t q = {0};
+    if (start(&q, model, true, 0, BUDGET) == 0) {
+        uint64_t ida = next_id++, idb = next_id++;
+        Lmpipe__GenerateRequest ga = gen_msg(&rs[0]), gb = gen_msg(&rs[1]);
+        CHECK_RC(lp_client_send_generate(q.c, ida, &ga), 0);
+        size_t a_at_b = 0, a_before_first_b = 0;
+        bool b_sent = false, b_first = false;
+        int done = 0;
+        while (done < 2) {
+            lp_frame_t f;
+            if (lp_client_recv(q.c, 120000, &f)) {
+                CHECK(0, "chunked: %s", lp_error_msg());
+                break;
+            }
+            uint64_t id = f.msg->id;
+            if (id == ida) done += lp_generation_add(&got[0], f.msg);
+            if (id == idb) {
+                if (!b_first && f.msg->body_case == LMPIPE__MSG__BODY_TOKEN) {
+                    b_first = true;
+                    a_before_first_b = got[0].n_ids - a_at_b;
+                }
+                done += lp_generation_add(&got[1], f.msg);
+            }
+            lp_frame_clear(&f);
+            if (!b_sent && got[0].n_ids == 4) {
+                CHECK_RC(lp_client_send_generate(q.c, idb, &gb), 0);
+                b_sent = true;
+                a_at_b = got[0].n_ids;
+            }
+        }
+        size_t steps = (nb + BUDGET - 2) / (BUDGET - 1);
+        printf("chunked prefill: a %zu-token prompt in about %zu steps; the running request got %zu tokens "
+               "meanwhile\n", nb, steps, a_before_first_b);
+        CHECK(b_first && a_before_first_b + 1 >= steps,
+              "the running request decodes through the long prompt's prefill: %zu tokens in %zu steps",
+              a_before_first_b, steps);
+        for (int i = 0; i < 2; i++)
+            CHECK(got[i].n_ids == want[i].n_ids && want[i].n_ids == (size_t)rs[i].n_predict &&
+                      !memcmp(got[i].ids, want[i].ids, want[i].n_ids * sizeof(int32_t)),
+                  "chunked: request %d gives its solo tokens (%zu vs %zu; %s)", i, got[i].n_ids, want[i].n_ids,
+                  got[i].error);
+    }
+    stop(&q);
+    for (int i = 0; i < 2; i++) {
+        lp_generation_clear(&want[i]);
+        lp_generation_clear(&got[i]);
+    }
+    free(a);
+    free(b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -357,7 +431,7 @@ int main(int argc, char **argv)
     }
     const char *model = argv[1];
     pipe_t on = {0}, off = {0};
-    if (start(&on, model, true, 0)) {
+    if (start(&on, model, true, 0, 0)) {
         stop(&on);
         return CHECK_DONE();
     }
@@ -372,12 +446,13 @@ int main(int argc, char **argv)
     printf("engine: KV blocks of %u positions, %u blocks\n", block, h->kv_blocks);
     lp_tokenizer_t *tok = NULL;
     CHECK_RC(lp_tokenizer_new(model, &tok), 0);
-    if (tok && start(&off, model, false, 0) == 0) {
+    if (tok && start(&off, model, false, 0, 0) == 0) {
         stats_t s = stats(&off);
         CHECK(s.queries == 0 && s.total > 0, "the cache-off coordinator looks nothing up");
         test_chat(&off, &on, tok, block);
         test_shared(&off, &on, tok);
         test_pressure(&off, model, tok, block, argv[2]);
+        test_chunked(&off, model, tok);
         s = stats(&off);
         CHECK(s.queries == 0 && s.hits == 0, "--no-prefix-cache: nothing looked up, nothing reused");
     }

@@ -211,6 +211,10 @@ static int take_request_fields(lp_gen_args_t *a, const char *cmd, const lp_json_
         fprintf(stderr, "lmpipe %s: --params: %s\n", cmd, lp_error_msg());
         return -1;
     }
+    if (f.prompt_is_ids) {
+        fprintf(stderr, "lmpipe %s: --params: prompt: token ids are not taken here; give text\n", cmd);
+        return -1;
+    }
     /* As --max-tokens: 0 would generate nothing. */
     if (f.has_n_predict && (f.n_predict == 0 || f.n_predict > 1 << 24)) {
         fprintf(stderr, "lmpipe %s: --params: n_predict: must be a positive integer (or -1)\n", cmd);

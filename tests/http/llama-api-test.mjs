@@ -4,7 +4,7 @@
 //   - /tokenize, /detokenize and /apply-template answer as llama-server does,
 //     and /tokenize gives the goldens' prompt ids;
 //   - a streamed /completion: a chunk per token with its id, the golden ids,
-//     a last chunk with stop, timings and no [DONE];
+//     a last chunk with stop, timings and no [DONE]; a prompt of token ids;
 //   - prompt tokens taken from the prefix cache, as usage.prompt_tokens_details
 //     .cached_tokens and timings.cache_n, moving /metrics' prefix hits;
 //   - presence/frequency penalties, top_p, user, logit_bias (ids), and the
@@ -96,6 +96,8 @@ await section('streamed /completion', async () => {
               last.timings.prompt_n + last.timings.cache_n === c.prompt_ids.length,
               `"${c.prompt}": the last chunk has stop, the counts and timings`, last);
         check(!r.text.includes('[DONE]'), `"${c.prompt}": no [DONE], as llama-server`);
+        const byIds = (await post(base, '/completion', { prompt: c.prompt_ids, n_predict: c.continuation_ids.length, temperature: 0 })).json;
+        check(same(byIds?.tokens, c.continuation_ids), `"${c.prompt}" sent as its token ids: the golden ids`, byIds);
     }
 });
 
