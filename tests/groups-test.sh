@@ -11,7 +11,9 @@
 #   - group b's engine is stopped, then killed, with requests in flight:
 #     its requests move to the other groups (prefilled again from prompt
 #     and tokens so far) and give their solo tokens; the others serve on,
-#     and b comes back when its engine is restarted.
+#     and b comes back when its engine is restarted;
+#   - with every group idle, requests sharing a cached prefix go to the
+#     group that holds it.
 # usage: groups-test.sh BUILD_DIR SHARED_DIR
 set -u
 build=$1
@@ -116,6 +118,24 @@ c1=$(stat_placed c)
 n=$(same_as_solo three)
 [ "$n" = 16 ] && [ $((c1 - c0)) -ge 3 ] && ok "16 requests over three groups (c took $((c1 - c0))) give their solo tokens" ||
     bad "three groups: $n of 16 match, group c took $((c1 - c0))"
+
+# Prefix placement: with every group idle, a request whose prompt shares a
+# cached prefix goes to the group that holds it, and reuses it there.
+reused() { "$lmpipe" stats --endpoint "ipc://$dir/coord" | sed -n "s/^group $1 kv: .*; \([0-9]*\) prompt tokens reused$/\1/p"; }
+long="Once upon a time there was a little girl named Lily who loved to play in the big green park with her dog and her red ball every day"
+for g in a b c; do eval "p0_$g=$(stat_placed $g)"; done
+gen pfx.0 "$long."
+holder=
+for g in a b c; do [ $(( $(stat_placed $g) - $(eval echo \$p0_$g) )) = 1 ] && holder=$g; done
+if [ -n "$holder" ]; then
+    eval "p1=$(stat_placed $holder) r1=$(reused $holder)"
+    for i in 1 2 3 4; do gen pfx.$i "$long, and friend number $i came too."; done
+    p2=$(stat_placed $holder); r2=$(reused $holder)
+    rcs=$(cat "$dir"/rc.pfx.* | sort -u)
+    [ $((p2 - p1)) = 4 ] && [ $((r2 - r1)) -ge 64 ] && [ "$rcs" = 0 ] &&
+        ok "4 requests sharing group $holder's cached prefix all go to $holder and reuse $((r2 - r1)) tokens" ||
+        bad "prefix placement: $holder took $((p2 - p1)) of 4, reused $((r2 - r1)) tokens, rc $rcs"
+else bad "prefix placement: the first request was not placed on exactly one group"; fi
 
 # Group b's engine stops (its requests stall in flight), then is killed.
 kill -STOP $eng_b

@@ -165,6 +165,10 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
     sample(&b, gw, "prefix_cache_queries_total", NULL, NULL, (double)s->prefix_cache_queries);
     meta(&b, "prefix_cache_hits_total", "counter", "Prompt tokens taken from the prefix cache (not prefilled).");
     sample(&b, gw, "prefix_cache_hits_total", NULL, NULL, (double)s->prefix_cache_hits);
+    meta(&b, "prefix_cache_hit_rate", "gauge", "Prompt tokens taken from the prefix cache over those looked up, "
+                                               "since the coordinator started (0..1).");
+    sample(&b, gw, "prefix_cache_hit_rate", NULL, NULL,
+           s->prefix_cache_queries ? (double)s->prefix_cache_hits / (double)s->prefix_cache_queries : 0);
     meta(&b, "kv_cache_usage_perc", "gauge", "Fraction of the KV blocks held by running requests (0..1).");
     sample(&b, gw, "kv_cache_usage_perc", NULL, NULL,
            s->kv_blocks_total ? (double)s->kv_blocks_used / s->kv_blocks_total : 0);

@@ -21,7 +21,7 @@ STEP = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
 # http-spec.md's names (without the lmpipe: prefix), their types and buckets
 GAUGES = ["num_requests_running", "num_requests_waiting", "shm_ring_slots", "shm_ring_slots_used",
           "sampler_strategy_version", "kv_cache_usage_perc", "kv_cache_blocks_used",
-          "kv_cache_blocks_total", "kv_cache_blocks_cached"]
+          "kv_cache_blocks_total", "kv_cache_blocks_cached", "prefix_cache_hit_rate"]
 COUNTERS = ["prompt_tokens", "generation_tokens", "request_success", "errors", "http_requests",
             "prefix_cache_queries", "prefix_cache_hits", "num_preemptions"]
 HISTOGRAMS = {"time_to_first_token_seconds": LAT, "e2e_request_latency_seconds": LAT,
@@ -113,7 +113,10 @@ def main():
     # four generations, three whole and one streamed, and one refused
     runs = [("Once upon a time", 7, False), ("Lily and Tom went to the park", 5, False),
             ("One day, a little boy named Tim", 9, False), ("Once upon a time", 6, True)]
-    prompt_tokens = gen_tokens = 0
+    # a prompt of several KV blocks, twice: the second takes its prefix from the cache
+    longer = "Once upon a time there was a little girl named Lily who loved to play in the big green park with her dog"
+    runs += [(longer, 4, False), (longer, 4, True)]
+    prompt_tokens = gen_tokens = cached = 0
     for prompt, n, stream in runs:
         req = {"model": "m", "prompt": prompt, "max_tokens": n, "temperature": 0, "stream": stream}
         models = json.loads(http("GET", "/v1/models")[2])
@@ -129,6 +132,7 @@ def main():
         check(status == 200 and usage["completion_tokens"] == n, f"completion of {n} tokens", (status, body[:300]))
         prompt_tokens += usage["prompt_tokens"]
         gen_tokens += usage["completion_tokens"]
+        cached += usage["prompt_tokens_details"]["cached_tokens"]
     status, _, body = http("POST", "/v1/completions", {"model": req["model"], "prompt": "x", "top_k": -3})
     check(status == 400, "a bad top_k: 400", (status, body))
 
@@ -168,12 +172,21 @@ def main():
         check(value(after, "lmpipe:" + g) == 0, f"lmpipe:{g} is back to 0 when idle", value(after, "lmpipe:" + g))
     check(value(after, "lmpipe:shm_ring_slots") > 0, "lmpipe:shm_ring_slots > 0 with shared memory on",
           value(after, "lmpipe:shm_ring_slots"))
-    # The prefix cache's counters (0 where the engine does not page) agree.
+    # The prefix cache's counters agree with the responses' cached tokens
+    # (where the engine pages its KV; all 0 where it does not).
     q, h = d("lmpipe:prefix_cache_queries", "lmpipe:prefix_cache_queries_total"), \
         d("lmpipe:prefix_cache_hits", "lmpipe:prefix_cache_hits_total")
-    check(q in (0, d("lmpipe:prompt_tokens", "lmpipe:prompt_tokens_total")) and 0 <= h <= q,
-          "prefix_cache_queries grew by 0 or the prompt tokens, hits by at most that", (q, h))
     total = value(after, "lmpipe:kv_cache_blocks_total")
+    if total > 0:
+        check(q == prompt_tokens and h == cached and cached > 0,
+              "prefix_cache_queries grew by the prompt tokens, hits by the cached_tokens the responses gave",
+              (q, h, prompt_tokens, cached))
+    else:
+        check(q == 0 and h == 0 and cached == 0, "no engine pages: nothing looked up", (q, h, cached))
+    aq, ah = value(after, "lmpipe:prefix_cache_queries", "lmpipe:prefix_cache_queries_total"), \
+        value(after, "lmpipe:prefix_cache_hits", "lmpipe:prefix_cache_hits_total")
+    rate = value(after, "lmpipe:prefix_cache_hit_rate")
+    check(abs(rate - (ah / aq if aq else 0)) < 1e-9, "prefix_cache_hit_rate is hits / queries", (rate, ah, aq))
     check(value(after, "lmpipe:kv_cache_blocks_used") == 0 and value(after, "lmpipe:kv_cache_usage_perc") == 0,
           "no KV block is held when idle", (value(after, "lmpipe:kv_cache_blocks_used"), total))
     check(value(after, "lmpipe:kv_cache_blocks_cached") <= total, "cached blocks <= total",
