@@ -399,11 +399,12 @@ static int find_bin(const lp_pipeline_opts_t *o, int i, char *out, size_t cap)
 static int curve_args(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **argv)
 {
     int n = 0;
-    if (o->allow_insecure_tcp && i != P_HTTP) argv[n++] = "--allow-insecure-tcp";
+    bool edge = i == P_HTTP || i == P_NATS;
+    if (o->allow_insecure_tcp && !edge) argv[n++] = "--allow-insecure-tcp";
     if (!o->curve_key) return n;
     argv[n++] = "--curve-key";
     argv[n++] = (char *)o->curve_key;
-    if (i == P_HTTP) { /* a client of this host's coordinator */
+    if (edge) { /* a client of this host's coordinator */
         argv[n++] = "--server-key";
         argv[n++] = (char *)o->curve_key;
         return n;

@@ -798,6 +798,8 @@ int lp_nb_start(uv_loop_t *loop, const lp_nb_opts_t *o, lp_nb_t **out)
     }
     nb->gw->loop = loop;
     nb->gw->o.coordinator = o->coordinator;
+    nb->gw->o.curve_key = o->curve_key;
+    nb->gw->o.server_key = o->server_key;
     if ((rc = lp_gw_link_start(nb->gw)) != 0) {
         lp_gw_destroy(&nb->gw);
         goto fail;

@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: lmpipe-nats --coordinator EP --url URL[,URL...]\n"
+            "usage: lmpipe-nats --coordinator EP [--curve-key F.key --server-key KEY] --url URL[,URL...]\n"
             "                   [--creds FILE] [--user NAME [--password P] | --nkey PUBKEY --nkey-seed FILE]\n"
             "                   [--tls] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]\n"
             "                   [--stream NAME] [--subjects SUBJ] [--durable NAME] [--max-inflight N]\n"
@@ -34,7 +34,8 @@ int main(int argc, char **argv)
         const char *flag;
         const char **dst;
     } strs[] = {
-        {"--coordinator", &o.coordinator}, {"--url", &o.urls}, {"--creds", &o.creds},
+        {"--coordinator", &o.coordinator}, {"--curve-key", &o.curve_key}, {"--server-key", &o.server_key},
+        {"--url", &o.urls}, {"--creds", &o.creds},
         {"--user", &o.user}, {"--nkey", &o.user}, {"--password", &o.password}, {"--nkey-seed", &o.nkey_seed},
         {"--tls-ca", &o.tls_ca}, {"--tls-cert", &o.tls_cert}, {"--tls-key", &o.tls_key},
         {"--stream", &o.stream}, {"--subjects", &o.subjects}, {"--durable", &o.durable},

@@ -1,9 +1,11 @@
 // up-test.mjs - `lmpipe up --config` with nats.* keys starts lmpipe-nats
 // with them (nats.max_inflight, nats.control_users), restarts it when it
-// is killed, and fails naming the bridge's flag when a value or a file is bad.
+// is killed, hands the bridge the coordinator's CURVE key on tcp:// (and no
+// key with allow_insecure_tcp), and fails naming the bridge's flag when a
+// value or a file is bad.
 import { spawn, execFileSync } from 'node:child_process';
 import { writeFileSync, readFileSync } from 'node:fs';
-import { env, check, done, sc, sleep, natsServer, client, request, Collector, runText, waitFor } from './lib.mjs';
+import { env, check, done, sc, sleep, natsServer, client, request, Collector, runText, waitFor, freePort } from './lib.mjs';
 
 const srv = await natsServer('up');
 const nc = await client(srv.url);
@@ -44,6 +46,31 @@ try {
 }
 up.kill('SIGTERM');
 await new Promise((r) => up.once('exit', r));
+
+// The coordinator on tcp://: with curve.key the bridge connects with this
+// host's key and the coordinator's; with allow_insecure_tcp, plainly.
+execFileSync(env.LMPIPE, ['keygen', '-o', `${env.WORK}/host`], { stdio: 'ignore' });
+for (const [what, keys] of [['curve.key', `curve.key = ${env.WORK}/host.key\n`], ['allow_insecure_tcp', 'allow_insecure_tcp = true\n']]) {
+    const port = await freePort();
+    writeFileSync(conf, `model = ${env.MODEL}\nendpoint = tcp://127.0.0.1:${port}\n${keys}nats.url = ${srv.url}\n` +
+                        `nats.durable = up-bridge\n`);
+    let o = '', e = '';
+    const u = spawn(env.LMPIPE, ['up', '--config', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
+    u.stdout.on('data', (d) => { o += d; });
+    u.stderr.on('data', (d) => { e += d; });
+    try {
+        await waitFor(() => /NATS bridge to nats:/.test(o), 30000, `lmpipe up with ${what} and its bridge`);
+        const id = `t-${what.replace(/[^a-z]/g, '')}`;
+        await request(js, { prompt: 'Once upon a time', n_predict: 12, temperature: 0 }, { id, reply: `lmpipe.test.up.${id}` });
+        await waitFor(() => col.reqs.get(id)?.final, 30000, `the answer to ${id}`);
+        check(col.text(id) === runText('Once upon a time', 12) && !/lmpipe-nats exited/.test(e),
+              `coordinator on tcp:// with ${what}: the bridge lmpipe up started answers`, e.slice(-600));
+    } catch (x) {
+        check(false, `coordinator on tcp:// with ${what}`, String(x) + '\n' + e.slice(-1500));
+    }
+    u.kill('SIGTERM');
+    await new Promise((r) => u.once('exit', r));
+}
 
 // bad bridge flags from the config: lmpipe up stops, naming the bridge
 writeFileSync(conf, `model = ${env.MODEL}\nendpoint = ipc://${env.WORK}/up2.sock\nnats.url = ${srv.url}\nnats.max_inflight = lots\n`);
