@@ -221,12 +221,16 @@ void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
 }
 
 /* Who a request counts against in the waiting queue: the one place that
- * says it.  The connection's routing id; a client that reconnects is
- * another client. */
+ * says it.  Over CURVE the peer's public key, so that one key gets one
+ * share however many connections it opens; on ipc:// and plain TCP the
+ * connection's routing id (a client that reconnects is another client). */
 static void client_key(const lp_frame_t *f, uint8_t *key, size_t *len)
 {
-    *len = f->peer_len < LP__FAIR_KEY_MAX ? f->peer_len : LP__FAIR_KEY_MAX;
-    memcpy(key, f->peer, *len);
+    size_t uid = strlen(f->user_id);
+    const uint8_t *src = uid ? (const uint8_t *)f->user_id : f->peer;
+    size_t n = uid ? uid : f->peer_len;
+    *len = n < LP__FAIR_KEY_MAX ? n : LP__FAIR_KEY_MAX;
+    memcpy(key, src, *len);
 }
 
 /* Requests of this client not yet given a slot (tokenizing or queued). */

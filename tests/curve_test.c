@@ -8,8 +8,9 @@
  *       (StatsReply.auth_refused); a SamplerControl from a key that is not
  *       an admin is refused by the coordinator and by sampler-svc, an
  *       admin's is answered; a peer saying hello as coordinator with a key
- *       not in curve.coordinator is refused by every service, and the
- *       pipeline still gives the goldens afterwards
+ *       not in curve.coordinator is refused by every service; the waiting
+ *       queue's share is per key, however many connections a key opens;
+ *       and the pipeline still gives the goldens afterwards
  *   curve_test controller SAMPLER_SVC MODEL
  *       a fresh sampler-svc on tcp://: a peer with an allowed key says hello
  *       as coordinator first and is refused; the curve.coordinator key then
@@ -237,6 +238,73 @@ static void goldens(const char *ep, const char *golden)
     free(text);
 }
 
+/* One key's share of the waiting queue (max_queued_per_client = 3, two
+ * slots) is the same over three connections: of its 12 requests at most the
+ * two running and three waiting are taken (keyed by connection, up to 11
+ * would be), the rest refused; another key's request, sent meanwhile, is
+ * taken and finishes. */
+static void fair_per_key(const char *ep)
+{
+    enum { CONNS = 3, EACH = 4 };
+    lp_client_t *c[CONNS] = {NULL};
+    for (int i = 0; i < CONNS; i++) {
+        int rc = lp_client_new_curve(ep, user_key, host_pub, &c[i]);
+        if (!rc) rc = lp_client_hello(c[i], 10000);
+        CHECK(rc == 0, "user connection %d: %s", i, lp_error_msg());
+    }
+    Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
+    g.prompt.data = (uint8_t *)"Once upon a time";
+    g.prompt.len = strlen("Once upon a time");
+    g.n_predict = 200;
+    g.ignore_eos = true;
+    for (int i = 0; i < CONNS; i++)
+        for (uint64_t id = 1; c[i] && id <= EACH; id++) CHECK_RC(lp_client_send_generate(c[i], id, &g), 0);
+    lp_client_t *adm = NULL;
+    int rc = lp_client_new_curve(ep, admin_key, host_pub, &adm);
+    if (!rc) rc = lp_client_hello(adm, 10000);
+    if (!rc) rc = lp_client_send_generate(adm, 99, &g);
+    CHECK(rc == 0, "admin connection: %s", lp_error_msg());
+    int taken = 0, refused_n = 0, other = 0;
+    for (int i = 0; i < CONNS; i++) {
+        for (int k = 0; c[i] && k < EACH;) {
+            lp_frame_t f;
+            if (lp_client_recv(c[i], 30000, &f)) {
+                other += EACH - k;
+                break;
+            }
+            Lmpipe__Msg *m = f.msg;
+            if (m->body_case == LMPIPE__MSG__BODY_FINAL) {
+                taken++;
+                k++;
+            } else if (m->body_case == LMPIPE__MSG__BODY_ERROR) {
+                if (strstr(m->error->message, "max_queued_per_client")) refused_n++;
+                else other++;
+                k++;
+            }
+            lp_frame_clear(&f);
+        }
+    }
+    printf("one key over %d connections: %d requests taken, %d refused for its share\n", CONNS, taken,
+           refused_n);
+    CHECK(taken >= 3 && taken <= 5 && taken + refused_n == CONNS * EACH && other == 0,
+          "one key's share over %d connections: %d taken, %d refused, %d other", CONNS, taken, refused_n, other);
+    lp_generation_t ga = {0};
+    if (adm) {
+        for (;;) {
+            lp_frame_t f;
+            if (lp_client_recv(adm, 30000, &f)) break;
+            int end = f.msg->id == 99 && lp_generation_add(&ga, f.msg) == 1;
+            lp_frame_clear(&f);
+            if (end) break;
+        }
+    }
+    CHECK(ga.reason == LMPIPE__FINISH_REASON__FINISH_LENGTH && ga.n_ids == 200,
+          "another key's request beside a full share: %zu tokens (%s)", ga.n_ids, ga.error);
+    lp_generation_clear(&ga);
+    lp_client_destroy(&adm);
+    for (int i = 0; i < CONNS; i++) lp_client_destroy(&c[i]);
+}
+
 static void test_pipeline(const char *model, const char *golden)
 {
     make_keys();
@@ -256,6 +324,8 @@ static void test_pipeline(const char *model, const char *golden)
     o.curve_key = host_key;
     o.curve_allow = allow;
     o.curve_admin = admin_pub;
+    o.max_seqs = 2;
+    o.max_queued_per_client = 3;
     uv_loop_t loop;
     uv_loop_init(&loop);
     lp_pipeline_t *p = NULL;
@@ -306,6 +376,7 @@ static void test_pipeline(const char *model, const char *golden)
             printf("%s, hello as coordinator from a user key: %s\n", names[s], got == 0 ? err : "ACCEPTED");
             CHECK(got == 0 && strstr(err, "curve.coordinator"), "%s: %s", names[s], err);
         }
+        fair_per_key(eps[0]);
         goldens(eps[0], golden); /* and the pipeline goes on */
     }
     const char *who;
