@@ -15,8 +15,8 @@
 
 typedef struct lp_nb_opts {
     const char *coordinator;
-    const char *curve_key;  /* --curve-key: this host's BASE.key; NULL: no CURVE */
-    const char *server_key; /* --server-key: the coordinator's public key */
+    const char *curve_key;       /* --curve-key: this host's BASE.key; NULL: no CURVE */
+    const char *server_key;      /* --server-key: the coordinator's public key */
     const char *urls;            /* comma-separated nats:// or tls:// URLs */
     const char *creds;           /* a .creds file (JWT and nkey seed) */
     const char *nkey_seed;       /* a file holding an nkey seed (SU...) */

@@ -99,6 +99,10 @@ await section('streamed /completion', async () => {
         const byIds = (await post(base, '/completion', { prompt: c.prompt_ids, n_predict: c.continuation_ids.length, temperature: 0 })).json;
         check(same(byIds?.tokens, c.continuation_ids), `"${c.prompt}" sent as its token ids: the golden ids`, byIds);
     }
+    for (const [prompt, want] of [[[1, 512], /512 is not in 0\.\.511/], [[], /empty token list/], [[1, -3], /not a token id/]]) {
+        const r = await post(base, '/completion', { prompt, n_predict: 2 });
+        check(r.status === 400 && want.test(r.json?.error?.message), `/completion prompt ${JSON.stringify(prompt)}: 400 naming it`, r.json);
+    }
 });
 
 async function metric(name) {
