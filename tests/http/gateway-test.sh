@@ -282,6 +282,9 @@ V=http://127.0.0.1:$P2
 for _ in $(seq 1 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' $V/health)" = 200 ] && break; sleep 0.1; done
 s=$(curl -s -o "$work/r" -w '%{http_code}' $V/v1/completions -d '{"prompt":"Once upon a time","max_tokens":4,"temperature":0}')
 [ "$s" = 200 ] && ok "a second gateway on the same coordinator, open without keys" || bad "second gateway: $s"
+s=$(curl -s -o "$work/r" -w '%{http_code}' $V/sampler -d '{"op":"set","params":{"top_k":7}}')
+[ "$s" = 403 ] && expect_error "$work/r" && grep -q -- "--admin-key" "$work/r" &&
+    ok "POST /sampler on a gateway without --admin-key: 403 saying so" || bad "POST /sampler, no admin key set: $s $(cat "$work/r")"
 big=$(python3 -c 'print("{\"prompt\":\"" + "a" * 2000 + "\"}")')
 s=$(curl -s -o "$work/r" -w '%{http_code}' $V/v1/completions -d "$big")
 [ "$s" = 413 ] && expect_error "$work/r" && ok "413 for a body over --max-body" || bad "413: $s $(cat "$work/r")"
