@@ -40,6 +40,12 @@ async function post(url, path, body) {
     return { status: r.status, json, text };
 }
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+// a sample of /metrics: the first series of `name` whose labels include `label`
+async function metric(name, label = '') {
+    const t = await (await fetch(`${base}/metrics`)).text();
+    const m = t.match(new RegExp(`^lmpipe:${name}\\{[^}]*${label}[^}]*\\} (\\S+)$`, 'm'));
+    return m ? Number(m[1]) : 0;
+}
 const golden = JSON.parse(readFileSync(`${goldens}/stories260K.json`, 'utf8'));
 
 await section('tokenize', async () => {
@@ -65,8 +71,11 @@ await section('detokenize', async () => {
         check(a.status === 200 && same(a.json, b.json), `/detokenize ${JSON.stringify(tokens.slice(0, 6))}... equals llama-server's`,
               { lmpipe: a.json, llama: b.json });
     }
+    const e0 = await metric('errors_total', 'kind="bad_request"');
     const bad = await post(base, '/detokenize', { tokens: [1, 512] });
     check(bad.status === 400 && /512/.test(bad.json?.error?.message), '/detokenize of an id past the vocabulary: 400 naming it', bad.json);
+    const e1 = await metric('errors_total', 'kind="bad_request"');
+    check(e1 - e0 === 1, 'the refused /detokenize counts in errors_total{kind="bad_request"}', { e0, e1 });
 });
 
 await section('apply-template', async () => {
@@ -105,11 +114,6 @@ await section('streamed /completion', async () => {
     }
 });
 
-async function metric(name) {
-    const t = await (await fetch(`${base}/metrics`)).text();
-    const m = t.match(new RegExp(`^lmpipe:${name}\\{[^}]*\\} (\\S+)$`, 'm'));
-    return m ? Number(m[1]) : NaN;
-}
 
 await section('cached prompt tokens', async () => {
     // a prompt no other section sends, long enough for several KV blocks
