@@ -18,6 +18,9 @@
 #define LP_COORD_MAX_GROUPS 64
 #define LP_COORD_MAX_TOKENIZERS 16
 #define LP_COORD_DRAIN_GRACE_MS 10000
+/* Prompt tokens a step carries beside decode tokens (docs/ARCHITECTURE.md,
+ * "Chunked prefill and decode"). */
+#define LP_COORD_PREFILL_CHUNK 128
 
 /* One engine group: an engine-svc and the sampler-svc that reads its rows.
  * Strings borrowed until lp_coord_destroy(). */
@@ -42,6 +45,7 @@ typedef struct lp_coord_params {
     bool no_shm;          /* rows inline even where the ring would work */
     int max_seqs;         /* 0: the engine's */
     int max_batch_tokens; /* 0: the engine's */
+    int prefill_chunk;    /* prompt tokens in a step that also decodes; 0: LP_COORD_PREFILL_CHUNK */
     int max_requests;     /* queued + active; 0: 1024 */
     int max_queued_per_client; /* one client's requests waiting for a slot; 0: max_requests / 4 */
     /* Paged engines (Hello.kv_block > 0) only: */

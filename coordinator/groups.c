@@ -45,6 +45,7 @@ int lp__group_ready(lp_coord_t *c, lp__group_t *g)
     g->s.max_batch_tokens = c->p.max_batch_tokens > 0 && c->p.max_batch_tokens < ebt
                                 ? c->p.max_batch_tokens : ebt;
     g->s.n_ctx = e->n_ctx ? (int32_t)e->n_ctx : 4096;
+    g->s.prefill_chunk = c->p.prefill_chunk > 0 ? c->p.prefill_chunk : LP_COORD_PREFILL_CHUNK;
     /* A paged engine leaves its blocks to the coordinator; one that does
      * not page keeps a stretch per slot and nothing here changes. */
     g->s.paged = e->kv_block > 0 && e->kv_blocks > 0;

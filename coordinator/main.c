@@ -18,18 +18,20 @@ static void usage(FILE *f)
                "                    | --group NAME,ENGINE_EP,SAMPLER_EP[,KEY[,SAMPLER_KEY]]...)\n"
                "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n"
                "                   [--max-queued-per-client N] [--no-prefix-cache] [--kv-blocks N]\n"
-               "                   [--drain-grace-ms N]\n" LP_CURVE_USAGE
+               "                   [--prefill-chunk N] [--drain-grace-ms N]\n" LP_CURVE_USAGE
                "--max-requests: queued and running requests in all (default 1024);\n"
                "--max-queued-per-client: requests one client may have waiting for a slot\n"
                "(default max-requests / 4); waiting requests are admitted round-robin across\n"
                "clients.\n"
+               "--prefill-chunk: prompt tokens a step carries beside running requests' decode\n"
+               "tokens (default %d; a step with none takes up to max-batch-tokens).\n"
                "--no-prefix-cache: with paged engines, no KV block is shared between requests\n"
                "(every prompt is prefilled whole); --kv-blocks: use at most N blocks of each\n"
                "paged engine's KV pool.\n"
                "--drain-grace-ms: after SIGTERM, new requests are refused (\"draining\") and\n"
                "running ones have this long to finish before they end with an error \"shutting\n"
                "down\" (default %d; 0: end them at once); a second signal stops at once.\n",
-            LP_COORD_DRAIN_GRACE_MS);
+            LP_COORD_PREFILL_CHUNK, LP_COORD_DRAIN_GRACE_MS);
 }
 
 /* NAME,ENGINE_EP,SAMPLER_EP[,SERVER_KEY[,SAMPLER_KEY]], split in a copy
@@ -74,6 +76,7 @@ int main(int argc, char **argv)
         {"engine", required_argument, 0, 'g'},   {"sampler", required_argument, 0, 's'},
         {"no-shm", no_argument, 0, 'n'},         {"max-seqs", required_argument, 0, 'S'},
         {"max-batch-tokens", required_argument, 0, 'b'},
+        {"prefill-chunk", required_argument, 0, 'c'},
         {"max-requests", required_argument, 0, 'r'},
         {"max-queued-per-client", required_argument, 0, 'Q'},
         {"tokenizer-server-key", required_argument, 0, 'T'},
@@ -113,6 +116,7 @@ int main(int argc, char **argv)
             break;
         case 'S': if (int_arg("--max-seqs", optarg, &p.max_seqs)) return 2; break;
         case 'b': if (int_arg("--max-batch-tokens", optarg, &p.max_batch_tokens)) return 2; break;
+        case 'c': if (int_arg("--prefill-chunk", optarg, &p.prefill_chunk)) return 2; break;
         case 'r': if (int_arg("--max-requests", optarg, &p.max_requests)) return 2; break;
         case 'Q':
             if (int_arg("--max-queued-per-client", optarg, &p.max_queued_per_client)) return 2;

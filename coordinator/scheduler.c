@@ -297,6 +297,10 @@ lp__sched_step_t *lp__sched_plan(lp__sched_group_t *g, lp__sched_seq_t *const *s
     size_t start = n ? g->rr++ % n : 0;
     lp__sched_seq_t *owner[g->max_seqs];
     for (int pass = 0; pass < 2; pass++) {
+        /* Beside decode tokens a step takes a short chunk of prompt, so that
+         * a long prompt does not stretch the running requests' token gaps. */
+        if (pass == 1 && n_seqs > 0 && g->prefill_chunk > 0 && budget > g->prefill_chunk)
+            budget = g->prefill_chunk;
         for (size_t j = 0; j < n && budget > 0 && n_seqs < (size_t)g->max_seqs; j++) {
             size_t idx = pass == 0 ? (start + j) % n : j;
             lp__sched_seq_t *r = seqs[idx];

@@ -88,6 +88,7 @@ typedef struct lp__sched_step {
 /* An engine group's capacity and what it has in flight. */
 typedef struct lp__sched_group {
     int32_t max_seqs, max_batch_tokens, n_ctx;
+    int32_t prefill_chunk;  /* prompt tokens in a step with decode tokens; 0: no cap */
     bool ring;              /* logit rows in the shared-memory ring */
     size_t ring_slots;
     uint64_t ring_seq;      /* last sequence number given to a ring slot */

@@ -132,6 +132,20 @@ static void test_budget_chunks(void)
     for (size_t i = 0; i < st->n_entries; i++) total += st->entries[i].n_tokens;
     CHECK(total == 8);
     sampled(st, 2);
+    /* With prefill_chunk, a step that decodes takes at most that many
+     * prompt tokens; a step with nothing to decode still takes the whole
+     * budget. */
+    g.prefill_chunk = 3;
+    st = plan(&g, 2);
+    CHECK(st && st->n_entries == 2 && entry_of(st, a)->n_tokens == 1 && entry_of(st, b)->n_tokens == 3,
+          "beside a decode token, a chunk of prefill_chunk tokens");
+    sampled(st, 2);
+    a->running = false;
+    st = plan(&g, 2);
+    CHECK(st && st->n_entries == 1 && entry_of(st, b)->n_tokens == 8, "nothing to decode: the whole budget");
+    sampled(st, 2);
+    a->running = true;
+    g.prefill_chunk = 0;
     /* max_seqs bounds the entries, whatever the budget. */
     lp__sched_group_free(&g);
     group(&g, 2, 64, false, 0);

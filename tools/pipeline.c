@@ -106,7 +106,7 @@ static const char *const nats_keys[LP_PIPELINE_NATS_KEYS] = {
 
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
-                             "max_seqs", "max_batch_tokens", "n_ctx", "threads",
+                             "max_seqs", "max_batch_tokens", "prefill_chunk", "n_ctx", "threads",
                              "sampler.default", "http.listen", "http.api_key", "http.admin_key",
                              "sampler.plugin_dir", "sampler.state_file", "max_queued_per_client",
                              "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
@@ -224,9 +224,9 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
         rc = lp_error_set(LP_ERR(EINVAL), "config key drain_grace_ms: %lld is not 0..3600000", (long long)v);
     if (!rc && v != -2) o->drain_grace_ms = v ? (int)v : -1;
     const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads",
-                          "max_queued_per_client", "coordinator.kv_blocks"};
+                          "max_queued_per_client", "coordinator.kv_blocks", "prefill_chunk"};
     int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads,
-                  &o->max_queued_per_client, &o->kv_blocks};
+                  &o->max_queued_per_client, &o->kv_blocks, &o->prefill_chunk};
     if (!rc) {
         rc = lp_config_get_int(cfg, "supervise.max_restarts", o->max_restarts, &v);
         if (!rc && (v < 0 || v > 1000000))
@@ -242,7 +242,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
                               (long long)v);
         if (!rc) o->restart_window_s = (int)v;
     }
-    for (int i = 0; !rc && i < 6; i++) {
+    for (size_t i = 0; !rc && i < sizeof(ints) / sizeof(ints[0]); i++) {
         rc = lp_config_get_int(cfg, ints[i], *dst[i], &v);
         if (!rc && (v < 0 || v > (1 << 24)))
             rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is out of range", ints[i], (long long)v);
@@ -434,7 +434,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char *argv[64 + 4 * 16 + 2 * LP_PIPELINE_MAX_GROUPS];
     char *group_args[LP_PIPELINE_MAX_GROUPS] = {0};
     int n = 0;
-    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[24], b8[24], b9[16];
+    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[24], b8[24], b9[16], b10[16];
     argv[n++] = bin;
     char keys_copy[2][4096];
     char nats_flags[LP_PIPELINE_NATS_KEYS][40];
@@ -546,6 +546,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         if (o->no_shm) argv[n++] = "--no-shm";
         if (o->no_prefix_cache) argv[n++] = "--no-prefix-cache";
         if (o->kv_blocks) { argv[n++] = "--kv-blocks"; argv[n++] = int_str(b6, o->kv_blocks); }
+        if (o->prefill_chunk) { argv[n++] = "--prefill-chunk"; argv[n++] = int_str(b10, o->prefill_chunk); }
         if (o->max_queued_per_client) {
             argv[n++] = "--max-queued-per-client";
             argv[n++] = int_str(b5, o->max_queued_per_client);

@@ -57,6 +57,7 @@ typedef struct lp_pipeline_opts {
     const char *http_api_keys;
     const char *http_admin_keys;
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
+    int prefill_chunk;   /* coordinator: prompt tokens beside decode tokens; 0: its default */
     /* engine-svc's paged KV (engine.kv_block, engine.kv_pool_tokens,
      * engine.kv_pool_mb): --kv-block when has_kv_block (0: contiguous);
      * the pool sizes when > 0. */
