@@ -379,6 +379,14 @@ void lp__steps_on_sampled(lp_coord_t *c, lp__group_t *g, uint64_t no, const Lmpi
     /* A quiet step's rows are in the ring once the sampler has read them. */
     if (ok && st->early) confirm_entries(c, g, st);
     const char *err = m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply";
+    /* The sampler can see the engine gone (its ring's writer) before this
+     * link does: the group is down, and its requests are re-driven rather
+     * than failed. */
+    for (size_t k = 0; ok && k < m->sample_reply->n_results; k++)
+        if (m->sample_reply->results[k]->engine_lost) {
+            lp__group_down(c, g, m->sample_reply->results[k]->error);
+            return;
+        }
     for (size_t i = 0; i < st->n_entries; i++) {
         if (!st->entries[i].n_logits) continue;
         lp__req_t *r = lp__req_find(c, st->entries[i].req);

@@ -319,6 +319,7 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         int wrc = wait ? lp_shm_ring_wait(s->ring, it->ref->slot, it->ref->seq, 300000) : 0;
         if (wrc == LP_ERR(ETIMEDOUT) || wrc == LP_ERR(ERANGE) || wrc == LP_ERR(EPIPE)) {
             snprintf(err, errcap, "%s", lp_error_msg());
+            res->engine_lost = wrc == LP_ERR(EPIPE);
             from_ring = false; /* not ours to release */
             goto out;
         }

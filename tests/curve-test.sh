@@ -119,7 +119,7 @@ if start_up "$work/curve.conf"; then
         sleep 0.1
     done
     h=$(curl -s http://127.0.0.1:$((port + 4))/health)
-    [ "$h" = '{"status":"ok"}' ] || { echo "FAIL: lmpipe-http over CURVE: $h"; fail=1; }
+    [ "$h" = '{"status":"ok"}' ] || { echo "FAIL: lmpipe-http over CURVE: '$h'; lmpipe up said: $(tail -5 "$work/err")"; fail=1; }
     # lmpipe sampler straight to sampler-svc: the client key is no admin,
     # this host's key is (lmpipe up's default curve.admin).
     samp=tcp://127.0.0.1:$((port + 3))

@@ -353,8 +353,9 @@ static void test_refused_step(const char *sampler, const char *engine, const cha
     if (answer(ss, 21, &f) == 0) {
         const Lmpipe__SampleReply *r = f.msg->sample_reply;
         CHECK(f.msg->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY && r->n_results == 1 &&
-                  r->results[0]->token == -1 && r->results[0]->error && r->results[0]->error[0],
-              "the wait on the refused step's slot did not fail");
+                  r->results[0]->token == -1 && r->results[0]->error && r->results[0]->error[0] &&
+                  !r->results[0]->engine_lost,
+              "the wait on the refused step's slot did not fail (or said the engine was lost)");
         lp_frame_clear(&f);
     } else {
         CHECK(0, "the sampler still waits on the refused step's slot after %d ms", REPLY_MS);
@@ -374,6 +375,27 @@ static void test_refused_step(const char *sampler, const char *engine, const cha
         lp_frame_clear(&f);
     } else {
         CHECK(0, "no sample of the good step's row");
+    }
+
+    /* The engine dies while the sampler waits on a row it was to write:
+     * the item fails at once, marked engine_lost, so that the coordinator
+     * re-drives the request instead of failing it. */
+    send_wait(ss, 25, ring, 1, seq + 2);
+    usleep(100000);
+    kill(epid, SIGKILL);
+    waitpid(epid, NULL, 0);
+    epid = -1;
+    if (answer(ss, 25, &f) == 0) {
+        const Lmpipe__SampleReply *r = f.msg->sample_reply;
+        CHECK(f.msg->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY && r->n_results == 1 &&
+                  r->results[0]->token == -1 && r->results[0]->engine_lost && r->results[0]->error &&
+                  strstr(r->results[0]->error, "has exited"),
+              "a wait on a dead engine's row: %s",
+              f.msg->body_case == LMPIPE__MSG__BODY_SAMPLE_REPLY && r->n_results == 1 && r->results[0]->error
+                  ? r->results[0]->error : "no item error");
+        lp_frame_clear(&f);
+    } else {
+        CHECK(0, "the sampler still waits on a dead engine's row after %d ms", REPLY_MS);
     }
 out:
     zmq_close(es);
