@@ -150,8 +150,10 @@ void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f)
     if (p->control && p->control_ok) control_keep(c, p);
     /* A refusal of the client's input is its bad request; anything else
      * the service's own failure. */
-    if (p->reply->body_case == LMPIPE__MSG__BODY_ERROR)
-        c->m.errors[p->reply->error->code == LP_ERR(EINVAL) ? E_BAD_REQUEST : p->control ? E_SAMPLER : E_TOKENIZER]++;
+    if (p->reply->body_case == LMPIPE__MSG__BODY_ERROR) {
+        bool theirs = p->reply->error->code == LP_ERR(EINVAL);
+        c->m.errors[theirs ? E_BAD_REQUEST : p->control ? E_SAMPLER : E_TOKENIZER]++;
+    }
     p->reply->id = p->client_id;
     int rc = lp_service_send(c->svc, p->peer, p->peer_len, p->reply, NULL, 0);
     if (rc) LP_DEBUG("coordinator: proxied reply %llu not delivered: %s",

@@ -250,11 +250,12 @@ static void put_timings(const choice_t *c, lp_sb_t *b)
     /* As llama-server: prompt_n counts the prompt tokens computed, cache_n
      * those taken from the prefix cache. */
     double pms = c->prompt_ms, gms = c->gen_ms;
-    uint32_t n = c->n_prompt - (c->n_cached < c->n_prompt ? c->n_cached : c->n_prompt);
-    lp_sb_printf(b, "{\"cache_n\":%u,\"prompt_n\":%u,\"prompt_ms\":%.3f,\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.3f,"
+    uint32_t cached = c->n_cached < c->n_prompt ? c->n_cached : c->n_prompt, n = c->n_prompt - cached;
+    lp_sb_printf(b, "{\"cache_n\":%u,\"prompt_n\":%u,\"prompt_ms\":%.3f,\"prompt_per_token_ms\":%.3f,"
+                    "\"prompt_per_second\":%.3f,"
                     "\"predicted_n\":%u,\"predicted_ms\":%.3f,\"predicted_per_token_ms\":%.3f,"
                     "\"predicted_per_second\":%.3f}",
-                 c->n_prompt - n, n, pms, n ? pms / n : 0.0, pms > 0 ? n * 1000.0 / pms : 0.0, c->n_gen, gms,
+                 cached, n, pms, n ? pms / n : 0.0, pms > 0 ? n * 1000.0 / pms : 0.0, c->n_gen, gms,
                  c->n_gen ? gms / c->n_gen : 0.0, gms > 0 ? c->n_gen * 1000.0 / gms : 0.0);
 }
 
