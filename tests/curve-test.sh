@@ -46,7 +46,7 @@ fi
 [ "$(cat "$work/host.pub")" = "$pub" ] || { echo "FAIL: the refused keygen changed host.pub"; fail=1; }
 echo "ok: keygen modes and format"
 
-port=$((20000 + RANDOM % 40000))
+port=$(python3 "$(dirname "$0")/free-ports.py" 4) || exit 1
 conf() { # extra lines...
     cat <<CONF
 model = $model

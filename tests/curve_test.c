@@ -26,6 +26,7 @@
 #include "sysinfo.h"
 
 #include "check.h"
+#include "svc-test-util.h"
 
 #include <signal.h>
 #include <spawn.h>
@@ -308,8 +309,8 @@ static void fair_per_key(const char *ep)
 static void test_pipeline(const char *model, const char *golden)
 {
     make_keys();
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
-    int port = 20000 + rand() % 40000;
+    int port = test_free_ports(4);
+    CHECK(port > 0, "no four free loopback ports");
     char eps[4][64];
     for (int i = 0; i < 4; i++) snprintf(eps[i], sizeof(eps[i]), "tcp://127.0.0.1:%d", port + i);
     char allow[300];
@@ -408,9 +409,8 @@ static bool acts_as_controller(lp_client_t *c)
 static void test_controller(const char *sampler_svc, const char *model)
 {
     make_keys();
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
     char ep[64];
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", 20000 + rand() % 40000);
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", test_free_ports(1));
     char allow[300];
     snprintf(allow, sizeof(allow), "%s,%s", user_pub, host_pub);
     char *argv[] = {(char *)sampler_svc, "--model", (char *)model, "--endpoint", ep, "--no-shm",

@@ -100,7 +100,7 @@ fi
 # Every endpoint on tcp:// instead of ipc:// (one host: the logits still go
 # through shared memory, which the hello decides), without CURVE keys
 # (allow_insecure_tcp; tests/curve-test.sh and curve_test.c cover CURVE).
-port=$((20000 + RANDOM % 40000))
+port=$(python3 "$(dirname "$0")/free-ports.py" 4) || exit 1
 cat >"$work/tcp.conf" <<CONF
 model = $model
 endpoint = tcp://127.0.0.1:$port

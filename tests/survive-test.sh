@@ -44,7 +44,7 @@ start() { # log, binary, args...: prints nothing, appends the pid
     pids+=($!)
 }
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    python3 "$(dirname "$0")/free-ports.py"
 }
 health() { curl -s -o "$dir/health.body" -w '%{http_code}' "http://127.0.0.1:$port/health"; }
 wait_health() { # want_code want_status_word seconds

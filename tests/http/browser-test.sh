@@ -24,7 +24,7 @@ up=
 trap '[ -n "$up" ] && kill -TERM $up 2>/dev/null && wait $up; rm -rf "$work"' EXIT
 
 model=$shared/models/stories260K.gguf
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(python3 "$(dirname "$0")/../free-ports.py")
 "$lmpipe" up --model "$model" --http 127.0.0.1:$port --api-key "$api_key" \
     --admin-key "$admin_key" --plugin-dir "$(dirname "$pace")" >"$work/out" 2>"$work/err" &
 up=$!

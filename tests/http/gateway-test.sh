@@ -26,7 +26,7 @@ for tool in curl python3; do
 done
 
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    python3 "$(dirname "$0")/../free-ports.py"
 }
 bad() { echo "FAIL: $*"; fail=1; }
 ok() { echo "ok: $*"; }

@@ -16,7 +16,7 @@ up= ls=
 trap '[ -n "$up" ] && kill -TERM $up 2>/dev/null && wait $up; [ -n "$ls" ] && kill $ls 2>/dev/null && wait $ls; rm -rf "$work"' EXIT
 . "$here/up-http.sh"
 python3 "$here/gguf-chat-template.py" "$shared/models/stories260K.gguf" "$model" || exit 1
-lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+lport=$(python3 "$(dirname "$0")/../free-ports.py")
 # --no-jinja: llama.cpp's built-in templates, which tokenizer-svc follows
 # (docs/TOKENIZER.md); the prompt cache on, as by default
 "$server" -m "$model" -t 1 -np 1 -c 512 --no-jinja --host 127.0.0.1 --port "$lport" >"$work/ls.log" 2>&1 &

@@ -15,7 +15,7 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 ok() { echo "ok: $*"; }
 
-port=$((20000 + RANDOM % 20000))
+port=$(python3 "$(dirname "$0")/../free-ports.py") || exit 1
 cat >"$work/conf" <<EOF
 model = $model
 run_dir = $work/run

@@ -2,7 +2,7 @@
 # port with one API key and wait until GET /health says 200.
 # needs: $lmpipe $model $work; sets: $up (pid) $port $base $key; returns 1 on failure.
 up_http() {
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(python3 "$(dirname "${BASH_SOURCE[0]}")/../free-ports.py")
     key=test-key-$$
     base=http://127.0.0.1:$port
     "$lmpipe" up --model "$model" --endpoint "ipc://$work/client.sock" --http "127.0.0.1:$port" \

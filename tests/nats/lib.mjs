@@ -4,7 +4,6 @@
 // Environment: LMPIPE, LMPIPE_NATS, COORD (the coordinator endpoint of a
 // running `lmpipe up`), MODEL, WORK (a scratch folder).
 import { spawn, execFileSync } from 'node:child_process';
-import { createServer } from 'node:net';
 import { writeFileSync, mkdirSync, appendFileSync } from 'node:fs';
 import { connect, headers, StringCodec } from 'nats';
 
@@ -30,11 +29,11 @@ export function done() {
     process.exit(failed ? 1 : 0);
 }
 
-export function freePort() {
-    return new Promise((resolve) => {
-        const s = createServer();
-        s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-    });
+// Below the ephemeral range (tests/free-ports.py), so that no client socket
+// of a test beside this one takes the port before the server binds it.
+export function freePort(n = 1) {
+    const script = new URL('../free-ports.py', import.meta.url).pathname;
+    return Promise.resolve(Number(execFileSync('python3', [script, String(n)]).toString().trim()));
 }
 
 async function waitFor(pred, ms, what) {
