@@ -63,6 +63,8 @@ typedef struct lp_engine_params {
     int32_t max_batch_tokens; /* tokens per step; 0 = 512 */
     int32_t n_threads;        /* 0 = all cores */
     bool exact;               /* reference arithmetic: dequantize, dot in float */
+    bool no_pack;             /* CPU: read the matrices in the file's layout, not
+                                 packed at load (lp_matmul_pack) */
     const char *backend;      /* "cpu", "cuda" or NULL for the best available */
     /* Paged KV (the CPU backend; others keep one stretch per sequence). */
     int32_t kv_block;         /* positions per block; 0 = 16 (at most n_ctx);

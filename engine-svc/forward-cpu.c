@@ -31,6 +31,7 @@
 #include "vec.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -60,6 +61,9 @@ typedef struct cpu_ctx {
     float *v;             /* (T, kv_dim) */
     float *att;           /* (T, q_dim) attention output */
     float *proj;          /* (T, n_embd) output of wo and ffn_down */
+    lp_matmul_pack_t **pk; /* (n_layer * N_LAYER_MATS + 1): packed matrices, the
+                              output last; NULL when not packing */
+    size_t pk_bytes;
     float *gate;          /* (T, n_ff) */
     float *up;            /* (T, n_ff) */
     float *scores;        /* (n_threads, n_ctx), exact attention only */
@@ -76,10 +80,22 @@ typedef struct cpu_ctx {
 
 static int cpu_available(void) { return 1; }
 
+/* The matrices of a layer, in the order of cpu_ctx_t.pk. */
+#define N_LAYER_MATS 7
+static const size_t layer_mats[N_LAYER_MATS] = {
+    offsetof(lp_layer_t, wq), offsetof(lp_layer_t, wk), offsetof(lp_layer_t, wv),
+    offsetof(lp_layer_t, wo), offsetof(lp_layer_t, w_gate), offsetof(lp_layer_t, w_up),
+    offsetof(lp_layer_t, w_down),
+};
+
 static void cpu_destroy(void *vctx)
 {
     cpu_ctx_t *c = vctx;
     if (!c) return;
+    if (c->pk)
+        for (int32_t i = 0; i < c->m->hp.n_layer * N_LAYER_MATS + 1; i++)
+            lp_matmul_pack_free(&c->pk[i]);
+    free(c->pk);
     if (c->kv_k) munmap(c->kv_k, c->kv_bytes);
     if (c->kv_v) munmap(c->kv_v, c->kv_bytes);
     free(c->key_off);
@@ -97,6 +113,46 @@ static float *map_pool(size_t bytes)
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     return p == MAP_FAILED ? NULL : p;
+}
+
+/* Pack every matrix that has a packed form (lp_matmul_pack). */
+static int pack_weights(cpu_ctx_t *c)
+{
+    const int32_t n_layer = c->m->hp.n_layer, n = n_layer * N_LAYER_MATS + 1;
+    if (!(c->pk = calloc((size_t)n, sizeof(*c->pk))))
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    for (int32_t i = 0; i < n; i++) {
+        const lp_weight_t *w = i == n - 1 ? &c->m->output
+                             : (const lp_weight_t *)((const char *)&c->m->layers[i / N_LAYER_MATS] +
+                                                     layer_mats[i % N_LAYER_MATS]);
+        int rc = lp_matmul_pack(c->pool, w->type, w->data, w->n_in, w->n_out, &c->pk[i]);
+        if (rc) return rc;
+        size_t bytes = lp_matmul_pack_bytes(c->pk[i]);
+        c->pk_bytes += bytes;
+        /* Only the rows past the last whole group, and token_embd's rows
+         * when tied, are still read from the file: the rest need not stay
+         * resident twice. */
+        if (bytes)
+            lp_gguf_drop_pages(lp_model_gguf(c->m), w->data,
+                               (size_t)(w->n_out / LP_MATMUL_PACK_ROWS) * LP_MATMUL_PACK_ROWS *
+                                   w->row_bytes);
+    }
+    LP_DEBUG("weights packed: %zu MB", c->pk_bytes >> 20);
+    return 0;
+}
+
+/* w's packed form, or NULL. */
+static const lp_matmul_pack_t *pack_of(const cpu_ctx_t *c, const lp_weight_t *w)
+{
+    if (!c->pk) return NULL;
+    const int32_t n_layer = c->m->hp.n_layer;
+    if (w == &c->m->output) return c->pk[n_layer * N_LAYER_MATS];
+    ptrdiff_t off = (const char *)w - (const char *)c->m->layers;
+    if (off < 0 || off >= (ptrdiff_t)(sizeof(lp_layer_t) * (size_t)n_layer)) return NULL;
+    size_t in = (size_t)off % sizeof(lp_layer_t);
+    for (int j = 0; j < N_LAYER_MATS; j++)
+        if (layer_mats[j] == in) return c->pk[(size_t)off / sizeof(lp_layer_t) * N_LAYER_MATS + j];
+    return NULL;
 }
 
 static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp_kv_pool_t *kv,
@@ -156,6 +212,7 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp
         LP_DEBUG("weights in huge pages: %s", lp_gguf_map_huge(lp_model_gguf(m)) ? "yes" : "no");
     if (!rc && !(c->pool = lp_threadpool_new(p->n_threads)))
         rc = lp_error_set(LP_ERR(ENOMEM), "cannot start %d worker threads", p->n_threads);
+    if (!rc && !p->no_pack && !p->exact) rc = pack_weights(c);
     if (rc) {
         cpu_destroy(c);
         return rc;
@@ -202,11 +259,11 @@ static int entry_offsets(cpu_ctx_t *c, const lp_batch_seq_t *seqs, int32_t n_seq
     return 0;
 }
 
-static lp_matmul_t mm_of(const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
-                         int64_t y_stride)
+static lp_matmul_t mm_of(const cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n_tok,
+                         float *y, int64_t y_stride)
 {
     return (lp_matmul_t){
-        .type = w->type, .w = w->data, .n_in = w->n_in, .n_out = w->n_out,
+        .type = w->type, .w = w->data, .pk = pack_of(c, w), .n_in = w->n_in, .n_out = w->n_out,
         .x = x, .x_stride = w->n_in, .n_tok = n_tok, .y = y, .y_stride = y_stride,
     };
 }
@@ -214,7 +271,7 @@ static lp_matmul_t mm_of(const lp_weight_t *w, const float *x, int64_t n_tok, fl
 static int matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n_tok, float *y,
                   int64_t y_stride)
 {
-    lp_matmul_t mm = mm_of(w, x, n_tok, y, y_stride);
+    lp_matmul_t mm = mm_of(c, w, x, n_tok, y, y_stride);
     return lp_matmul(c->pool, &mm, c->p.exact);
 }
 
@@ -433,9 +490,9 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const lp_layer_t *L = &m->layers[l];
         /* attention block: xn holds norm(x) * attn_norm */
-        const lp_matmul_t qkv[3] = {mm_of(&L->wq, c->xn, T, c->q, q_dim),
-                                    mm_of(&L->wk, c->xn, T, c->k, kv_dim),
-                                    mm_of(&L->wv, c->xn, T, c->v, kv_dim)};
+        const lp_matmul_t qkv[3] = {mm_of(c, &L->wq, c->xn, T, c->q, q_dim),
+                                    mm_of(c, &L->wk, c->xn, T, c->k, kv_dim),
+                                    mm_of(c, &L->wv, c->xn, T, c->v, kv_dim)};
         if ((rc = lp_matmul_multi(c->pool, qkv, 3, c->p.exact))) return rc;
         run_tokens(c, STAGE_QKV_ROPE, l, T);
         if ((rc = attention(c, l, T, n_seqs))) return rc;
@@ -443,8 +500,8 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
         run_tokens(c, STAGE_FFN_NORM, l, T);
 
         /* feed-forward block */
-        const lp_matmul_t gate_up[2] = {mm_of(&L->w_gate, c->xn, T, c->gate, n_ff),
-                                        mm_of(&L->w_up, c->xn, T, c->up, n_ff)};
+        const lp_matmul_t gate_up[2] = {mm_of(c, &L->w_gate, c->xn, T, c->gate, n_ff),
+                                        mm_of(c, &L->w_up, c->xn, T, c->up, n_ff)};
         if ((rc = lp_matmul_multi(c->pool, gate_up, 2, c->p.exact))) return rc;
         run_tokens(c, STAGE_SWIGLU, l, T);
         if ((rc = matmul(c, &L->w_down, c->gate, T, c->proj, n_embd))) return rc;

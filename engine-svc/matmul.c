@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "error.h"
 #include "log.h"
@@ -194,6 +195,16 @@ int lp_matmul_set_isa(const char *name)
 
 /* ---- fast path -------------------------------------------------------- */
 
+_Static_assert(LP_MATMUL_PACK_ROWS == LP_PP_ROWS, "one row group");
+
+struct lp_matmul_pack {
+    const lp__kern_t *kern; /* whose layout */
+    uint32_t type;
+    int64_t n_in, n_groups;
+    size_t group_bytes, bytes;
+    uint8_t *data;          /* n_groups * group_bytes, mapped */
+};
+
 #define ROW_BLOCK 16 /* weight rows per kernel call: their bytes stay in L1
                         while every token streams past them */
 
@@ -207,6 +218,7 @@ struct fast_ctx {
     lp_threadpool_t *pool;  /* NULL: one thread */
     lp__gemm_fn gemm[MAX_SEGS];
     lp__gemm_pp_fn gemm_pp[MAX_SEGS]; /* NULL: gemm for batches too */
+    lp__gemm_pk_fn gemm_pk[MAX_SEGS]; /* non-NULL: mm[s].pk is used */
     uint8_t *pp_scratch;    /* LP_PP_SCRATCH(n_in) bytes per thread */
     size_t pp_stride;
     lp__act_fn quant;       /* NULL: float activations used in place */
@@ -215,6 +227,12 @@ struct fast_ctx {
     size_t xq_private;      /* non-zero: each thread quantizes every token
                                into its own copy, this many bytes apart */
 };
+
+/* True when mm's pack is there and in k's layout. */
+static bool pk_usable(const lp__kern_t *k, const lp_matmul_t *mm)
+{
+    return mm->pk && mm->pk->kern == k;
+}
 
 /* Thread ith's rows of one product. */
 static void fast_rows(const struct fast_ctx *c, int s, const void *xq, int ith, int nth)
@@ -225,6 +243,18 @@ static void fast_rows(const struct fast_ctx *c, int s, const void *xq, int ith, 
     per = (per + LP_PP_ROWS - 1) / LP_PP_ROWS * LP_PP_ROWS; /* whole row groups */
     int64_t o0 = per * ith, o1 = o0 + per < mm->n_out ? o0 + per : mm->n_out;
     if (o0 >= o1) return;
+    if (c->gemm_pk[s]) {
+        const lp_matmul_pack_t *pk = mm->pk;
+        int64_t full = pk->n_groups * LP_PP_ROWS < o1 ? pk->n_groups * LP_PP_ROWS : o1;
+        if (full > o0)
+            c->gemm_pk[s](mm->n_in, pk->data + (size_t)(o0 / LP_PP_ROWS) * pk->group_bytes,
+                          pk->group_bytes, (full - o0) / LP_PP_ROWS, xq, c->xrb, mm->n_tok,
+                          mm->y + o0, mm->y_stride, c->pp_scratch + (size_t)ith * c->pp_stride);
+        if (full < o1)
+            c->gemm[s](mm->n_in, (const uint8_t *)mm->w + (size_t)full * wrb, wrb, o1 - full, xq,
+                       c->xrb, mm->n_tok, mm->y + full, mm->y_stride);
+        return;
+    }
     if (c->gemm_pp[s]) {
         c->gemm_pp[s](mm->n_in, (const uint8_t *)mm->w + (size_t)o0 * wrb, wrb, o1 - o0, xq,
                       c->xrb, mm->n_tok, mm->y + o0, mm->y_stride,
@@ -288,7 +318,10 @@ static int matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm, int n)
     for (int s = 0; s < n; s++) {
         uint32_t type = mm[s].type;
         c.gemm[s] = k->gemm[type] ? k->gemm[type] : lp__kern_scalar.gemm[type];
-        if (mm->n_tok >= LP_PP_MIN_TOK && k->gemm_pp[type]) {
+        if (pk_usable(k, &mm[s])) {
+            c.gemm_pk[s] = k->gemm_pk[type];
+            c.pp_stride = (LP_PP_SCRATCH(mm->n_in) + 63) & ~(size_t)63;
+        } else if (mm->n_tok >= LP_PP_MIN_TOK && k->gemm_pp[type]) {
             c.gemm_pp[s] = k->gemm_pp[type];
             c.pp_stride = (LP_PP_SCRATCH(mm->n_in) + 63) & ~(size_t)63;
         }
@@ -311,6 +344,82 @@ static int matmul_fast(lp_threadpool_t *pool, const lp_matmul_t *mm, int n)
     else fast_work(&c, 0, 1);
     if (!pool) free(buf);
     return 0;
+}
+
+/* ---- packed weights --------------------------------------------------- */
+
+struct pack_ctx {
+    lp_matmul_pack_t *pk;
+    const void *w;
+    size_t wrb, stride;
+    uint8_t *scratch;       /* stride bytes per thread */
+};
+
+static void pack_work(void *p, int ith, int nth)
+{
+    struct pack_ctx *c = p;
+    lp_matmul_pack_t *pk = c->pk;
+    for (int64_t g = ith; g < pk->n_groups; g += nth)
+        pk->kern->pack[pk->type](pk->n_in, (const uint8_t *)c->w + (size_t)g * LP_PP_ROWS * c->wrb,
+                                 c->wrb, pk->data + (size_t)g * pk->group_bytes,
+                                 c->scratch + (size_t)ith * c->stride);
+}
+
+int lp_matmul_pack(lp_threadpool_t *pool, uint32_t type, const void *w, int64_t n_in,
+                   int64_t n_out, lp_matmul_pack_t **out)
+{
+    *out = NULL;
+    const lp__kern_t *k = kern_get();
+    if (!lp_matmul_supported(type) || !k->pack[type] || !k->gemm_pk[type] ||
+        n_out < LP_PP_ROWS || !lp__pk_group_bytes(type, n_in) ||
+        n_in % lp_type_traits(type)->block_elems)
+        return 0;
+    lp_matmul_pack_t *pk = calloc(1, sizeof(*pk));
+    if (!pk) return lp_error_set(LP_ERR(ENOMEM), "matmul: out of memory for a packed weight");
+    pk->kern = k;
+    pk->type = type;
+    pk->n_in = n_in;
+    pk->n_groups = n_out / LP_PP_ROWS;
+    pk->group_bytes = lp__pk_group_bytes(type, n_in);
+    pk->bytes = (size_t)pk->n_groups * pk->group_bytes;
+    /* every byte is read on every batched step: 2 MiB pages spare the TLB */
+    void *data = mmap(NULL, pk->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (data == MAP_FAILED) {
+        free(pk);
+        return lp_error_set(LP_ERR(ENOMEM), "matmul: cannot map %zu bytes for a packed weight",
+                            (size_t)pk->n_groups * pk->group_bytes);
+    }
+    madvise(data, pk->bytes, MADV_HUGEPAGE);
+    pk->data = data;
+    int nth = pool ? lp_threadpool_n_threads(pool) : 1;
+    struct pack_ctx c = {.pk = pk, .w = w, .wrb = lp_type_row_bytes(type, n_in)};
+    c.stride = (LP_PP_SCRATCH(n_in) + 63) & ~(size_t)63;
+    size_t bytes = c.stride * (size_t)nth;
+    c.scratch = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, bytes);
+    if (!c.scratch) {
+        lp_matmul_pack_free(&pk);
+        return no_scratch(bytes);
+    }
+    if (pool) lp_threadpool_run(pool, pack_work, &c);
+    else pack_work(&c, 0, 1);
+    if (!pool) free(c.scratch);
+    mprotect(pk->data, pk->bytes, PROT_READ);
+    *out = pk;
+    return 0;
+}
+
+size_t lp_matmul_pack_bytes(const lp_matmul_pack_t *pk)
+{
+    return pk ? pk->bytes : 0;
+}
+
+void lp_matmul_pack_free(lp_matmul_pack_t **pk_p)
+{
+    lp_matmul_pack_t *pk = *pk_p;
+    if (!pk) return;
+    if (pk->data) munmap(pk->data, pk->bytes);
+    free(pk);
+    *pk_p = NULL;
 }
 
 /* ---- decode: rows shared out in chunks --------------------------------
@@ -400,12 +509,13 @@ static bool same_act(const lp_matmul_t *mm, int n)
     return true;
 }
 
-/* ... and decode: one token, a gemv kernel for each. */
+/* ... and decode: one token, a gemv kernel for each (a packed weight is
+ * read faster through the batched kernel, even for one token). */
 static bool dec_ok(const lp__kern_t *k, const lp_matmul_t *mm, int n)
 {
     if (mm[0].n_tok != 1 || !same_act(mm, n)) return false;
     for (int i = 0; i < n; i++)
-        if (!k->gemv[mm[i].type]) return false;
+        if (!k->gemv[mm[i].type] || pk_usable(k, &mm[i])) return false;
     return true;
 }
 

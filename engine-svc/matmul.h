@@ -22,9 +22,12 @@
 #include "ggml-type.h"
 #include "threadpool.h"
 
+typedef struct lp_matmul_pack lp_matmul_pack_t;
+
 typedef struct lp_matmul {
     uint32_t type;        /* weight type (enum lp_type) */
     const void *w;        /* n_out rows of n_in elements, row-major (GGUF ne0 = n_in) */
+    const lp_matmul_pack_t *pk; /* NULL, or w packed by lp_matmul_pack */
     int64_t n_in, n_out;
     const float *x;       /* n_tok rows of n_in floats, row stride x_stride floats */
     int64_t x_stride, n_tok;
@@ -53,6 +56,24 @@ int lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact);
  * Returns 0 or LP_ERR(ENOMEM) as lp_matmul (some products may then be
  * written, others not). */
 int lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact);
+
+/* ---- weights packed at load ------------------------------------------
+ *
+ * The batched kernel wants groups of 16 weight rows interleaved; without
+ * a pack it rebuilds that order on every call, which for decode batches of
+ * 8-16 tokens costs about what the dot products do.  lp_matmul_pack does
+ * it once, into a copy about the size of w that the kernel reads directly
+ * for any number of tokens.  Batches of 8 or more get bit for bit the
+ * result of the unpacked batch kernel.  Rows past the last whole group and
+ * the exact path still read w, which must stay mapped (its other pages
+ * need not stay resident).  Types and ISAs without a packed form, and
+ * matrices of fewer than 16 rows, give *out = NULL and return 0; a pack
+ * made under one ISA is not read under another. */
+#define LP_MATMUL_PACK_ROWS 16 /* rows per packed group */
+int lp_matmul_pack(lp_threadpool_t *pool, uint32_t type, const void *w, int64_t n_in,
+                   int64_t n_out, lp_matmul_pack_t **out);
+size_t lp_matmul_pack_bytes(const lp_matmul_pack_t *pk);
+void lp_matmul_pack_free(lp_matmul_pack_t **pk_p);
 
 /* ---- instruction set of the fast path -------------------------------- */
 

@@ -86,6 +86,85 @@ static void run_case(lp_threadpool_t *pool, uint32_t type, const int64_t *shape,
     free(y);
 }
 
+/* y = w x for n_tok tokens, packed (pk) or not. */
+static void mm_run(lp_threadpool_t *pool, uint32_t type, const void *w, const lp_matmul_pack_t *pk,
+                   int64_t n_in, int64_t n_out, const float *x, int64_t n_tok, float *y)
+{
+    lp_matmul_t mm = {.type = type, .w = w, .pk = pk, .n_in = n_in, .n_out = n_out, .x = x,
+                      .x_stride = n_in, .n_tok = n_tok, .y = y, .y_stride = n_out};
+    CHECK_RC(lp_matmul(pool, &mm, false), 0);
+}
+
+/* A packed weight gives bit for bit what the unpacked batch kernel gives
+ * (same arithmetic) for its whole row groups, with 1 to 40 tokens (under
+ * 8, the batch kernel runs on the tokens padded to 8) and any thread
+ * count; the rows past the last group give what the unpacked kernels give
+ * for the same tokens.  A pack made under another ISA is not read.  Types
+ * without a packed form get none. */
+static void test_pack(lp_threadpool_t *pool, const char *isa)
+{
+    static const uint32_t ptypes[] = {LP_TYPE_Q4_0, LP_TYPE_Q5_0, LP_TYPE_Q8_0, LP_TYPE_Q6_K,
+                                      LP_TYPE_Q4_K};
+    static const int64_t pshapes[][3] = {{512, 48, 8}, {768, 37, 13}, {256, 16, 16}, {512, 70, 1},
+                                         {768, 37, 3}, {4864, 32, 16}, {512, 40, 40}};
+    for (size_t k = 0; k < sizeof ptypes / sizeof ptypes[0]; k++) {
+        uint32_t type = ptypes[k];
+        for (size_t s = 0; s < sizeof pshapes / sizeof pshapes[0]; s++) {
+            int64_t n_in = pshapes[s][0], n_out = pshapes[s][1], n_tok = pshapes[s][2];
+            if (n_in % lp_type_traits(type)->block_elems) continue;
+            int64_t n_ref = n_tok < 8 ? 8 : n_tok;
+            size_t rb = lp_type_row_bytes(type, n_in), ybytes = sizeof(float) * (size_t)(n_out * n_ref);
+            uint8_t *w = malloc(rb * (size_t)n_out);
+            float *row = malloc(sizeof(float) * (size_t)n_in);
+            float *x = malloc(sizeof(float) * (size_t)(n_in * n_ref));
+            float *yb = malloc(ybytes), *yr = malloc(ybytes), *yp = malloc(ybytes);
+            for (int64_t o = 0; o < n_out; o++) {
+                for (int64_t i = 0; i < n_in; i++) row[i] = lp_check_frand(&rng) * (1.0f + (float)(o % 5));
+                CHECK(lp_quant_row(type, row, w + (size_t)o * rb, n_in) == 0, "quantize");
+            }
+            for (int64_t i = 0; i < n_in * n_ref; i++) x[i] = lp_check_frand(&rng) * 2.0f;
+            lp_matmul_pack_t *pk = NULL;
+            CHECK_RC(lp_matmul_pack(pool, type, w, n_in, n_out, &pk), 0);
+            bool has = (!strcmp(isa, "vnni") || (!strcmp(isa, "avx512") && type != LP_TYPE_Q8_0)) &&
+                       type != LP_TYPE_Q4_K;
+            CHECK(!!pk == has, "%s/%s: packed form %s", lp_type_name(type), isa, pk ? "made" : "missing");
+            if (pk)
+                CHECK(lp_matmul_pack_bytes(pk) <= rb * (size_t)n_out * 11 / 10,
+                      "%s: packed %zu bytes, rows %zu", lp_type_name(type), lp_matmul_pack_bytes(pk),
+                      rb * (size_t)n_out);
+            mm_run(pool, type, w, NULL, n_in, n_out, x, n_ref, yb); /* the batch kernel */
+            mm_run(pool, type, w, NULL, n_in, n_out, x, n_tok, yr); /* the same tokens */
+            mm_run(pool, type, w, pk, n_in, n_out, x, n_tok, yp);
+            int64_t full = pk ? n_out / 16 * 16 : 0;
+            bool same = true;
+            for (int64_t t = 0; t < n_tok; t++) {
+                const float *p = yp + t * n_out;
+                same &= !memcmp(p, yb + t * n_out, sizeof(float) * (size_t)full) &&
+                        !memcmp(p + full, yr + t * n_out + full, sizeof(float) * (size_t)(n_out - full));
+            }
+            CHECK(same, "%s/%s n_in %lld n_out %lld n_tok %lld threads %d: packed result differs",
+                  lp_type_name(type), isa, (long long)n_in, (long long)n_out, (long long)n_tok,
+                  pool ? lp_threadpool_n_threads(pool) : 0);
+            if (pk && strcmp(isa, "avx2")) { /* under another ISA the pack is not read */
+                CHECK_RC(lp_matmul_set_isa("avx2"), 0);
+                mm_run(pool, type, w, NULL, n_in, n_out, x, n_tok, yr);
+                mm_run(pool, type, w, pk, n_in, n_out, x, n_tok, yp);
+                CHECK(!memcmp(yr, yp, sizeof(float) * (size_t)(n_out * n_tok)),
+                      "%s: a %s pack read under avx2", lp_type_name(type), isa);
+                CHECK_RC(lp_matmul_set_isa(isa), 0);
+            }
+            lp_matmul_pack_free(&pk);
+            CHECK(pk == NULL);
+            free(w);
+            free(row);
+            free(x);
+            free(yb);
+            free(yr);
+            free(yp);
+        }
+    }
+}
+
 /* lp_matmul_multi gives each product exactly what lp_matmul gives it
  * alone (a row's dot does not depend on how rows are shared out), for one
  * token (the chunked path), a few and a batch (the shared quantization),
@@ -209,6 +288,7 @@ int main(void)
                 for (int p = 0; p < 3; p++) run_case(pools[p], types[k], shapes[s], false);
         for (int p = 0; p < 3; p++) test_multi(pools[p]);
         for (int p = 0; p < 3; p++) test_no_memory(pools[p]);
+        for (int p = 0; p < 3; p++) test_pack(pools[p], isas[i]);
     }
     CHECK(lp_matmul_set_isa("sse9") == LP_ERR(EINVAL) && strstr(lp_error_msg(), "sse9"),
           "unknown instruction set: %s", lp_error_msg());

@@ -1,7 +1,8 @@
 /* model.h - the loaded model: hyperparameters and weights resolved against
  * the GGUF mapping.  Internal to the engine library and its backends.
  *
- * Weights are not copied: lp_weight_t.data points into the mapping.  A
+ * lp_weight_t.data points into the mapping (the CPU backend packs a copy of
+ * most matrices at load and lets the mapped pages go; matmul.h).  A
  * matrix weight with GGUF ne = {n_in, n_out} is n_out rows of n_in elements
  * (row-major, ne0 innermost), so y = W x computes one dot product per row.
  * Norm weights and biases are small and are converted to float at load. */

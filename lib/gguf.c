@@ -524,6 +524,16 @@ int lp_gguf_map_huge(const lp_gguf_t *g)
     return probe_huge(probe) > 0;
 }
 
+void lp_gguf_drop_pages(const lp_gguf_t *g, const void *p, size_t len)
+{
+    uintptr_t lo = (uintptr_t)p, hi = lo + len, base = (uintptr_t)g->base;
+    if (!g->mapped || lo < base || hi > base + g->size) return;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    lo = (lo + pg - 1) & ~(pg - 1);
+    hi &= ~(pg - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 uint32_t lp_gguf_version(const lp_gguf_t *g) { return g->version; }
 size_t lp_gguf_file_size(const lp_gguf_t *g) { return g->size; }
 uint32_t lp_gguf_alignment(const lp_gguf_t *g) { return g->alignment; }

@@ -74,6 +74,11 @@ void lp_gguf_destroy(lp_gguf_t **self_p);
  * when the data is mapped with huge pages, 0 when not (an unmapped buffer,
  * a file under 4 MiB, a kernel or filesystem without them). */
 int lp_gguf_map_huge(const lp_gguf_t *g);
+/* Give back the resident pages wholly inside [p, p + len) of a mapped
+ * file (a reader that has copied that data elsewhere): they fault back in
+ * from the file if read again.  Does nothing for a buffer opened with
+ * lp_gguf_open_mem. */
+void lp_gguf_drop_pages(const lp_gguf_t *g, const void *p, size_t len);
 
 uint32_t lp_gguf_version(const lp_gguf_t *g);
 size_t lp_gguf_file_size(const lp_gguf_t *g);

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Weights are mapped, not copied: after scoring with every weight read, the
-# resident size must stay close to the file size (a copy or a dequantized
-# float copy would add at least the file's size again).  The allowance covers
+# Weights are held once: after scoring with every weight read, the resident
+# size must stay close to the file size (the packed matrices replace their
+# mapped pages; a second copy or a dequantized float copy would add at least
+# the file's size again).  The allowance covers
 # the program, activations and one logits buffer.
 # Usage: mmap-rss-test.sh LMPIPE MODEL ALLOWANCE_MB
 set -eu

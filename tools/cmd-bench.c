@@ -121,11 +121,12 @@ int lp_cmd_bench(int argc, char **argv)
         {"tokens", required_argument, NULL, 'k'},
         {"runs", required_argument, NULL, 'r'},
         {"kv-block", required_argument, NULL, 'K'},
+        {"no-pack-weights", no_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *model_path = NULL, *backend = NULL;
     int pp = 512, tg = 128, threads = 0, batch = 512, exact = 0, pipeline = 0, no_shm = 0;
-    int step_tokens = 128, runs = 3, kv_block = -1, c;
+    int step_tokens = 128, runs = 3, kv_block = -1, no_pack = 0, c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -137,6 +138,7 @@ int lp_cmd_bench(int argc, char **argv)
         case 'b': batch = atoi(optarg); break;
         case 'B': backend = optarg; break;
         case 'e': exact = 1; break;
+        case 'W': no_pack = 1; break;
         case 'P': pipeline = 1; break;
         case 'N': no_shm = 1; break;
         case 'k': step_tokens = atoi(optarg); break;
@@ -153,12 +155,14 @@ int lp_cmd_bench(int argc, char **argv)
         case 'h':
             printf("usage: lmpipe bench --model M [--prompt-tokens 512] [--gen-tokens 128] "
                    "[--threads N] [--batch 512] [--backend cpu|cuda] [--exact]\n"
-                   "                    [--kv-block N] [--pipeline [--no-shm] [--tokens 128] [--runs 3]]\n"
+                   "                    [--kv-block N] [--no-pack-weights] [--pipeline [--no-shm] [--tokens 128] [--runs 3]]\n"
                    "In-process by default; --pipeline measures the same through the four\n"
                    "processes in --runs rounds (medians), and the time each decode step\n"
                    "adds (p50/p99 over --runs generations of --tokens steps).\n"
                    "--kv-block: positions per KV block of the in-process engine (default 16;\n"
-                   "0: the contiguous layout).\n");
+                   "0: the contiguous layout).\n"
+                   "--no-pack-weights: the in-process engine reads its matrices in the\n"
+                   "file's layout instead of packing them at load.\n");
             return 0;
         default:
             return lp_cmd_usage_error("bench", "unknown or incomplete option '%s'",
@@ -184,6 +188,7 @@ int lp_cmd_bench(int argc, char **argv)
         const lp_hparams_t *hp = lp_model_hparams(model);
         lp_engine_params_t ep = {.n_ctx = n_ctx, .max_seqs = 1, .max_batch_tokens = batch,
                                  .n_threads = threads, .exact = exact, .backend = backend,
+                                 .no_pack = no_pack,
                                  .kv_block = kv_block < 0 ? 0 : kv_block ? kv_block
                                                                        : LP_ENGINE_KV_CONTIGUOUS};
         b.n_vocab = hp->n_vocab;

@@ -1371,6 +1371,274 @@ DEFINE_GEMM_PP(gemm_pp_q8_0, PP_A32, repack_q8_0, gemm_q8_0)
 DEFINE_GEMM_PP(gemm_pp_q4_0, PP_A32, repack_q4_0, gemm_q4_0)
 DEFINE_GEMM_PP(gemm_pp_q5_0, PP_A32, repack_q5_0, gemm_q5_0)
 
+/* ---- batched GEMM on weights packed at load -----------------------------
+ *
+ * The repacking above runs on every call, and in a decode batch of 8-16
+ * tokens it costs as much as the dot products.  lp_matmul_pack stores each
+ * row group once in the tile's order, as compact as the file: 4-bit halves
+ * of two byte vectors in one, the fifth bit (Q5_0) as a 64-bit mask per
+ * vector, Q6_K's top two bits four to a byte, the file's fp16 d and int8
+ * scales.  The tile rebuilds the byte vectors with an AND and a shift, and
+ * the scales as the repacking computes them, so results are bit for bit
+ * those of gemm_pp.
+ *
+ * Group layout (LP_PP_ROWS rows), one record per unit (legacy) or per
+ * super-block (Q6_K):
+ *   Q4_0  nib[4][64] d16[16]              288 bytes per 32 weights
+ *   Q5_0  nib[4][64] hb[8] (u64) d16[16]  352
+ *   Q8_0  q[8][64] d16[16]                544
+ *   Q6_K  (nib[2][64] hb[64]) x 16 units, sc[16 units][16 rows], d16[16]
+ *                                         3360 per 256 weights */
+enum { PK_Q4_0, PK_Q5_0, PK_Q8_0, PK_Q6_K };
+
+#define PK_Q6K_UNIT 192
+#define PK_Q6K_SC (16 * PK_Q6K_UNIT)
+#define PK_Q6K_D (PK_Q6K_SC + 256)
+
+INLINE size_t pk_rec(const int pt)
+{
+    return pt == PK_Q4_0 ? 288 : pt == PK_Q5_0 ? 352 : pt == PK_Q8_0 ? 544 : 3360;
+}
+
+/* The byte vectors of one unit (see the scratch layout of gemm_pp). */
+INLINE void pk_unpack(const int pt, const uint8_t *u, __m512i W[8])
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    if (pt == PK_Q8_0) {
+        _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++)
+            W[g] = _mm512_loadu_si512((const void *)(u + 64 * g));
+    } else if (pt == PK_Q6_K) {
+        const __m512i m30 = _mm512_set1_epi8(0x30);
+        __m512i p0 = _mm512_loadu_si512((const void *)u);
+        __m512i p1 = _mm512_loadu_si512((const void *)(u + 64));
+        __m512i h = _mm512_loadu_si512((const void *)(u + 128));
+        W[0] = _mm512_or_si512(_mm512_and_si512(p0, m4),
+                               _mm512_and_si512(_mm512_slli_epi16(h, 4), m30));
+        W[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p0, 4), m4),
+                               _mm512_and_si512(_mm512_slli_epi16(h, 2), m30));
+        W[2] = _mm512_or_si512(_mm512_and_si512(p1, m4), _mm512_and_si512(h, m30));
+        W[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p1, 4), m4),
+                               _mm512_and_si512(_mm512_srli_epi16(h, 2), m30));
+    } else {
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            __m512i p = _mm512_loadu_si512((const void *)(u + 64 * j));
+            W[2 * j] = _mm512_and_si512(p, m4);
+            W[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+        }
+        if (pt == PK_Q5_0) {
+            const __m512i b4 = _mm512_set1_epi8(0x10);
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {
+                uint64_t m;
+                memcpy(&m, u + 256 + 8 * g, 8);
+                W[g] = _mm512_mask_add_epi8(W[g], _cvtu64_mask64(m), W[g], b4);
+            }
+        }
+    }
+}
+
+/* pp_tile on a packed group. */
+INLINE void pk_tile(const int pt, int64_t n, const uint8_t *pg, const uint8_t *pf,
+                    const uint8_t *const *x, const int nt, float *y, int64_t ys)
+{
+    const int k16 = pt == PK_Q6_K;
+    const int S = k16 ? 16 : 32, G = S / 4, U = k16 ? 16 : 1;
+    const size_t xbb = k16 ? sizeof(lp__q8k_t) : sizeof(lp__q8a_t), rec = pk_rec(pt);
+    const float mnk = pt == PK_Q4_0 ? 8.0f : pt == PK_Q5_0 ? 16.0f : pt == PK_Q8_0 ? 128.0f : 32.0f;
+    __m512 tot[PT];
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) tot[t] = _mm512_setzero_ps();
+    for (int64_t blk = 0; blk < n / (S * U); blk++) {
+        const uint8_t *b = pg + (size_t)blk * rec;
+        if (pf) /* the next group, record by record: a steady stream */
+            for (size_t o = 0; o < rec; o += 64) _mm_prefetch((const char *)pf + blk * rec + o, PF_HINT);
+        __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256(
+            (const __m256i *)(b + (k16 ? PK_Q6K_D : rec - 32))));
+        __m512 fs[PT];
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) fs[t] = _mm512_setzero_ps();
+        for (int u = 0; u < U; u++) {
+            __m512i W[8];
+            pk_unpack(pt, b + (k16 ? (size_t)u * PK_Q6K_UNIT : 0), W);
+            __m512 SC = D;
+            if (k16)
+                SC = _mm512_mul_ps(D, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                          _mm_loadu_si128((const __m128i *)(b + PK_Q6K_SC + 16 * u)))));
+            __m512 MN = _mm512_mul_ps(SC, _mm512_set1_ps(mnk)); /* exact: a power of two */
+            _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
+                const uint8_t *xb = x[t] + (size_t)blk * xbb;
+                const uint8_t *xs = xb + u * S;
+                __m512i acc = _mm512_setzero_si512();
+                _Pragma("GCC unroll 16") for (int g = 0; g < G; g++) {
+                    int32_t v;
+                    memcpy(&v, xs + 4 * g, 4);
+                    acc = dpbusd512(acc, W[g], _mm512_set1_epi32(v));
+                }
+                fs[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), SC, fs[t]);
+                float xsum = k16 ? ((const lp__q8k_t *)xb)->fbsums[u] : ((const lp__q8a_t *)xb)->fsum;
+                fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(xsum), fs[t]);
+            }
+        }
+        _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
+            float dx = k16 ? ((const lp__q8k_t *)(x[t] + (size_t)blk * xbb))->d
+                           : ((const lp__q8a_t *)(x[t] + (size_t)blk * xbb))->d;
+            tot[t] = _mm512_fmadd_ps(fs[t], _mm512_set1_ps(dx), tot[t]);
+        }
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, tot[t]);
+}
+
+/* A packed group back into gemm_pp's scratch layout (qv, SC, MN). */
+INLINE void pk_expand(const int pt, int64_t n, const uint8_t *pg, uint8_t *qv, float *sc,
+                      float *mn)
+{
+    const int k16 = pt == PK_Q6_K;
+    const int S = k16 ? 16 : 32, G = S / 4, U = k16 ? 16 : 1;
+    const size_t rec = pk_rec(pt);
+    const float mnk = pt == PK_Q4_0 ? 8.0f : pt == PK_Q5_0 ? 16.0f : pt == PK_Q8_0 ? 128.0f : 32.0f;
+    for (int64_t blk = 0; blk < n / (S * U); blk++) {
+        const uint8_t *b = pg + (size_t)blk * rec;
+        __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256(
+            (const __m256i *)(b + (k16 ? PK_Q6K_D : rec - 32))));
+        for (int u = 0; u < U; u++) {
+            int64_t unit = blk * U + u;
+            __m512i W[8];
+            pk_unpack(pt, b + (k16 ? (size_t)u * PK_Q6K_UNIT : 0), W);
+            _Pragma("GCC unroll 8") for (int g = 0; g < G; g++)
+                _mm512_store_si512((void *)(qv + ((size_t)unit * G + g) * 64), W[g]);
+            __m512 SC = D;
+            if (k16)
+                SC = _mm512_mul_ps(D, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                          _mm_loadu_si128((const __m128i *)(b + PK_Q6K_SC + 16 * u)))));
+            _mm512_store_ps(sc + unit * RG, SC);
+            _mm512_store_ps(mn + unit * RG, _mm512_mul_ps(SC, _mm512_set1_ps(mnk)));
+        }
+    }
+}
+
+/* Past this many tokens a group is expanded once into scratch for the
+ * plain tile, rather than unpacked again by every tile of 8 tokens. */
+#define PK_EXPAND_TOK 32
+
+INLINE void gemm_pk(const int pt, int64_t n, const void *pk, size_t gb, int64_t ng,
+                    const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys, void *scratch)
+{
+    if (nt > PK_EXPAND_TOK) {
+        const int S = pt == PK_Q6_K ? 16 : 32, kind = pt == PK_Q6_K ? PP_K16 : PP_A32;
+        uint8_t *qv = scratch;
+        float *sc = (float *)(qv + (size_t)n * RG);
+        float *mn = sc + (size_t)(n / S) * RG;
+        for (int64_t g = 0; g < ng; g++) {
+            pk_expand(pt, n, (const uint8_t *)pk + (size_t)g * gb, qv, sc, mn);
+            for (int64_t t0 = 0; t0 < nt; t0 += PT) {
+                int m = nt - t0 < PT ? (int)(nt - t0) : PT;
+                const uint8_t *x[PT];
+                for (int t = 0; t < PT; t++)
+                    x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;
+                float *yt = y + t0 * ys + g * RG;
+                switch (m) {
+                case 8: pp_tile(kind, n, qv, sc, mn, x, 8, yt, ys); break;
+                case 7: pp_tile(kind, n, qv, sc, mn, x, 7, yt, ys); break;
+                case 6: pp_tile(kind, n, qv, sc, mn, x, 6, yt, ys); break;
+                case 5: pp_tile(kind, n, qv, sc, mn, x, 5, yt, ys); break;
+                case 4: pp_tile(kind, n, qv, sc, mn, x, 4, yt, ys); break;
+                case 3: pp_tile(kind, n, qv, sc, mn, x, 3, yt, ys); break;
+                case 2: pp_tile(kind, n, qv, sc, mn, x, 2, yt, ys); break;
+                default: pp_tile(kind, n, qv, sc, mn, x, 1, yt, ys); break;
+                }
+            }
+        }
+        return;
+    }
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *pg = (const uint8_t *)pk + (size_t)g * gb;
+        for (int64_t t0 = 0; t0 < nt; t0 += PT) {
+            const uint8_t *pf = t0 == 0 && nt <= PP_PF_TOK && g + 1 < ng ? pg + gb : NULL;
+            int m = nt - t0 < PT ? (int)(nt - t0) : PT;
+            const uint8_t *x[PT];
+            for (int t = 0; t < PT; t++)
+                x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;
+            float *yt = y + t0 * ys + g * RG;
+            switch (m) {
+            case 8: pk_tile(pt, n, pg, pf, x, 8, yt, ys); break;
+            case 7: pk_tile(pt, n, pg, pf, x, 7, yt, ys); break;
+            case 6: pk_tile(pt, n, pg, pf, x, 6, yt, ys); break;
+            case 5: pk_tile(pt, n, pg, pf, x, 5, yt, ys); break;
+            case 4: pk_tile(pt, n, pg, pf, x, 4, yt, ys); break;
+            case 3: pk_tile(pt, n, pg, pf, x, 3, yt, ys); break;
+            case 2: pk_tile(pt, n, pg, pf, x, 2, yt, ys); break;
+            default: pk_tile(pt, n, pg, pf, x, 1, yt, ys); break;
+            }
+        }
+    }
+}
+
+/* One row group (w: RG rows of wrb bytes) into dst, via the repacking;
+ * scratch: LP_PP_SCRATCH(n) bytes. */
+static void pack_group(const int pt, repack_fn repack, int64_t n, const uint8_t *w, size_t wrb,
+                       uint8_t *dst, void *scratch)
+{
+    const int k16 = pt == PK_Q6_K, S = k16 ? 16 : 32, G = S / 4;
+    const size_t rec = pk_rec(pt);
+    uint8_t *qv = scratch;
+    float *sc = (float *)(qv + (size_t)n * RG);
+    repack(n, w, wrb, qv, sc, sc + (size_t)(n / S) * RG);
+    for (int64_t u = 0; u < n / S; u++) {
+        const uint8_t *q = qv + (size_t)u * G * 64;
+        uint8_t *o = k16 ? dst + (size_t)(u / 16) * rec + (size_t)(u % 16) * PK_Q6K_UNIT
+                         : dst + (size_t)u * rec;
+        if (pt == PK_Q8_0) {
+            memcpy(o, q, 512);
+        } else if (k16) {
+            for (int i = 0; i < 64; i++) {
+                o[i] = (uint8_t)((q[i] & 15) | (q[64 + i] & 15) << 4);
+                o[64 + i] = (uint8_t)((q[128 + i] & 15) | (q[192 + i] & 15) << 4);
+                o[128 + i] = (uint8_t)(q[i] >> 4 | (q[64 + i] >> 4) << 2 | (q[128 + i] >> 4) << 4 |
+                                       (q[192 + i] >> 4) << 6);
+            }
+        } else {
+            for (int j = 0; j < 4; j++)
+                for (int i = 0; i < 64; i++)
+                    o[64 * j + i] = (uint8_t)((q[128 * j + i] & 15) | (q[128 * j + 64 + i] & 15) << 4);
+            if (pt == PK_Q5_0)
+                for (int g = 0; g < 8; g++) {
+                    uint64_t m = 0;
+                    for (int i = 0; i < 64; i++) m |= (uint64_t)(q[64 * g + i] >> 4 & 1) << i;
+                    memcpy(o + 256 + 8 * g, &m, 8);
+                }
+        }
+        for (int r = 0; r < RG; r++) {
+            const uint8_t *row = w + (size_t)r * wrb;
+            if (k16) {
+                const lp_block_q6_k_t *b = (const lp_block_q6_k_t *)row + u / 16;
+                o = dst + (size_t)(u / 16) * rec;
+                o[PK_Q6K_SC + 16 * (u % 16) + r] = (uint8_t)b->scales[u % 16];
+                memcpy(o + PK_Q6K_D + 2 * r, &b->d, 2);
+            } else {
+                /* d leads every legacy block */
+                size_t bb = pt == PK_Q4_0 ? sizeof(lp_block_q4_0_t)
+                          : pt == PK_Q5_0 ? sizeof(lp_block_q5_0_t) : sizeof(lp_block_q8_0_t);
+                memcpy(o + rec - 32 + 2 * r, row + (size_t)u * bb, 2);
+            }
+        }
+    }
+}
+
+#define DEFINE_PK(pack, gemm, pt, repack)                                                  \
+    static void pack(int64_t n, const void *w, size_t wrb, uint8_t *dst, void *scratch)    \
+    {                                                                                      \
+        pack_group(pt, repack, n, w, wrb, dst, scratch);                                   \
+    }                                                                                      \
+    static void gemm(int64_t n, const void *pk, size_t gb, int64_t ng, const void *xq,     \
+                     size_t xrb, int64_t nt, float *y, int64_t ys, void *scratch)          \
+    {                                                                                      \
+        gemm_pk(pt, n, pk, gb, ng, xq, xrb, nt, y, ys, scratch);                           \
+    }
+
+DEFINE_PK(pack_q4_0, gemm_pk_q4_0, PK_Q4_0, repack_q4_0)
+DEFINE_PK(pack_q5_0, gemm_pk_q5_0, PK_Q5_0, repack_q5_0)
+DEFINE_PK(pack_q6_k, gemm_pk_q6_k, PK_Q6_K, repack_q6_k)
+#if defined(LP_KERN_VNNI)
+DEFINE_PK(pack_q8_0, gemm_pk_q8_0, PK_Q8_0, repack_q8_0)
+#endif
+
 #endif /* LP_KERN_AVX512 */
 
 /* ---- activation quantization ------------------------------------------- */
@@ -1528,6 +1796,18 @@ const lp__kern_t KERN_SYM = {
         [LP_TYPE_Q5_0] = gemm_pp_q5_0,
 #if defined(LP_KERN_VNNI)
         [LP_TYPE_Q8_0] = gemm_pp_q8_0,
+#endif
+    },
+    .pack = {
+        [LP_TYPE_Q4_0] = pack_q4_0, [LP_TYPE_Q5_0] = pack_q5_0, [LP_TYPE_Q6_K] = pack_q6_k,
+#if defined(LP_KERN_VNNI)
+        [LP_TYPE_Q8_0] = pack_q8_0,
+#endif
+    },
+    .gemm_pk = {
+        [LP_TYPE_Q4_0] = gemm_pk_q4_0, [LP_TYPE_Q5_0] = gemm_pk_q5_0, [LP_TYPE_Q6_K] = gemm_pk_q6_k,
+#if defined(LP_KERN_VNNI)
+        [LP_TYPE_Q8_0] = gemm_pk_q8_0,
 #endif
     },
 #endif

@@ -69,6 +69,28 @@ typedef void (*lp__gemm_pp_fn)(int64_t n, const void *w, size_t wrb, int64_t nr,
 #define LP_PP_ROWS 16 /* row-group size: callers give each thread a multiple */
 #define LP_PP_MIN_TOK 8 /* fewer tokens: the per-row kernels */
 
+/* Weights packed at load (lp_matmul_pack): pack writes one group of
+ * LP_PP_ROWS rows (w: rows of wrb bytes) as lp__pk_group_bytes(type, n)
+ * bytes at dst, using LP_PP_SCRATCH(n) bytes of 64-byte aligned scratch;
+ * gemm_pk is gemm_pp over ng such groups, pk their first (scratch as
+ * gemm_pp's). */
+typedef void (*lp__pack_fn)(int64_t n, const void *w, size_t wrb, uint8_t *dst, void *scratch);
+typedef void (*lp__gemm_pk_fn)(int64_t n, const void *pk, size_t gb, int64_t ng,
+                               const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys,
+                               void *scratch);
+
+/* Bytes of one packed group (the layouts are in kern-x86.c); 0: no packed form. */
+static inline size_t lp__pk_group_bytes(uint32_t type, int64_t n)
+{
+    switch (type) {
+    case LP_TYPE_Q4_0: return (size_t)(n / 32) * 288;
+    case LP_TYPE_Q5_0: return (size_t)(n / 32) * 352;
+    case LP_TYPE_Q8_0: return (size_t)(n / 32) * 544;
+    case LP_TYPE_Q6_K: return (size_t)(n / 256) * 3360;
+    default: return 0;
+    }
+}
+
 /* Quantize n floats (a whole number of blocks) into activation blocks. */
 typedef void (*lp__act_fn)(const float *x, void *xq, int64_t n);
 
@@ -77,6 +99,8 @@ typedef struct lp__kern {
     lp__gemm_fn gemm[LP_TYPE_COUNT]; /* NULL: use the scalar kernel */
     lp__gemv_fn gemv[LP_TYPE_COUNT];       /* may be NULL: gemm serves one token too */
     lp__gemm_pp_fn gemm_pp[LP_TYPE_COUNT]; /* may be NULL: gemm serves batches too */
+    lp__pack_fn pack[LP_TYPE_COUNT];       /* may be NULL: no packed form */
+    lp__gemm_pk_fn gemm_pk[LP_TYPE_COUNT]; /* set where pack is */
     lp__act_fn quant_q8a;            /* NULL: scalar */
     lp__act_fn quant_q8k;
     float (*dot_f32)(const float *a, const float *b, int64_t n);
