@@ -1314,6 +1314,29 @@ INLINE void pp_tile(const int kind, int64_t n, const uint8_t *qv, const float *s
     _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, tot[t]);
 }
 
+/* pp_tile over all nt tokens, 8 at a time: y[t*ys + 0..15]. */
+INLINE void pp_tiles(const int kind, int64_t n, const uint8_t *qv, const float *sc,
+                     const float *mn, const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys)
+{
+    for (int64_t t0 = 0; t0 < nt; t0 += PT) {
+        int m = nt - t0 < PT ? (int)(nt - t0) : PT;
+        const uint8_t *x[PT];
+        for (int t = 0; t < PT; t++)
+            x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;
+        float *yt = y + t0 * ys;
+        switch (m) {
+        case 8: pp_tile(kind, n, qv, sc, mn, x, 8, yt, ys); break;
+        case 7: pp_tile(kind, n, qv, sc, mn, x, 7, yt, ys); break;
+        case 6: pp_tile(kind, n, qv, sc, mn, x, 6, yt, ys); break;
+        case 5: pp_tile(kind, n, qv, sc, mn, x, 5, yt, ys); break;
+        case 4: pp_tile(kind, n, qv, sc, mn, x, 4, yt, ys); break;
+        case 3: pp_tile(kind, n, qv, sc, mn, x, 3, yt, ys); break;
+        case 2: pp_tile(kind, n, qv, sc, mn, x, 2, yt, ys); break;
+        default: pp_tile(kind, n, qv, sc, mn, x, 1, yt, ys); break;
+        }
+    }
+}
+
 typedef void (*repack_fn)(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, float *sc,
                           float *mn);
 
@@ -1334,23 +1357,7 @@ INLINE void gemm_pp(const int kind, repack_fn repack, lp__gemm_fn rows, int64_t 
             const char *nx = (const char *)w + (size_t)(r + RG) * wrb;
             for (size_t o = 0; o < (size_t)RG * wrb; o += 64) _mm_prefetch(nx + o, PF_HINT);
         }
-        for (int64_t t0 = 0; t0 < nt; t0 += PT) {
-            int m = nt - t0 < PT ? (int)(nt - t0) : PT;
-            const uint8_t *x[PT];
-            for (int t = 0; t < PT; t++)
-                x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;
-            float *yt = y + t0 * ys + r;
-            switch (m) {
-            case 8: pp_tile(kind, n, qv, sc, mn, x, 8, yt, ys); break;
-            case 7: pp_tile(kind, n, qv, sc, mn, x, 7, yt, ys); break;
-            case 6: pp_tile(kind, n, qv, sc, mn, x, 6, yt, ys); break;
-            case 5: pp_tile(kind, n, qv, sc, mn, x, 5, yt, ys); break;
-            case 4: pp_tile(kind, n, qv, sc, mn, x, 4, yt, ys); break;
-            case 3: pp_tile(kind, n, qv, sc, mn, x, 3, yt, ys); break;
-            case 2: pp_tile(kind, n, qv, sc, mn, x, 2, yt, ys); break;
-            default: pp_tile(kind, n, qv, sc, mn, x, 1, yt, ys); break;
-            }
-        }
+        pp_tiles(kind, n, qv, sc, mn, xq, xrb, nt, y + r, ys);
     }
     if (r < nr) rows(n, (const uint8_t *)w + (size_t)r * wrb, wrb, nr - r, xq, xrb, nt, y + r, ys);
 }
@@ -1527,23 +1534,7 @@ INLINE void gemm_pk(const int pt, int64_t n, const void *pk, size_t gb, int64_t 
         float *mn = sc + (size_t)(n / S) * RG;
         for (int64_t g = 0; g < ng; g++) {
             pk_expand(pt, n, (const uint8_t *)pk + (size_t)g * gb, qv, sc, mn);
-            for (int64_t t0 = 0; t0 < nt; t0 += PT) {
-                int m = nt - t0 < PT ? (int)(nt - t0) : PT;
-                const uint8_t *x[PT];
-                for (int t = 0; t < PT; t++)
-                    x[t] = (const uint8_t *)xq + (size_t)(t0 + (t < m ? t : 0)) * xrb;
-                float *yt = y + t0 * ys + g * RG;
-                switch (m) {
-                case 8: pp_tile(kind, n, qv, sc, mn, x, 8, yt, ys); break;
-                case 7: pp_tile(kind, n, qv, sc, mn, x, 7, yt, ys); break;
-                case 6: pp_tile(kind, n, qv, sc, mn, x, 6, yt, ys); break;
-                case 5: pp_tile(kind, n, qv, sc, mn, x, 5, yt, ys); break;
-                case 4: pp_tile(kind, n, qv, sc, mn, x, 4, yt, ys); break;
-                case 3: pp_tile(kind, n, qv, sc, mn, x, 3, yt, ys); break;
-                case 2: pp_tile(kind, n, qv, sc, mn, x, 2, yt, ys); break;
-                default: pp_tile(kind, n, qv, sc, mn, x, 1, yt, ys); break;
-                }
-            }
+            pp_tiles(kind, n, qv, sc, mn, xq, xrb, nt, y + g * RG, ys);
         }
         return;
     }
