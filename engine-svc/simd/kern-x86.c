@@ -1264,6 +1264,19 @@ static void repack_q5_0(int64_t n, const uint8_t *w, size_t wrb, uint8_t *qv, fl
 /* Activation kinds of the batched tile. */
 enum { PP_K32, PP_K16, PP_A32 };
 
+/* One unit's integer dots: lane r = row r's G groups of 4 bytes (W) times
+ * one token's bytes xs. */
+INLINE __m512i unit_dot(const __m512i *W, const int G, const uint8_t *xs)
+{
+    __m512i acc = _mm512_setzero_si512();
+    _Pragma("GCC unroll 16") for (int g = 0; g < G; g++) {
+        int32_t v;
+        memcpy(&v, xs + 4 * g, 4);
+        acc = dpbusd512(acc, W[g], _mm512_set1_epi32(v));
+    }
+    return acc;
+}
+
 /* y[t*ys + 0..15] = the sixteen rows of the group dotted with token t. */
 INLINE void pp_tile(const int kind, int64_t n, const uint8_t *qv, const float *sc,
                     const float *mn, const uint8_t *const *x, const int nt, float *y, int64_t ys)
@@ -1285,13 +1298,8 @@ INLINE void pp_tile(const int kind, int64_t n, const uint8_t *qv, const float *s
             __m512 SC = _mm512_load_ps(sc + unit * RG), MN = _mm512_load_ps(mn + unit * RG);
             _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
                 const uint8_t *xb = x[t] + (size_t)blk * xbb;
-                const uint8_t *xs = xb + u * S; /* qs is at offset 0 of both block types */
-                __m512i acc = _mm512_setzero_si512();
-                _Pragma("GCC unroll 16") for (int g = 0; g < G; g++) {
-                    int32_t v;
-                    memcpy(&v, xs + 4 * g, 4);
-                    acc = dpbusd512(acc, W[g], _mm512_set1_epi32(v));
-                }
+                /* qs is at offset 0 of both block types */
+                __m512i acc = unit_dot(W, G, xb + u * S);
                 fs[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), SC, fs[t]);
                 if (kind == PP_K32) {
                     const lp__q8k_t *a = (const lp__q8k_t *)xb;
@@ -1471,13 +1479,7 @@ INLINE void pk_tile(const int pt, int64_t n, const uint8_t *pg, const uint8_t *p
             __m512 MN = _mm512_mul_ps(SC, _mm512_set1_ps(mnk)); /* exact: a power of two */
             _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
                 const uint8_t *xb = x[t] + (size_t)blk * xbb;
-                const uint8_t *xs = xb + u * S;
-                __m512i acc = _mm512_setzero_si512();
-                _Pragma("GCC unroll 16") for (int g = 0; g < G; g++) {
-                    int32_t v;
-                    memcpy(&v, xs + 4 * g, 4);
-                    acc = dpbusd512(acc, W[g], _mm512_set1_epi32(v));
-                }
+                __m512i acc = unit_dot(W, G, xb + u * S);
                 fs[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), SC, fs[t]);
                 float xsum = k16 ? ((const lp__q8k_t *)xb)->fbsums[u] : ((const lp__q8a_t *)xb)->fsum;
                 fs[t] = _mm512_fnmadd_ps(MN, _mm512_set1_ps(xsum), fs[t]);
