@@ -39,6 +39,10 @@ typedef struct lp_backend_ops {
      * the device copies into it by DMA (lp_engine_register_host).  May be
      * NULL: the CPU backend has nothing to do. */
     int (*register_host)(void *ctx, void *ptr, size_t len);
+    /* Where the backend reads the weight whose mapped data starts at w, if
+     * not there: the copy, and its bytes (the first rows of w's).  May be
+     * NULL: every weight is read in place. */
+    const void *(*weight_copy)(void *ctx, const void *w, size_t *bytes);
 } lp_backend_ops_t;
 
 extern const lp_backend_ops_t lp_backend_cpu;

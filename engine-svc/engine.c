@@ -187,6 +187,12 @@ void lp_engine_destroy(lp_engine_t **self_p)
 
 const char *lp_engine_backend_name(const lp_engine_t *e) { return e->ops->name; }
 
+const void *lp_engine_weight_copy(const lp_engine_t *e, const void *w, size_t *bytes)
+{
+    *bytes = 0;
+    return e->ops->weight_copy ? e->ops->weight_copy(e->ctx, w, bytes) : NULL;
+}
+
 int lp_engine_register_host(lp_engine_t *e, void *ptr, size_t len)
 {
     if (!ptr || !len)

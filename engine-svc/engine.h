@@ -89,6 +89,12 @@ const char *lp_engine_backend_name(const lp_engine_t *e);
  * mapped until lp_engine_destroy.  Returns 0 or a negative code. */
 int lp_engine_register_host(lp_engine_t *e, void *ptr, size_t len);
 
+/* Where the engine reads the host-memory weight whose data in the mapping
+ * starts at w, when it reads a copy instead (the CPU backend's packed
+ * matrices): the copy, standing for the first *bytes bytes of the
+ * tensor's data (the rest is still read in place).  NULL: read in place. */
+const void *lp_engine_weight_copy(const lp_engine_t *e, const void *w, size_t *bytes);
+
 /* The KV pool: positions per block (0 when the engine does not page: the
  * CUDA backend, or kv_block LP_ENGINE_KV_CONTIGUOUS) and the number of
  * blocks (0 when it does not page). */

@@ -63,7 +63,8 @@ typedef struct cpu_ctx {
     float *proj;          /* (T, n_embd) output of wo and ffn_down */
     lp_matmul_pack_t **pk; /* (n_layer * N_LAYER_MATS + 1): packed matrices, the
                               output last; NULL when not packing */
-    size_t pk_bytes;
+    uint8_t *pk_arena;    /* their bytes, in that order (the order of use) */
+    size_t pk_bytes;      /* of the arena's mapping */
     float *gate;          /* (T, n_ff) */
     float *up;            /* (T, n_ff) */
     float *scores;        /* (n_threads, n_ctx), exact attention only */
@@ -96,6 +97,7 @@ static void cpu_destroy(void *vctx)
         for (int32_t i = 0; i < c->m->hp.n_layer * N_LAYER_MATS + 1; i++)
             lp_matmul_pack_free(&c->pk[i]);
     free(c->pk);
+    if (c->pk_arena) munmap(c->pk_arena, c->pk_bytes);
     if (c->kv_k) munmap(c->kv_k, c->kv_bytes);
     if (c->kv_v) munmap(c->kv_v, c->kv_bytes);
     free(c->key_off);
@@ -115,30 +117,65 @@ static float *map_pool(size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* Pack every matrix that has a packed form (lp_matmul_pack). */
+/* Matrix i in the order of cpu_ctx_t.pk. */
+static const lp_weight_t *mat_at(const cpu_ctx_t *c, int32_t i)
+{
+    if (i == c->m->hp.n_layer * N_LAYER_MATS) return &c->m->output;
+    return (const lp_weight_t *)((const char *)&c->m->layers[i / N_LAYER_MATS] +
+                                 layer_mats[i % N_LAYER_MATS]);
+}
+
+#define PK_ALIGN ((size_t)2 << 20)
+
+/* Pack every matrix that has a packed form (lp_matmul_pack), one after
+ * another in the order a step reads them, in one 2 MiB-aligned mapping:
+ * all of it in huge pages, and one stream for the prefetchers. */
 static int pack_weights(cpu_ctx_t *c)
 {
-    const int32_t n_layer = c->m->hp.n_layer, n = n_layer * N_LAYER_MATS + 1;
+    const int32_t n = c->m->hp.n_layer * N_LAYER_MATS + 1;
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const lp_weight_t *w = mat_at(c, i);
+        total += (lp_matmul_pack_size(w->type, w->n_in, w->n_out) + 63) & ~(size_t)63;
+    }
+    if (!total) return 0;
     if (!(c->pk = calloc((size_t)n, sizeof(*c->pk))))
         return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    size_t keep = (total + PK_ALIGN - 1) & ~(PK_ALIGN - 1), span = keep + PK_ALIGN;
+    uint8_t *map = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED)
+        return lp_error_set(LP_ERR(ENOMEM), "cannot map %zu MB for the packed weights", total >> 20);
+    uint8_t *base = (uint8_t *)(((uintptr_t)map + PK_ALIGN - 1) & ~(uintptr_t)(PK_ALIGN - 1));
+    if (base > map) munmap(map, (size_t)(base - map));
+    if (map + span > base + keep) munmap(base + keep, (size_t)(map + span - (base + keep)));
+    c->pk_arena = base;
+    c->pk_bytes = keep;
+    madvise(base, keep, MADV_HUGEPAGE);
+    uint8_t *at = base;
     for (int32_t i = 0; i < n; i++) {
-        const lp_weight_t *w = i == n - 1 ? &c->m->output
-                             : (const lp_weight_t *)((const char *)&c->m->layers[i / N_LAYER_MATS] +
-                                                     layer_mats[i % N_LAYER_MATS]);
-        int rc = lp_matmul_pack(c->pool, w->type, w->data, w->n_in, w->n_out, &c->pk[i]);
+        const lp_weight_t *w = mat_at(c, i);
+        size_t bytes = lp_matmul_pack_size(w->type, w->n_in, w->n_out);
+        if (!bytes) continue;
+        int rc = lp_matmul_pack(c->pool, w->type, w->data, w->n_in, w->n_out, at, &c->pk[i]);
         if (rc) return rc;
-        size_t bytes = lp_matmul_pack_bytes(c->pk[i]);
-        c->pk_bytes += bytes;
+        at += (bytes + 63) & ~(size_t)63;
         /* Only the rows past the last whole group, and token_embd's rows
          * when tied, are still read from the file: the rest need not stay
          * resident twice. */
-        if (bytes)
-            lp_gguf_drop_pages(lp_model_gguf(c->m), w->data,
-                               (size_t)(w->n_out / LP_MATMUL_PACK_ROWS) * LP_MATMUL_PACK_ROWS *
-                                   w->row_bytes);
+        lp_gguf_drop_pages(lp_model_gguf(c->m), w->data, bytes);
     }
-    LP_DEBUG("weights packed: %zu MB", c->pk_bytes >> 20);
+    mprotect(base, keep, PROT_READ);
+    LP_DEBUG("weights packed: %zu MB", total >> 20);
     return 0;
+}
+
+static const void *cpu_weight_copy(void *vctx, const void *data, size_t *bytes)
+{
+    const cpu_ctx_t *c = vctx;
+    if (!c->pk) return NULL;
+    for (int32_t i = 0; i < c->m->hp.n_layer * N_LAYER_MATS + 1; i++)
+        if (c->pk[i] && mat_at(c, i)->data == data) return lp_matmul_pack_data(c->pk[i], bytes);
+    return NULL;
 }
 
 /* w's packed form, or NULL. */
@@ -528,4 +565,5 @@ const lp_backend_ops_t lp_backend_cpu = {
     .destroy = cpu_destroy,
     .seq_truncate = cpu_seq_truncate,
     .step = cpu_step,
+    .weight_copy = cpu_weight_copy,
 };

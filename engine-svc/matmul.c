@@ -202,7 +202,8 @@ struct lp_matmul_pack {
     uint32_t type;
     int64_t n_in, n_groups;
     size_t group_bytes, bytes;
-    uint8_t *data;          /* n_groups * group_bytes, mapped */
+    uint8_t *data;          /* n_groups * group_bytes */
+    bool owned;             /* data is our own mapping */
 };
 
 #define ROW_BLOCK 16 /* weight rows per kernel call: their bytes stay in L1
@@ -365,32 +366,43 @@ static void pack_work(void *p, int ith, int nth)
                                  c->scratch + (size_t)ith * c->stride);
 }
 
-int lp_matmul_pack(lp_threadpool_t *pool, uint32_t type, const void *w, int64_t n_in,
-                   int64_t n_out, lp_matmul_pack_t **out)
+size_t lp_matmul_pack_size(uint32_t type, int64_t n_in, int64_t n_out)
 {
-    *out = NULL;
     const lp__kern_t *k = kern_get();
     if (!lp_matmul_supported(type) || !k->pack[type] || !k->gemm_pk[type] ||
-        n_out < LP_PP_ROWS || !lp__pk_group_bytes(type, n_in) ||
-        n_in % lp_type_traits(type)->block_elems)
+        n_out < LP_PP_ROWS || n_in <= 0 || n_in % lp_type_traits(type)->block_elems)
         return 0;
+    return (size_t)(n_out / LP_PP_ROWS) * lp__pk_group_bytes(type, n_in);
+}
+
+int lp_matmul_pack(lp_threadpool_t *pool, uint32_t type, const void *w, int64_t n_in,
+                   int64_t n_out, void *dst, lp_matmul_pack_t **out)
+{
+    *out = NULL;
+    size_t size = lp_matmul_pack_size(type, n_in, n_out);
+    if (!size) return 0;
     lp_matmul_pack_t *pk = calloc(1, sizeof(*pk));
     if (!pk) return lp_error_set(LP_ERR(ENOMEM), "matmul: out of memory for a packed weight");
-    pk->kern = k;
+    pk->kern = kern_get();
     pk->type = type;
     pk->n_in = n_in;
     pk->n_groups = n_out / LP_PP_ROWS;
     pk->group_bytes = lp__pk_group_bytes(type, n_in);
-    pk->bytes = (size_t)pk->n_groups * pk->group_bytes;
-    /* every byte is read on every batched step: 2 MiB pages spare the TLB */
-    void *data = mmap(NULL, pk->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (data == MAP_FAILED) {
-        free(pk);
-        return lp_error_set(LP_ERR(ENOMEM), "matmul: cannot map %zu bytes for a packed weight",
-                            (size_t)pk->n_groups * pk->group_bytes);
+    pk->bytes = size;
+    if (dst) {
+        pk->data = dst;
+    } else {
+        /* every byte is read on every step: 2 MiB pages spare the TLB */
+        void *data = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (data == MAP_FAILED) {
+            free(pk);
+            return lp_error_set(LP_ERR(ENOMEM), "matmul: cannot map %zu bytes for a packed weight",
+                                size);
+        }
+        madvise(data, size, MADV_HUGEPAGE);
+        pk->data = data;
+        pk->owned = true;
     }
-    madvise(data, pk->bytes, MADV_HUGEPAGE);
-    pk->data = data;
     int nth = pool ? lp_threadpool_n_threads(pool) : 1;
     struct pack_ctx c = {.pk = pk, .w = w, .wrb = lp_type_row_bytes(type, n_in)};
     c.stride = (LP_PP_SCRATCH(n_in) + 63) & ~(size_t)63;
@@ -403,7 +415,7 @@ int lp_matmul_pack(lp_threadpool_t *pool, uint32_t type, const void *w, int64_t 
     if (pool) lp_threadpool_run(pool, pack_work, &c);
     else pack_work(&c, 0, 1);
     if (!pool) free(c.scratch);
-    mprotect(pk->data, pk->bytes, PROT_READ);
+    if (pk->owned) mprotect(pk->data, pk->bytes, PROT_READ);
     *out = pk;
     return 0;
 }
@@ -413,11 +425,17 @@ size_t lp_matmul_pack_bytes(const lp_matmul_pack_t *pk)
     return pk ? pk->bytes : 0;
 }
 
+const void *lp_matmul_pack_data(const lp_matmul_pack_t *pk, size_t *bytes)
+{
+    *bytes = pk->bytes;
+    return pk->data;
+}
+
 void lp_matmul_pack_free(lp_matmul_pack_t **pk_p)
 {
     lp_matmul_pack_t *pk = *pk_p;
     if (!pk) return;
-    if (pk->data) munmap(pk->data, pk->bytes);
+    if (pk->owned) munmap(pk->data, pk->bytes);
     free(pk);
     *pk_p = NULL;
 }

@@ -95,6 +95,13 @@ static void mm_run(lp_threadpool_t *pool, uint32_t type, const void *w, const lp
     CHECK_RC(lp_matmul(pool, &mm, false), 0);
 }
 
+/* The types with a packed form under isa. */
+static bool has_pack(const char *isa, uint32_t type)
+{
+    return (!strcmp(isa, "vnni") || (!strcmp(isa, "avx512") && type != LP_TYPE_Q8_0)) &&
+           type != LP_TYPE_Q4_K;
+}
+
 /* A packed weight gives bit for bit what the unpacked batch kernel gives
  * (same arithmetic) for its whole row groups, with 1 to 40 tokens (under
  * 8, the batch kernel runs on the tokens padded to 8) and any thread
@@ -124,14 +131,19 @@ static void test_pack(lp_threadpool_t *pool, const char *isa)
             }
             for (int64_t i = 0; i < n_in * n_ref; i++) x[i] = lp_check_frand(&rng) * 2.0f;
             lp_matmul_pack_t *pk = NULL;
-            CHECK_RC(lp_matmul_pack(pool, type, w, n_in, n_out, &pk), 0);
-            bool has = (!strcmp(isa, "vnni") || (!strcmp(isa, "avx512") && type != LP_TYPE_Q8_0)) &&
-                       type != LP_TYPE_Q4_K;
+            CHECK(lp_matmul_pack_size(type, n_in, n_out) == (has_pack(isa, type) ? rb * (size_t)(n_out / 16 * 16) : 0));
+            /* odd shapes in a caller's buffer, the rest in the pack's own mapping */
+            void *arena = n_out % 16 ? aligned_alloc(64, rb * (size_t)n_out + 64) : NULL;
+            CHECK_RC(lp_matmul_pack(pool, type, w, n_in, n_out, arena, &pk), 0);
+            bool has = has_pack(isa, type);
             CHECK(!!pk == has, "%s/%s: packed form %s", lp_type_name(type), isa, pk ? "made" : "missing");
-            if (pk)
-                CHECK(lp_matmul_pack_bytes(pk) <= rb * (size_t)n_out * 11 / 10,
-                      "%s: packed %zu bytes, rows %zu", lp_type_name(type), lp_matmul_pack_bytes(pk),
-                      rb * (size_t)n_out);
+            if (pk) { /* exactly as large as the rows it packs (lp_matmul_pack_data) */
+                size_t cb = 0;
+                CHECK(lp_matmul_pack_data(pk, &cb) && cb == lp_matmul_pack_bytes(pk) &&
+                          cb == rb * (size_t)(n_out / 16 * 16),
+                      "%s: packed %zu bytes, whole groups of rows %zu", lp_type_name(type), cb,
+                      rb * (size_t)(n_out / 16 * 16));
+            }
             mm_run(pool, type, w, NULL, n_in, n_out, x, n_ref, yb); /* the batch kernel */
             mm_run(pool, type, w, NULL, n_in, n_out, x, n_tok, yr); /* the same tokens */
             mm_run(pool, type, w, pk, n_in, n_out, x, n_tok, yp);
@@ -155,6 +167,7 @@ static void test_pack(lp_threadpool_t *pool, const char *isa)
             }
             lp_matmul_pack_free(&pk);
             CHECK(pk == NULL);
+            free(arena);
             free(w);
             free(row);
             free(x);

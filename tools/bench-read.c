@@ -59,33 +59,38 @@ static void *reader_main(void *arg)
 }
 
 /* What one decode step reads: every tensor but the token embeddings,
- * which it reads one row of, unless the output layer is tied to them. */
-static size_t decode_spans(const lp_gguf_t *g, span_t *spans)
+ * which it reads one row of, unless the output layer is tied to them;
+ * from the engine's copy where it has one (packed matrices). */
+static size_t decode_spans(const lp_gguf_t *g, const lp_engine_t *e, span_t *spans)
 {
     bool tied = !lp_gguf_find_tensor(g, "output.weight");
     size_t n = 0;
     for (int64_t i = 0; i < lp_gguf_n_tensors(g); i++) {
         const lp_gguf_tensor_t *t = lp_gguf_tensor_at(g, i);
         if (!tied && !strcmp(t->name, "token_embd.weight")) continue;
-        spans[n++] = (span_t){t->data, t->nbytes};
+        size_t cb = 0;
+        const void *copy = e ? lp_engine_weight_copy(e, t->data, &cb) : NULL;
+        if (copy) spans[n++] = (span_t){copy, cb};
+        if (cb < t->nbytes) spans[n++] = (span_t){(const uint8_t *)t->data + cb, t->nbytes - cb};
     }
     return n;
 }
 
-int lp_bench_decode_bytes(const lp_gguf_t *g, int threads, double *bytes, double *gb_s)
+int lp_bench_decode_bytes(const lp_gguf_t *g, const lp_engine_t *e, int threads, double *bytes,
+                          double *gb_s)
 {
     if (threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (int)n : 1;
     }
-    span_t *spans = malloc(sizeof(*spans) * (size_t)(lp_gguf_n_tensors(g) + 1));
+    span_t *spans = malloc(sizeof(*spans) * (size_t)(2 * lp_gguf_n_tensors(g) + 1));
     reader_t *rd = calloc((size_t)threads, sizeof(*rd));
     if (!spans || !rd) {
         free(spans);
         free(rd);
         return lp_error_set(LP_ERR(ENOMEM), "out of memory");
     }
-    size_t n_spans = decode_spans(g, spans), total = 0;
+    size_t n_spans = decode_spans(g, e, spans), total = 0;
     for (size_t k = 0; k < n_spans; k++) total += spans[k].n;
     int rc = 0, started = 0;
     double t0 = lp_now_s();

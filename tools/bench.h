@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h"
 #include "gguf.h"
 
 /* A pipeline started for throughput figures (cmd-bench-pipeline.c), one
@@ -34,8 +35,11 @@ int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok
 
 /* The memory-bandwidth ceiling of decode: a plain read, by `threads`
  * threads (0: one per CPU), of the weight bytes one decode step reads (all
- * but the token embeddings, unless they are the output layer too).  *bytes
- * is that size, *gb_s the rate of the read (bench-read.c). */
-int lp_bench_decode_bytes(const lp_gguf_t *g, int threads, double *bytes, double *gb_s);
+ * but the token embeddings, unless they are the output layer too), where
+ * engine e (may be NULL) reads them: its packed copies, the mapping
+ * otherwise.  *bytes is that size, *gb_s the rate of the read
+ * (bench-read.c). */
+int lp_bench_decode_bytes(const lp_gguf_t *g, const lp_engine_t *e, int threads, double *bytes,
+                          double *gb_s);
 
 #endif

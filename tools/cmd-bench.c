@@ -214,10 +214,10 @@ int lp_cmd_bench(int argc, char **argv)
     double step_bytes = 0, read_gbs[2] = {0, 0};
     bool on_cpu = !rc && !strcmp(lp_engine_backend_name(b.eng), "cpu");
     if (!rc && tg && on_cpu)
-        rc = lp_bench_decode_bytes(lp_model_gguf(model), threads, &step_bytes, &read_gbs[0]);
+        rc = lp_bench_decode_bytes(lp_model_gguf(model), b.eng, threads, &step_bytes, &read_gbs[0]);
     if (!rc && tg) rc = run_decode(&b, tg, &t_tg);
     if (!rc && tg && on_cpu)
-        rc = lp_bench_decode_bytes(lp_model_gguf(model), threads, &step_bytes, &read_gbs[1]);
+        rc = lp_bench_decode_bytes(lp_model_gguf(model), b.eng, threads, &step_bytes, &read_gbs[1]);
     double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg / t_tg : 0;
     const char *backend_name = rc ? "" : lp_engine_backend_name(b.eng);
     const int32_t kv_blk = rc ? 0 : lp_engine_kv_block(b.eng);
