@@ -34,6 +34,31 @@ sys.exit(1 if errs else 0)
 PY
     then fail=1; echo "$out"; fi
 done
+# --seqs: sequences decoding side by side; decode_tok_s counts every
+# sequence's tokens, decode_gb_s is per step (one read of the weights)
+m=synth-qwen2-Q8_0
+out=$("$lmpipe" bench --model "$models/$m.gguf" --prompt-tokens 8 --gen-tokens 8 --threads 2 --seqs 5)
+want=$("$lmpipe" info "$models/$m.gguf" | awk '$1 ~ /\.weight$|\.bias$/ && NF >= 4 { t += $NF } END { print t }')
+if ! python3 - "$out" "$want" <<'PY'
+import json, sys
+d, want = json.loads(sys.argv[1]), float(sys.argv[2])
+r = d["decode_read"]
+errs = []
+if d["seqs"] != 5 or not d["decode_tok_s"] > 0: errs.append("seqs or decode_tok_s")
+if abs(r["decode_gb_s"] - d["decode_tok_s"] / 5 * want / 1e9) > 0.05 + 0.01 * r["decode_gb_s"]:
+    errs.append("decode_gb_s is not steps/s times the bytes per step")
+print("seqs:", "; ".join(errs) or "ok")
+sys.exit(1 if errs else 0)
+PY
+then fail=1; echo "$out"; fi
+for bad in "--seqs 0" "--seqs 257" "--seqs x" "--seqs 2 --pipeline"; do
+    if err=$("$lmpipe" bench --model "$models/$m.gguf" $bad 2>&1); then
+        echo "FAIL: bench $bad accepted"; fail=1
+    elif ! echo "$err" | grep -q -- "--seqs"; then
+        echo "FAIL: bench $bad: the error does not name --seqs: $err"; fail=1
+    fi
+done
+
 # --pipeline: the four services, rounds of both ways, and the step report
 out=$("$lmpipe" bench --pipeline --model "$models/stories260K.gguf" --prompt-tokens 8 \
       --gen-tokens 8 --tokens 8 --runs 2 --threads 1)

@@ -33,6 +33,8 @@ typedef struct lp_step_latency {
 int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok, int runs,
                           lp_step_latency_t *out);
 
+#define LP_BENCH_MAX_SEQS 256 /* lmpipe bench --seqs */
+
 /* The memory-bandwidth ceiling of decode: a plain read, by `threads`
  * threads (0: one per CPU), of the weight bytes one decode step reads (all
  * but the token embeddings, unless they are the output layer too), where

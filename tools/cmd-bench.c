@@ -25,8 +25,9 @@
 typedef struct bench {
     lp_engine_t *eng;
     int32_t n_vocab, batch;
+    int32_t seqs;     /* sequences decoding side by side (--seqs) */
     int32_t *tokens;
-    float *logits;
+    float *logits;    /* seqs rows */
 } bench_t;
 
 static int run_prefill(bench_t *b, int32_t n, double *secs)
@@ -43,13 +44,20 @@ static int run_prefill(bench_t *b, int32_t n, double *secs)
     return 0;
 }
 
+/* n steps of one token for each of b->seqs sequences, with logits for all. */
 static int run_decode(bench_t *b, int32_t n, double *secs)
 {
-    lp_engine_seq_reset(b->eng, 0);
+    lp_batch_seq_t s[LP_BENCH_MAX_SEQS];
+    float *rows[LP_BENCH_MAX_SEQS];
+    for (int32_t i = 0; i < b->seqs; i++) {
+        lp_engine_seq_reset(b->eng, i);
+        rows[i] = b->logits + (size_t)i * (size_t)b->n_vocab;
+    }
     double t0 = lp_now_s();
     for (int32_t pos = 0; pos < n; pos++) {
-        lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1, NULL, 0};
-        int rc = lp_engine_step(b->eng, &s, 1, &b->logits);
+        for (int32_t i = 0; i < b->seqs; i++) /* each sequence its own tokens */
+            s[i] = (lp_batch_seq_t){i, pos, 1, b->tokens + (pos + 7 * i) % (n + 1), 1, NULL, 0};
+        int rc = lp_engine_step(b->eng, s, b->seqs, rows);
         if (rc) return rc;
     }
     *secs = lp_now_s() - t0;
@@ -122,11 +130,12 @@ int lp_cmd_bench(int argc, char **argv)
         {"runs", required_argument, NULL, 'r'},
         {"kv-block", required_argument, NULL, 'K'},
         {"no-pack-weights", no_argument, NULL, 'W'},
+        {"seqs", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *model_path = NULL, *backend = NULL;
     int pp = 512, tg = 128, threads = 0, batch = 512, exact = 0, pipeline = 0, no_shm = 0;
-    int step_tokens = 128, runs = 3, kv_block = -1, no_pack = 0, c;
+    int step_tokens = 128, runs = 3, kv_block = -1, no_pack = 0, seqs = 1, c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -139,6 +148,15 @@ int lp_cmd_bench(int argc, char **argv)
         case 'B': backend = optarg; break;
         case 'e': exact = 1; break;
         case 'W': no_pack = 1; break;
+        case 'S': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 1 || v > LP_BENCH_MAX_SEQS)
+                return lp_cmd_usage_error("bench", "--seqs: '%s' is not an integer in 1..%d", optarg,
+                                          LP_BENCH_MAX_SEQS);
+            seqs = (int)v;
+            break;
+        }
         case 'P': pipeline = 1; break;
         case 'N': no_shm = 1; break;
         case 'k': step_tokens = atoi(optarg); break;
@@ -155,14 +173,16 @@ int lp_cmd_bench(int argc, char **argv)
         case 'h':
             printf("usage: lmpipe bench --model M [--prompt-tokens 512] [--gen-tokens 128] "
                    "[--threads N] [--batch 512] [--backend cpu|cuda] [--exact]\n"
-                   "                    [--kv-block N] [--no-pack-weights] [--pipeline [--no-shm] [--tokens 128] [--runs 3]]\n"
+                   "                    [--kv-block N] [--no-pack-weights] [--seqs N] [--pipeline [--no-shm] [--tokens 128] [--runs 3]]\n"
                    "In-process by default; --pipeline measures the same through the four\n"
                    "processes in --runs rounds (medians), and the time each decode step\n"
                    "adds (p50/p99 over --runs generations of --tokens steps).\n"
                    "--kv-block: positions per KV block of the in-process engine (default 16;\n"
                    "0: the contiguous layout).\n"
                    "--no-pack-weights: the in-process engine reads its matrices in the\n"
-                   "file's layout instead of packing them at load.\n");
+                   "file's layout instead of packing them at load.\n"
+                   "--seqs N: decode N sequences side by side, one token each a step, all\n"
+                   "with logits, as a serving engine does (decode_tok_s counts them all).\n");
             return 0;
         default:
             return lp_cmd_usage_error("bench", "unknown or incomplete option '%s'",
@@ -174,6 +194,8 @@ int lp_cmd_bench(int argc, char **argv)
     if (pp < 0 || tg < 0 || pp + tg == 0 || threads < 0 || batch < 1)
         return lp_cmd_usage_error("bench", "token counts, --threads and --batch must be "
                                   "positive");
+    if (pipeline && seqs > 1)
+        return lp_cmd_usage_error("bench", "--seqs is for the in-process engine, not --pipeline");
     if (pipeline && (pp < 1 || tg < 2 || step_tokens < 2 || step_tokens > 100000 || runs < 1 ||
                      runs > 1000 || exact || backend))
         return lp_cmd_usage_error("bench", "--pipeline needs --prompt-tokens >= 1, "
@@ -186,18 +208,20 @@ int lp_cmd_bench(int argc, char **argv)
     int32_t n_ctx = (pp > tg ? pp : tg) + 1;
     if (!rc) {
         const lp_hparams_t *hp = lp_model_hparams(model);
-        lp_engine_params_t ep = {.n_ctx = n_ctx, .max_seqs = 1, .max_batch_tokens = batch,
+        lp_engine_params_t ep = {.n_ctx = n_ctx, .max_seqs = seqs,
+                                 .max_batch_tokens = batch > seqs ? batch : seqs,
                                  .n_threads = threads, .exact = exact, .backend = backend,
                                  .no_pack = no_pack,
                                  .kv_block = kv_block < 0 ? 0 : kv_block ? kv_block
                                                                        : LP_ENGINE_KV_CONTIGUOUS};
         b.n_vocab = hp->n_vocab;
         b.batch = batch;
+        b.seqs = seqs;
         rc = lp_engine_new(model, &ep, &b.eng);
     }
     if (!rc) {
         b.tokens = malloc(sizeof(int32_t) * (size_t)n_ctx);
-        b.logits = malloc(sizeof(float) * (size_t)b.n_vocab);
+        b.logits = malloc(sizeof(float) * (size_t)b.n_vocab * (size_t)seqs);
         if (!b.tokens || !b.logits) rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
         unsigned s = 1234;
         for (int32_t i = 0; b.tokens && i < n_ctx; i++) {
@@ -218,7 +242,7 @@ int lp_cmd_bench(int argc, char **argv)
     if (!rc && tg) rc = run_decode(&b, tg, &t_tg);
     if (!rc && tg && on_cpu)
         rc = lp_bench_decode_bytes(lp_model_gguf(model), b.eng, threads, &step_bytes, &read_gbs[1]);
-    double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg / t_tg : 0;
+    double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg * seqs / t_tg : 0;
     const char *backend_name = rc ? "" : lp_engine_backend_name(b.eng);
     const int32_t kv_blk = rc ? 0 : lp_engine_kv_block(b.eng);
     long rss = lp_proc_status_kb("VmRSS"), hwm = lp_proc_status_kb("VmHWM");
@@ -264,9 +288,9 @@ int lp_cmd_bench(int argc, char **argv)
         printf("{\"model\": ");
         print_json_str(model_path);
         printf(", \"backend\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
-               "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"prefill_tok_s\": %.2f, "
+               "\"prompt_tokens\": %d, \"gen_tokens\": %d, \"seqs\": %d, \"prefill_tok_s\": %.2f, "
                "\"decode_tok_s\": %.2f", backend_name, pipeline ? "pipeline" : "in-process",
-               threads, pp, tg, pipeline ? median(r_pipe_pp, rounds) : in_pp,
+               threads, pp, tg, seqs, pipeline ? median(r_pipe_pp, rounds) : in_pp,
                pipeline ? median(r_pipe_tg, rounds) : in_tg);
         if (pipeline) {
             printf(", \"logits\": \"%s\", \"rounds\": %d, \"in_process\": {\"prefill_tok_s\": %.2f, "
@@ -286,15 +310,15 @@ int lp_cmd_bench(int argc, char **argv)
             /* Two ceilings: the bytes a step reads over the read rate, and
              * the file's size over it (the basis on which llama.cpp's
              * decode is usually set against the bandwidth) */
-            double read = (read_gbs[0] + read_gbs[1]) / 2, decode = in_tg * step_bytes / 1e9;
+            double read = (read_gbs[0] + read_gbs[1]) / 2, decode = in_tg / seqs * step_bytes / 1e9;
             double file_gb = lp_gguf_file_size(lp_model_gguf(model)) / 1e9;
             printf(", \"decode_read\": {\"gb_per_token\": %.3f, \"decode_gb_s\": %.1f, "
                    "\"read_gb_s\": %.1f, \"read_gb_s_before\": %.1f, \"read_gb_s_after\": %.1f, "
                    "\"ceiling_tok_s\": %.1f, \"decode_of_ceiling_pct\": %.1f, "
                    "\"file_ceiling_tok_s\": %.1f, \"decode_of_file_ceiling_pct\": %.1f}",
                    step_bytes / 1e9, decode, read, read_gbs[0], read_gbs[1],
-                   read * 1e9 / step_bytes, read > 0 ? 100.0 * decode / read : 0, read / file_gb,
-                   read > 0 ? 100.0 * in_tg * file_gb / read : 0);
+                   read * 1e9 / step_bytes * seqs, read > 0 ? 100.0 * decode / read : 0,
+                   read / file_gb * seqs, read > 0 ? 100.0 * in_tg / seqs * file_gb / read : 0);
         }
         printf(", \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f, \"kv_block\": %d}\n",
                rss / 1024.0, hwm / 1024.0, lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0,
