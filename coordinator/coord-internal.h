@@ -228,6 +228,7 @@ struct lp_coord {
     lp__link_t *toks;          /* the tokenizers (n_toks) */
     size_t n_toks, tok_rr;
     char *tok_eps;             /* the tokenizer list, split in place (owned) */
+    char *tok_keys;            /* their server keys, split in place (owned) */
     lp__group_t *groups;
     size_t n_groups;
     Lmpipe__GroupStats **group_stats; /* n_groups: StatsReply's list */

@@ -266,10 +266,27 @@ static int set_tokenizers(lp_coord_t *c, const lp_coord_params_t *p)
         return lp_error_set(LP_ERR(EINVAL), "coordinator: %zu tokenizer endpoints (at most %d)", n,
                             LP_COORD_MAX_TOKENIZERS);
     if (!(c->toks = calloc(n, sizeof(lp__link_t)))) return LP_ERR(ENOMEM);
+    /* One server key for every tokenizer, or one per endpoint in order
+     * (tokenizers on hosts with key pairs of their own). */
+    const char *keys[LP_COORD_MAX_TOKENIZERS] = {0};
+    size_t n_keys = 0;
+    if (p->tokenizer_key && p->tokenizer_key[0]) {
+        if (!(c->tok_keys = strdup(p->tokenizer_key))) return LP_ERR(ENOMEM);
+        char *ks = NULL;
+        for (char *k = strtok_r(c->tok_keys, ",", &ks); k; k = strtok_r(NULL, ",", &ks))
+            if (n_keys < LP_COORD_MAX_TOKENIZERS) keys[n_keys++] = k;
+            else n_keys++;
+        if (n_keys != 1 && n_keys != n)
+            return lp_error_set(LP_ERR(EINVAL), "coordinator: %zu tokenizer server keys for %zu "
+                                "tokenizer endpoints (give one for all, or one per endpoint)",
+                                n_keys, n);
+    }
     char *save = NULL;
-    for (char *ep = strtok_r(c->tok_eps, ",", &save); ep; ep = strtok_r(NULL, ",", &save))
-        lp__link_init(c, &c->toks[c->n_toks++], "tokenizer-svc", LMPIPE__ROLE__ROLE_TOKENIZER, ep,
-                      p->tokenizer_key, NULL);
+    for (char *ep = strtok_r(c->tok_eps, ",", &save); ep; ep = strtok_r(NULL, ",", &save)) {
+        size_t i = c->n_toks++;
+        lp__link_init(c, &c->toks[i], "tokenizer-svc", LMPIPE__ROLE__ROLE_TOKENIZER, ep,
+                      n_keys ? keys[n_keys == 1 ? 0 : i] : NULL, NULL);
+    }
     if (c->n_toks == 0 || c->n_toks != n)
         return lp_error_set(LP_ERR(EINVAL), "coordinator: tokenizer endpoints '%s': an empty entry",
                             p->tokenizer_endpoint);
@@ -315,6 +332,7 @@ void lp_coord_destroy(lp_coord_t **self_p)
     for (size_t i = 0; i < c->n_toks; i++) lp__link_free(&c->toks[i]);
     free(c->toks);
     free(c->tok_eps);
+    free(c->tok_keys);
     for (size_t i = 0; i < c->n_groups; i++) {
         lp__group_t *g = &c->groups[i];
         lp__link_free(&g->eng);

@@ -34,7 +34,8 @@ typedef struct lp_coord_group_params {
 
 typedef struct lp_coord_params {
     const char *tokenizer_endpoint; /* EP[,EP...]: tokenizations spread across them */
-    const char *tokenizer_key;      /* CURVE public key of the tokenizers' host; NULL: none */
+    const char *tokenizer_key;      /* CURVE public key of the tokenizers' host, or KEY,KEY..
+                                       one per tokenizer endpoint; NULL: none */
     const lp_coord_group_params_t *groups; /* borrowed; n_groups of them */
     size_t n_groups;
     const char *engine_endpoint;    /* with no groups: the one group "default" */

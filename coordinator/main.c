@@ -13,7 +13,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP[,EP...] [--tokenizer-server-key KEY]\n"
+    fprintf(f, "usage: coordinator --endpoint EP --tokenizer EP[,EP...] [--tokenizer-server-key KEY[,KEY...]]\n"
                "                   (--engine EP --sampler EP [--engine-server-key KEY] [--sampler-server-key KEY]\n"
                "                    | --group NAME,ENGINE_EP,SAMPLER_EP[,KEY[,SAMPLER_KEY]]...)\n"
                "                   [--no-shm] [--max-seqs N] [--max-batch-tokens N] [--max-requests N]\n"

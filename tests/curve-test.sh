@@ -16,7 +16,8 @@ model=$shared/models/stories260K.gguf
 fail=0
 work=$(mktemp -d /tmp/curve-test.XXXXXX)
 up=
-trap '[ -n "$up" ] && kill -KILL $up 2>/dev/null; rm -rf "$work"' EXIT
+tokA= tokB=
+trap '[ -n "$up" ] && kill -KILL $up 2>/dev/null; kill $tokA $tokB 2>/dev/null; rm -rf "$work"' EXIT
 prompt="Lily and Tom went to the park"
 
 golden_ids() {
@@ -46,7 +47,7 @@ fi
 [ "$(cat "$work/host.pub")" = "$pub" ] || { echo "FAIL: the refused keygen changed host.pub"; fail=1; }
 echo "ok: keygen modes and format"
 
-port=$(python3 "$(dirname "$0")/free-ports.py" 4) || exit 1
+port=$(python3 "$(dirname "$0")/free-ports.py" 7) || exit 1
 conf() { # extra lines...
     cat <<CONF
 model = $model
@@ -150,6 +151,76 @@ if start_up "$work/curve.conf"; then
 else
     echo "FAIL: lmpipe up with CURVE did not get ready: $(cat "$work/err")"; fail=1
 fi
+
+# ---- two tokenizer hosts, a key pair each ----
+# The coordinator takes one server key per tokenizer endpoint, in order.
+"$lmpipe" keygen -o "$work/tokA" >/dev/null && "$lmpipe" keygen -o "$work/tokB" >/dev/null
+tok_svc() { # name port: a tokenizer-svc on its own key pair that accepts this host's key
+    "$build/tokenizer-svc/tokenizer-svc" --model "$model" --endpoint "tcp://127.0.0.1:$2" \
+        --curve-key "$work/$1.key" --curve-allow "$work/host.pub" \
+        --curve-coordinator "$work/host.pub" 2>>"$work/$1.log" &
+}
+tok_msgs() { # name port
+    timeout 10 "$lmpipe" stats --endpoint "tcp://127.0.0.1:$2" --curve-key "$work/host.key" \
+        --server-key "$work/$1.pub" | sed -n 's/^messages: \([0-9]*\),.*/\1/p'
+}
+tok_svc tokA $((port + 5)); tokA=$!
+tok_svc tokB $((port + 6)); tokB=$!
+two_tok_conf() { # server keys
+    cat <<CONF
+model = $model
+endpoint = tcp://127.0.0.1:$port
+tokenizer.endpoint = tcp://127.0.0.1:$((port + 5)),tcp://127.0.0.1:$((port + 6))
+tokenizer.server_key = $1
+engine.endpoint = tcp://127.0.0.1:$((port + 2))
+sampler.endpoint = tcp://127.0.0.1:$((port + 3))
+threads = 1
+curve.key = $work/host.key
+curve.allow = $work/client.pub
+CONF
+}
+two_tok_conf "$work/tokA.pub,$work/tokB.pub,$work/host.pub" >"$work/tok3.conf"
+if out=$(timeout 30 "$lmpipe" up --config "$work/tok3.conf" --only coordinator,engine,sampler 2>&1); then
+    echo "FAIL: three tokenizer server keys for two endpoints accepted"; fail=1
+else
+    echo "$out" | grep -q "3 tokenizer server keys for 2 tokenizer endpoints" ||
+        { echo "FAIL: unclear refusal of three keys for two tokenizers: $out"; fail=1; }
+fi
+two_tok_conf "$work/tokA.pub,$work/tokB.pub" >"$work/tok2.conf"
+rm -f "$work/out" "$work/err"
+"$lmpipe" up --config "$work/tok2.conf" --only coordinator,engine,sampler >"$work/out" 2>"$work/err" &
+up=$!
+ep=
+for _ in $(seq 1 300); do
+    ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out" 2>/dev/null)
+    [ -n "$ep" ] && break
+    kill -0 $up 2>/dev/null || break
+    sleep 0.1
+done
+if [ -n "$ep" ]; then
+    a0=$(tok_msgs tokA $((port + 5))); b0=$(tok_msgs tokB $((port + 6)))
+    gp=()
+    for i in $(seq 1 8); do
+        timeout 60 "$lmpipe" generate --endpoint "$ep" --curve-key "$work/client.key" \
+            --server-key "$work/host.pub" --prompt "$prompt" --temperature 0 --max-tokens 64 \
+            --ids >"$work/two$i" 2>&1 &
+        gp+=($!)
+    done
+    wait "${gp[@]}"
+    n=0
+    for i in $(seq 1 8); do [ "$(tr -d ' ' <"$work/two$i")" = "$want" ] && n=$((n + 1)); done
+    a1=$(tok_msgs tokA $((port + 5))); b1=$(tok_msgs tokB $((port + 6)))
+    if [ $n = 8 ] && [ $((${a1:-0} - ${a0:-0})) -ge 2 ] && [ $((${b1:-0} - ${b0:-0})) -ge 2 ]; then
+        echo "ok: two tokenizers with a key pair each: 8 goldens, tokenizations spread ($((a1 - a0)) and $((b1 - b0)) messages)"
+    else
+        echo "FAIL: two keyed tokenizers: $n of 8 goldens; messages $a0->$a1 and $b0->$b1; $(tail -3 "$work/err")"; fail=1
+    fi
+    stop_up
+else
+    echo "FAIL: lmpipe up with two keyed tokenizers did not get ready: $(cat "$work/err")"; fail=1
+    kill $up 2>/dev/null; wait $up 2>/dev/null; up=
+fi
+kill -TERM $tokA $tokB 2>/dev/null; wait $tokA $tokB 2>/dev/null
 
 # ---- ipc:// file modes ----
 echo "model = $model" >"$work/ipc.conf"
