@@ -114,8 +114,9 @@ fi
 conf "curve.key = $work/host.key" "curve.allow = $work/client.pub" \
      "http.listen = 127.0.0.1:$((port + 4))" >"$work/curve.conf"
 if start_up "$work/curve.conf"; then
-    # lmpipe-http reaches the coordinator with this host's key.
-    for _ in $(seq 1 100); do
+    # lmpipe-http reaches the coordinator with this host's key (up to 30 s:
+    # the sanitizer build under a loaded CI machine is slow to start).
+    for _ in $(seq 1 300); do
         [ "$(curl -s http://127.0.0.1:$((port + 4))/health)" = '{"status":"ok"}' ] && break
         sleep 0.1
     done
