@@ -60,9 +60,9 @@ CONF
     printf '%s\n' "$@"
 }
 
-start_up() { # config
+start_up() { # config [lmpipe up arguments...]
     rm -f "$work/out" "$work/err"
-    "$lmpipe" up --config "$1" >"$work/out" 2>"$work/err" &
+    "$lmpipe" up --config "$@" >"$work/out" 2>"$work/err" &
     up=$!
     ep=
     for _ in $(seq 1 300); do
@@ -188,17 +188,7 @@ else
         { echo "FAIL: unclear refusal of three keys for two tokenizers: $out"; fail=1; }
 fi
 two_tok_conf "$work/tokA.pub,$work/tokB.pub" >"$work/tok2.conf"
-rm -f "$work/out" "$work/err"
-"$lmpipe" up --config "$work/tok2.conf" --only coordinator,engine,sampler >"$work/out" 2>"$work/err" &
-up=$!
-ep=
-for _ in $(seq 1 300); do
-    ep=$(sed -n 's/^lmpipe up: ready on //p' "$work/out" 2>/dev/null)
-    [ -n "$ep" ] && break
-    kill -0 $up 2>/dev/null || break
-    sleep 0.1
-done
-if [ -n "$ep" ]; then
+if start_up "$work/tok2.conf" --only coordinator,engine,sampler; then
     a0=$(tok_msgs tokA $((port + 5))); b0=$(tok_msgs tokB $((port + 6)))
     gp=()
     for i in $(seq 1 8); do
@@ -219,7 +209,6 @@ if [ -n "$ep" ]; then
     stop_up
 else
     echo "FAIL: lmpipe up with two keyed tokenizers did not get ready: $(cat "$work/err")"; fail=1
-    kill $up 2>/dev/null; wait $up 2>/dev/null; up=
 fi
 kill -TERM $tokA $tokB 2>/dev/null; wait $tokA $tokB 2>/dev/null
 
