@@ -7,7 +7,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "error.h"
 #include "log.h"
@@ -202,8 +201,7 @@ struct lp_matmul_pack {
     uint32_t type;
     int64_t n_in, n_groups;
     size_t group_bytes, bytes;
-    uint8_t *data;          /* n_groups * group_bytes */
-    bool owned;             /* data is our own mapping */
+    uint8_t *data;          /* n_groups * group_bytes, the caller's */
 };
 
 #define ROW_BLOCK 16 /* weight rows per kernel call: their bytes stay in L1
@@ -389,20 +387,7 @@ int lp_matmul_pack(lp_threadpool_t *pool, uint32_t type, const void *w, int64_t 
     pk->n_groups = n_out / LP_PP_ROWS;
     pk->group_bytes = lp__pk_group_bytes(type, n_in);
     pk->bytes = size;
-    if (dst) {
-        pk->data = dst;
-    } else {
-        /* every byte is read on every step: 2 MiB pages spare the TLB */
-        void *data = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (data == MAP_FAILED) {
-            free(pk);
-            return lp_error_set(LP_ERR(ENOMEM), "matmul: cannot map %zu bytes for a packed weight",
-                                size);
-        }
-        madvise(data, size, MADV_HUGEPAGE);
-        pk->data = data;
-        pk->owned = true;
-    }
+    pk->data = dst;
     int nth = pool ? lp_threadpool_n_threads(pool) : 1;
     struct pack_ctx c = {.pk = pk, .w = w, .wrb = lp_type_row_bytes(type, n_in)};
     c.stride = (LP_PP_SCRATCH(n_in) + 63) & ~(size_t)63;
@@ -415,14 +400,8 @@ int lp_matmul_pack(lp_threadpool_t *pool, uint32_t type, const void *w, int64_t 
     if (pool) lp_threadpool_run(pool, pack_work, &c);
     else pack_work(&c, 0, 1);
     if (!pool) free(c.scratch);
-    if (pk->owned) mprotect(pk->data, pk->bytes, PROT_READ);
     *out = pk;
     return 0;
-}
-
-size_t lp_matmul_pack_bytes(const lp_matmul_pack_t *pk)
-{
-    return pk ? pk->bytes : 0;
 }
 
 const void *lp_matmul_pack_data(const lp_matmul_pack_t *pk, size_t *bytes)
@@ -435,7 +414,6 @@ void lp_matmul_pack_free(lp_matmul_pack_t **pk_p)
 {
     lp_matmul_pack_t *pk = *pk_p;
     if (!pk) return;
-    if (pk->owned) munmap(pk->data, pk->bytes);
     free(pk);
     *pk_p = NULL;
 }

@@ -73,10 +73,10 @@ int lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool ex
 /* Bytes of w's packed form, 0 when it has none (a multiple of 32). */
 size_t lp_matmul_pack_size(uint32_t type, int64_t n_in, int64_t n_out);
 /* dst: lp_matmul_pack_size bytes, 64-byte aligned, that the caller keeps
- * until lp_matmul_pack_free; NULL: the pack maps its own. */
+ * (the CPU backend lays all its packs out in one mapping) until
+ * lp_matmul_pack_free. */
 int lp_matmul_pack(lp_threadpool_t *pool, uint32_t type, const void *w, int64_t n_in,
                    int64_t n_out, void *dst, lp_matmul_pack_t **out);
-size_t lp_matmul_pack_bytes(const lp_matmul_pack_t *pk);
 /* The packed bytes: as many as the whole groups of rows they pack, so
  * they stand for the first *bytes bytes of w. */
 const void *lp_matmul_pack_data(const lp_matmul_pack_t *pk, size_t *bytes);

@@ -131,16 +131,17 @@ static void test_pack(lp_threadpool_t *pool, const char *isa)
             }
             for (int64_t i = 0; i < n_in * n_ref; i++) x[i] = lp_check_frand(&rng) * 2.0f;
             lp_matmul_pack_t *pk = NULL;
-            CHECK(lp_matmul_pack_size(type, n_in, n_out) == (has_pack(isa, type) ? rb * (size_t)(n_out / 16 * 16) : 0));
-            /* odd shapes in a caller's buffer, the rest in the pack's own mapping */
-            void *arena = n_out % 16 ? aligned_alloc(64, rb * (size_t)n_out + 64) : NULL;
-            CHECK_RC(lp_matmul_pack(pool, type, w, n_in, n_out, arena, &pk), 0);
             bool has = has_pack(isa, type);
+            /* exactly as large as the whole groups of rows it packs */
+            size_t size = lp_matmul_pack_size(type, n_in, n_out);
+            CHECK(size == (has ? rb * (size_t)(n_out / 16 * 16) : 0), "%s/%s: pack size %zu",
+                  lp_type_name(type), isa, size);
+            void *arena = size ? aligned_alloc(64, (size + 63) & ~(size_t)63) : NULL;
+            CHECK_RC(lp_matmul_pack(pool, type, w, n_in, n_out, arena, &pk), 0);
             CHECK(!!pk == has, "%s/%s: packed form %s", lp_type_name(type), isa, pk ? "made" : "missing");
-            if (pk) { /* exactly as large as the rows it packs (lp_matmul_pack_data) */
+            if (pk) {
                 size_t cb = 0;
-                CHECK(lp_matmul_pack_data(pk, &cb) && cb == lp_matmul_pack_bytes(pk) &&
-                          cb == rb * (size_t)(n_out / 16 * 16),
+                CHECK(lp_matmul_pack_data(pk, &cb) == arena && cb == size,
                       "%s: packed %zu bytes, whole groups of rows %zu", lp_type_name(type), cb,
                       rb * (size_t)(n_out / 16 * 16));
             }

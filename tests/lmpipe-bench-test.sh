@@ -7,13 +7,16 @@
 set -eu
 lmpipe=$1 models=$2/models
 fail=0
+decode_bytes() { # GGUF: the bytes of the tensors one decode step reads
+    "$lmpipe" info "$1" | awk '
+        $1 ~ /\.weight$|\.bias$/ && NF >= 4 { n[$1] = $NF; total += $NF }
+        END { if (!("output.weight" in n)) tied = 1
+              print total - (tied ? 0 : n["token_embd.weight"]) }'
+}
 for m in stories260K synth-llama-Q4_K_M synth-qwen2-Q8_0; do
     f=$models/$m.gguf
     out=$("$lmpipe" bench --model "$f" --prompt-tokens 8 --gen-tokens 8 --threads 2)
-    want=$("$lmpipe" info "$f" | awk '
-        $1 ~ /\.weight$|\.bias$/ && NF >= 4 { n[$1] = $NF; total += $NF }
-        END { if (!("output.weight" in n)) tied = 1
-              print total - (tied ? 0 : n["token_embd.weight"]) }')
+    want=$(decode_bytes "$f")
     if ! python3 - "$out" "$want" "$m" <<'PY'
 import json, sys
 d, want, m = json.loads(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
@@ -38,7 +41,7 @@ done
 # sequence's tokens, decode_gb_s is per step (one read of the weights)
 m=synth-qwen2-Q8_0
 out=$("$lmpipe" bench --model "$models/$m.gguf" --prompt-tokens 8 --gen-tokens 8 --threads 2 --seqs 5)
-want=$("$lmpipe" info "$models/$m.gguf" | awk '$1 ~ /\.weight$|\.bias$/ && NF >= 4 { t += $NF } END { print t }')
+want=$(decode_bytes "$models/$m.gguf")
 if ! python3 - "$out" "$want" <<'PY'
 import json, sys
 d, want = json.loads(sys.argv[1]), float(sys.argv[2])

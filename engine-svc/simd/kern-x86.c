@@ -1412,7 +1412,8 @@ enum { PK_Q4_0, PK_Q5_0, PK_Q8_0, PK_Q6_K };
 
 INLINE size_t pk_rec(const int pt)
 {
-    return pt == PK_Q4_0 ? 288 : pt == PK_Q5_0 ? 352 : pt == PK_Q8_0 ? 544 : 3360;
+    return lp__pk_rec_bytes(pt == PK_Q4_0 ? LP_TYPE_Q4_0 : pt == PK_Q5_0 ? LP_TYPE_Q5_0
+                            : pt == PK_Q8_0 ? LP_TYPE_Q8_0 : LP_TYPE_Q6_K);
 }
 
 /* The byte vectors of one unit (see the scratch layout of gemm_pp). */

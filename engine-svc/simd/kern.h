@@ -79,16 +79,24 @@ typedef void (*lp__gemm_pk_fn)(int64_t n, const void *pk, size_t gb, int64_t ng,
                                const void *xq, size_t xrb, int64_t nt, float *y, int64_t ys,
                                void *scratch);
 
-/* Bytes of one packed group (the layouts are in kern-x86.c); 0: no packed form. */
-static inline size_t lp__pk_group_bytes(uint32_t type, int64_t n)
+/* Bytes of one packed record: a group's rows over one block (32 weights,
+ * a 256-weight super-block for Q6_K); the layouts are in kern-x86.c.
+ * 0: no packed form. */
+static inline size_t lp__pk_rec_bytes(uint32_t type)
 {
     switch (type) {
-    case LP_TYPE_Q4_0: return (size_t)(n / 32) * 288;
-    case LP_TYPE_Q5_0: return (size_t)(n / 32) * 352;
-    case LP_TYPE_Q8_0: return (size_t)(n / 32) * 544;
-    case LP_TYPE_Q6_K: return (size_t)(n / 256) * 3360;
+    case LP_TYPE_Q4_0: return 288;
+    case LP_TYPE_Q5_0: return 352;
+    case LP_TYPE_Q8_0: return 544;
+    case LP_TYPE_Q6_K: return 3360;
     default: return 0;
     }
+}
+
+/* Bytes of one packed group of n weights a row. */
+static inline size_t lp__pk_group_bytes(uint32_t type, int64_t n)
+{
+    return (size_t)(n / (type == LP_TYPE_Q6_K ? LP_QK_K : LP_QK)) * lp__pk_rec_bytes(type);
 }
 
 /* Quantize n floats (a whole number of blocks) into activation blocks. */
