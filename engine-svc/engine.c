@@ -3,6 +3,7 @@
  * (block tables included) before the backend sees it. */
 #include "backend.h"
 
+#include "arch/arch.h"
 #include "error.h"
 #include "log.h"
 
@@ -48,7 +49,7 @@ static int kv_plan(lp_engine_t *e, const lp_hparams_t *hp)
         if (p->kv_pool_tokens || p->kv_pool_mb)
             return lp_error_set(LP_ERR(EINVAL), "--kv-pool-tokens/--kv-pool-mb size a paged KV "
                                 "cache, and this one is not paged (--kv-block 0)");
-        e->kv = (lp_kv_pool_t){p->n_ctx, p->max_seqs};
+        e->kv = (lp_kv_pool_t){p->n_ctx, p->max_seqs, p->max_seqs};
         e->per_seq = 1;
         e->fallback = true;
         return 0;
@@ -58,8 +59,7 @@ static int kv_plan(lp_engine_t *e, const lp_hparams_t *hp)
                             "size the KV pool: give one", (long long)p->kv_pool_tokens,
                             (long long)p->kv_pool_mb);
     const int64_t B = p->kv_block;
-    const int64_t block_bytes = 2 * (int64_t)hp->n_layer * hp->n_head_kv * hp->head_dim * B *
-                                (int64_t)sizeof(float);
+    const int64_t block_bytes = 2 * hp->kv_floats * B * (int64_t)sizeof(float);
     e->per_seq = (int32_t)((p->n_ctx + B - 1) / B);
     int64_t blocks = (int64_t)p->max_seqs * e->per_seq;
     if (p->kv_pool_tokens) {
@@ -78,7 +78,7 @@ static int kv_plan(lp_engine_t *e, const lp_hparams_t *hp)
         return lp_error_set(LP_ERR(EINVAL), "KV pool of %lld blocks of %d positions: more than "
                             "%d blocks (--kv-pool-tokens, --kv-pool-mb)", (long long)blocks,
                             p->kv_block, INT32_MAX);
-    e->kv = (lp_kv_pool_t){p->kv_block, (int32_t)blocks};
+    e->kv = (lp_kv_pool_t){p->kv_block, (int32_t)blocks, (int32_t)blocks};
     e->fallback = blocks >= (int64_t)p->max_seqs * e->per_seq;
     return 0;
 }
@@ -111,9 +111,22 @@ int lp_engine_new(lp_model_t *model, const lp_engine_params_t *params, lp_engine
 
     const lp_backend_ops_t *ops = NULL;
     for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-        if (p.backend && strcmp(p.backend, backends[i]->name)) continue;
-        if (backends[i]->available && !backends[i]->available()) continue;
-        ops = backends[i];
+        const lp_backend_ops_t *b = backends[i];
+        if (p.backend && strcmp(p.backend, b->name)) continue;
+        /* a backend never runs a model it would compute otherwise */
+        char why[160];
+        if (lp_model_missing_feature(model, b->features, why, sizeof(why))) {
+            if (p.backend)
+                return lp_error_set(LP_ERR(ENOTSUP), "the %s backend does not implement %s of "
+                                    "this %s model: run it with --backend cpu", b->name, why,
+                                    hp->arch);
+            if (!b->available || b->available())
+                LP_WARN("the %s backend does not implement %s of this %s model: not using it",
+                        b->name, why, hp->arch);
+            continue;
+        }
+        if (b->available && !b->available()) continue;
+        ops = b;
         break;
     }
     if (!ops)

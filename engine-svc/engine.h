@@ -19,23 +19,33 @@
 
 /* ---- model ------------------------------------------------------------ */
 
-enum lp_arch { LP_ARCH_LLAMA, LP_ARCH_QWEN2 };
-
+/* Model-wide hyperparameters.  Where layers differ (Gemma's sliding and
+ * global layers), the per-layer values are internal (model.h) and these
+ * hold the largest or the first global layer's, as said. */
 typedef struct lp_hparams {
-    enum lp_arch arch;
+    const char *arch;      /* general.architecture, e.g. "llama" (static string) */
     int32_t n_vocab;       /* logit row length: rows of token_embd / output */
     int32_t n_tokens_real; /* tokenizer tokens up to the last one not unused/padding */
     int32_t n_embd;
     int32_t n_layer;
     int32_t n_head;
-    int32_t n_head_kv;     /* GQA: n_head % n_head_kv == 0 */
-    int32_t head_dim;      /* n_embd / n_head */
-    int32_t n_ff;
-    int32_t n_rot;         /* rotated dims per head (rope.dimension_count) */
+    int32_t n_head_kv;     /* the largest of any layer; GQA: n_head % n_head_kv == 0 */
+    int32_t head_dim;      /* the largest of any layer (n_embd / n_head unless the
+                              file gives attention.key_length) */
+    int32_t n_ff;          /* the largest of any layer */
+    int32_t n_rot;         /* rotated dims per head of the first global layer */
     int32_t n_ctx_train;   /* context_length */
-    float rope_base;       /* rope.freq_base; 10000 when absent */
-    bool rope_neox;        /* NEOX (qwen2): rotate pairs (i, i+n_rot/2) */
+    float rope_base;       /* the first global layer's; 10000 when absent */
+    bool rope_neox;        /* NEOX (qwen2, qwen3, gemma): rotate pairs (i, i+n_rot/2) */
     float rms_eps;
+    int32_t n_swa;         /* sliding window in positions (a query sees the last
+                              n_swa); 0 when no layer slides */
+    int32_t n_layer_swa;   /* layers with the window */
+    int64_t kv_floats;     /* K floats per position over all layers (V the same) */
+    int64_t kv_floats_swa; /* the part of kv_floats in sliding layers */
+    float embd_scale;      /* embeddings are multiplied by it (1: none) */
+    float logit_softcap;   /* logits = cap * tanh(logits / cap); 0: none */
+    uint32_t features;     /* enum lp_feat (arch/arch.h) the model uses */
     int32_t bos_id, eos_id; /* -1 when absent */
 } lp_hparams_t;
 
@@ -131,6 +141,10 @@ typedef struct lp_batch_seq {
     int32_t n_logits;      /* logits for the last n_logits tokens (0..n_tokens) */
     const uint32_t *blocks; /* (n_blocks) block table, or NULL; borrowed for the call */
     int32_t n_blocks;
+    /* The sliding-window layers' table (models with lp_hparams_t.n_swa),
+     * in their own pool: NULL to use `blocks` for them too. */
+    const uint32_t *swa_blocks;
+    int32_t n_swa_blocks;
 } lp_batch_seq_t;
 
 /* Check an entry's KV addressing as lp_engine_step will: its block table

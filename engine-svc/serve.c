@@ -373,7 +373,8 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
             n_tok += n;
         }
         seqs[i] = (lp_batch_seq_t){q->seq_id, q->pos, (int32_t)n, toks, q->n_logits,
-                                   q->n_blocks ? q->blocks : NULL, (int32_t)q->n_blocks};
+                                   q->n_blocks ? q->blocks : NULL, (int32_t)q->n_blocks,
+                                   NULL, 0};
     }
     if (use_ring && sr->n_rows) {
         if ((rc = acquire_given(s, sr, n_rows)) != 0) {
