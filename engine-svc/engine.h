@@ -83,6 +83,9 @@ typedef struct lp_engine_params {
     int64_t kv_pool_mb;       /* pool size in MiB, rounded down to blocks; 0 = default.
                                  Default (both 0): max_seqs * n_ctx positions, which
                                  gives each seq_id its own fallback table */
+    int64_t kv_pool_swa_tokens; /* the sliding-window layers' pool (models with
+                                 n_swa), rounded up to blocks; 0 = default: per seq_id
+                                 the blocks of a window and of the longest step */
 } lp_engine_params_t;
 
 typedef struct lp_engine lp_engine_t;
@@ -110,6 +113,11 @@ const void *lp_engine_weight_copy(const lp_engine_t *e, const void *w, size_t *b
  * blocks (0 when it does not page). */
 int32_t lp_engine_kv_block(const lp_engine_t *e);
 int32_t lp_engine_kv_blocks(const lp_engine_t *e);
+/* The sliding-window layers' pool (lp_batch_seq_t.swa_blocks): blocks, and
+ * the window in positions; both 0 when the engine does not page or the
+ * model has no sliding layers. */
+int32_t lp_engine_kv_blocks_swa(const lp_engine_t *e);
+int32_t lp_engine_kv_swa_window(const lp_engine_t *e);
 
 /* Forget a sequence's KV cache (a new request can then use the slot).  On a
  * paged engine this is the seq_id's fallback table (below). */
@@ -149,8 +157,11 @@ typedef struct lp_batch_seq {
 
 /* Check an entry's KV addressing as lp_engine_step will: its block table
  * (paged engine, every index < kv_blocks, long enough for pos + n_tokens,
- * no longer than the context needs, no block twice) or, without one, that
- * the fallback table exists and pos is within the seq_id's length.  The
+ * no longer than the context needs, no block twice) and, for a model with
+ * sliding layers, its swa_blocks table (required with a table, as long,
+ * the same rules for the entries from the block of pos - n_swa + 1 on, the
+ * ones before not read) or, without tables, that the fallback tables exist
+ * and pos is within the seq_id's length.  The
  * message names the field ("blocks[3] = 70 is not in 0..63") without the
  * entry; the caller prefixes it.  seq_id must be in range. */
 int lp_engine_check_kv(lp_engine_t *e, const lp_batch_seq_t *s);

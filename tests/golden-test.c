@@ -95,12 +95,24 @@ static double step_top(const lp_json_t *st, int64_t *top)
 static int32_t kv_block;
 static uint32_t *kv_t1, *kv_t2;
 static int32_t kv_per;
+/* Models with sliding-window layers: their table, the same block numbers in
+ * their own pool, with the entries before the window of the step's first
+ * position naming no block (UINT32_MAX), as a coordinator that gives those
+ * blocks back sends it. */
+static int32_t n_swa;
+static uint32_t *kv_swa;
 
 static lp_batch_seq_t with_table(lp_batch_seq_t b, const uint32_t *t)
 {
     if (kv_block > 0) {
         b.blocks = t;
         b.n_blocks = (b.pos + b.n_tokens + kv_block - 1) / kv_block;
+        if (n_swa) {
+            const int32_t lo = b.pos - n_swa + 1 > 0 ? (b.pos - n_swa + 1) / kv_block : 0;
+            for (int32_t k = 0; k < b.n_blocks; k++) kv_swa[k] = k < lo ? UINT32_MAX : t[k];
+            b.swa_blocks = kv_swa;
+            b.n_swa_blocks = b.n_blocks;
+        }
     }
     return b;
 }
@@ -276,6 +288,9 @@ int main(int argc, char **argv)
          * t2's own blocks the even ones */
         kv_per = (ep.n_ctx + kv_block - 1) / kv_block;
         ep.kv_pool_tokens = 2 * (int64_t)kv_per * kv_block;
+        n_swa = lp_model_hparams(m)->n_swa;
+        if (n_swa) ep.kv_pool_swa_tokens = ep.kv_pool_tokens;
+        kv_swa = malloc(sizeof(uint32_t) * (size_t)kv_per);
         kv_t1 = malloc(sizeof(uint32_t) * (size_t)kv_per);
         kv_t2 = malloc(sizeof(uint32_t) * (size_t)kv_per);
         for (int32_t k = 0; k < kv_per; k++) kv_t1[k] = (uint32_t)(2 * (kv_per - k) - 1);
@@ -308,6 +323,7 @@ int main(int argc, char **argv)
     free(text);
     free(kv_t1);
     free(kv_t2);
+    free(kv_swa);
     printf("%s\n", fails ? "FAIL" : "PASS");
     return fails ? 1 : 0;
 }
