@@ -570,7 +570,8 @@ static void glu_worker(void *arg, int ith, int nth)
     if (lo >= hi) return;
     float *g = c->buf[LP_BUF_GATE] + lo;
     const float *u = c->buf[LP_BUF_UP] + lo;
-    if (j->act == LP_ACT_GELU_TANH) lp_op_geglu(g, g, u, hi - lo); /* llama.cpp's table, both paths */
+    if (j->act == LP_ACT_GELU_TANH) /* llama.cpp's fp16 table on both paths */
+        (c->p.exact ? lp_op_geglu : lp_vec_geglu)(g, g, u, hi - lo);
     else (c->p.exact ? lp_op_swiglu : lp_vec_swiglu)(g, g, u, hi - lo);
 }
 
@@ -685,9 +686,14 @@ static int same_stride(float *const *rows, int32_t n, int64_t *stride)
     return 1;
 }
 
-/* logits = cap * tanh(logits / cap), as llama.cpp's three ops. */
-static void softcap(float *r, int64_t n, float cap)
+/* logits = cap * tanh(logits / cap), as llama.cpp's three ops (the exact
+ * path with tanhf). */
+static void softcap(const cpu_ctx_t *c, float *r, int64_t n, float cap)
 {
+    if (!c->p.exact) {
+        lp_vec_softcap(r, n, cap);
+        return;
+    }
     const float inv = 1.0f / cap;
     for (int64_t i = 0; i < n; i++) r[i] = tanhf(r[i] * inv) * cap;
 }
@@ -717,7 +723,7 @@ static int compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows,
         }
     }
     if (!rc && hp->logit_softcap > 0)
-        for (int32_t r = 0; r < n_rows; r++) softcap(logits[r], n_vocab, hp->logit_softcap);
+        for (int32_t r = 0; r < n_rows; r++) softcap(c, logits[r], n_vocab, hp->logit_softcap);
     return rc;
 }
 
