@@ -201,3 +201,52 @@ int lp_arch_std_hparams(lp_arch_ld_t *ld, bool neox)
     }
     return 0;
 }
+
+/* ---- the blocks of layer functions ---------------------------------------- */
+
+int lp_arch_attention(const lp_fwd_t *f, const lp_model_t *m, int32_t l, bool v_norm)
+{
+    const lp_fwd_ops_t *o = f->ops;
+    void *c = f->ctx;
+    const lp_layer_t *L = &m->layers[l];
+    const int32_t nh = m->hp.n_head, nkv = L->hp.n_head_kv, hd = L->hp.head_dim;
+    const lp_weight_t *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    static const enum lp_buf qkv_out[3] = {LP_BUF_Q, LP_BUF_K, LP_BUF_V};
+    int rc;
+    if ((rc = o->norm(c, LP_BUF_XN, LP_BUF_X, L->attn_norm, 1, m->hp.n_embd)) ||
+        (rc = o->matmul(c, L->wv.data ? 3 : 2, qkv, LP_BUF_XN, qkv_out)) ||
+        (!L->wv.data && (rc = o->copy(c, LP_BUF_V, LP_BUF_K, nkv * hd))))
+        return rc;
+    if ((L->bq && (rc = o->bias(c, LP_BUF_Q, L->bq, nh * hd))) ||
+        (L->bk && (rc = o->bias(c, LP_BUF_K, L->bk, nkv * hd))) ||
+        (L->bv && (rc = o->bias(c, LP_BUF_V, L->bv, nkv * hd))))
+        return rc;
+    if ((L->q_norm && (rc = o->norm(c, LP_BUF_Q, LP_BUF_Q, L->q_norm, nh, hd))) ||
+        (L->k_norm && (rc = o->norm(c, LP_BUF_K, LP_BUF_K, L->k_norm, nkv, hd))) ||
+        (v_norm && (rc = o->norm(c, LP_BUF_V, LP_BUF_V, NULL, nkv, hd))))
+        return rc;
+    if ((rc = o->rope(c, LP_BUF_Q, nh, l)) || (rc = o->rope(c, LP_BUF_K, nkv, l)) ||
+        (rc = o->attention(c, l)) || (rc = lp_fwd_mm(f, &L->wo, LP_BUF_ATT, LP_BUF_PROJ)))
+        return rc;
+    return L->post_attn_norm
+               ? o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_attn_norm, 1, m->hp.n_embd)
+               : 0;
+}
+
+int lp_arch_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_act act)
+{
+    const lp_fwd_ops_t *o = f->ops;
+    void *c = f->ctx;
+    const lp_layer_t *L = &m->layers[l];
+    const lp_weight_t *gate_up[2] = {&L->w_gate, &L->w_up};
+    static const enum lp_buf gate_up_out[2] = {LP_BUF_GATE, LP_BUF_UP};
+    int rc;
+    if ((rc = o->add_norm(c, LP_BUF_XN, LP_BUF_X, LP_BUF_PROJ, L->ffn_norm)) ||
+        (rc = o->matmul(c, 2, gate_up, LP_BUF_XN, gate_up_out)) ||
+        (rc = o->glu(c, act, L->hp.n_ff)) ||
+        (rc = lp_fwd_mm(f, &L->w_down, LP_BUF_GATE, LP_BUF_PROJ)) ||
+        (L->post_ffn_norm &&
+         (rc = o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_ffn_norm, 1, m->hp.n_embd))))
+        return rc;
+    return o->add(c, LP_BUF_X, LP_BUF_PROJ);
+}

@@ -216,8 +216,50 @@ extern const lp_arch_t *const lp_archs[];
 /* "llama, qwen2, ..." */
 const char *lp_arch_names(void);
 
-/* The llama block, which llama, qwen2 and qwen3 share: pre-norm attention
- * (biases and per-head q/k norms when the layer has them) and SwiGLU. */
+/* The blocks layer functions are made of; what a layer has (biases, q/k
+ * norms, post norms, attn_v) decides what runs. */
+
+/* Attention: x stays, PROJ = attention output (through post_attn_norm when
+ * the layer has it).  Pre-norm; q, k, v (v = k when the layer has no attn_v,
+ * before k's norm); biases; per-head q/k norms; v_norm: a per-head RMSNorm
+ * of v without weight; RoPE; the cache and attention; attn_output. */
+int lp_arch_attention(const lp_fwd_t *f, const lp_model_t *m, int32_t l, bool v_norm);
+/* Feed-forward: x += PROJ; pre-norm; gate, up; act; down (through
+ * post_ffn_norm when the layer has it); x += PROJ. */
+int lp_arch_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_act act);
+
+/* The llama block, which llama, qwen2 and qwen3 share. */
 int lp_arch_llama_layer(const lp_fwd_t *f, const lp_model_t *m, int32_t l);
+
+/* The keys and tensors most tables share. */
+#define LP_ARCH_STD_KEYS                                                                      \
+    "context_length", "embedding_length", "block_count", "feed_forward_length",             \
+        "attention.head_count", "attention.head_count_kv", "attention.layer_norm_rms_epsilon", \
+        "attention.key_length", "attention.value_length", "rope.dimension_count",             \
+        "rope.freq_base", "rope.scaling.type", "rope.scaling.factor"
+#define LP_ARCH_STD_TENSORS(v_flags)                                                          \
+    LP_TENSOR_G("token_embd.weight", tok_embd, LP_T_MATRIX, LP_D_EMBD, LP_D_VOCAB, 0),        \
+    LP_TENSOR_G("output_norm.weight", output_norm, 0, LP_D_EMBD, LP_D_NONE, 0),               \
+    LP_TENSOR_G("output.weight", output, LP_T_MATRIX | LP_T_OPTIONAL, LP_D_EMBD, LP_D_VOCAB, 0), \
+    LP_TENSOR_L("attn_norm.weight", attn_norm, 0, LP_D_EMBD, LP_D_NONE, 0),                   \
+    LP_TENSOR_L("attn_q.weight", wq, LP_T_MATRIX, LP_D_EMBD, LP_D_Q, 0),                      \
+    LP_TENSOR_L("attn_k.weight", wk, LP_T_MATRIX, LP_D_EMBD, LP_D_KV, 0),                     \
+    LP_TENSOR_L("attn_v.weight", wv, LP_T_MATRIX | (v_flags), LP_D_EMBD, LP_D_KV, 0),         \
+    LP_TENSOR_L("attn_output.weight", wo, LP_T_MATRIX, LP_D_Q, LP_D_EMBD, 0),                 \
+    LP_TENSOR_L("ffn_norm.weight", ffn_norm, 0, LP_D_EMBD, LP_D_NONE, 0),                     \
+    LP_TENSOR_L("ffn_gate.weight", w_gate, LP_T_MATRIX, LP_D_EMBD, LP_D_FF, 0),               \
+    LP_TENSOR_L("ffn_up.weight", w_up, LP_T_MATRIX, LP_D_EMBD, LP_D_FF, 0),                   \
+    LP_TENSOR_L("ffn_down.weight", w_down, LP_T_MATRIX, LP_D_FF, LP_D_EMBD, 0)
+#define LP_ARCH_BIAS_TENSORS                                                                  \
+    LP_TENSOR_L("attn_q.bias", bq, LP_T_OPTIONAL, LP_D_Q, LP_D_NONE, 0),                      \
+    LP_TENSOR_L("attn_k.bias", bk, LP_T_OPTIONAL, LP_D_KV, LP_D_NONE, 0),                     \
+    LP_TENSOR_L("attn_v.bias", bv, LP_T_OPTIONAL, LP_D_KV, LP_D_NONE, 0)
+#define LP_ARCH_QK_NORM_TENSORS                                                               \
+    LP_TENSOR_L("attn_q_norm.weight", q_norm, 0, LP_D_HEAD, LP_D_NONE, LP_FEAT_QK_NORM),      \
+    LP_TENSOR_L("attn_k_norm.weight", k_norm, 0, LP_D_HEAD, LP_D_NONE, LP_FEAT_QK_NORM)
+#define LP_ARCH_POST_NORM_TENSORS                                                             \
+    LP_TENSOR_L("post_attention_norm.weight", post_attn_norm, 0, LP_D_EMBD, LP_D_NONE,        \
+                LP_FEAT_POST_NORM),                                                           \
+    LP_TENSOR_L("post_ffw_norm.weight", post_ffn_norm, 0, LP_D_EMBD, LP_D_NONE, LP_FEAT_POST_NORM)
 
 #endif
