@@ -425,6 +425,22 @@ static int add_hparams(lp_gguf_writer_t *w, const char *arch, const shape_t *s, 
     return rc;
 }
 
+/* One tensor of the plan: its name ("blk.N." prefixed for a layer's), dims,
+ * fill and llama-quantize's type for it. */
+static void add_tensor(synth_tensor_t *t, const shape_t *s, const ftype_t *ft, int tied,
+                       const char *name, int layer, enum fill fill, uint32_t n_dims, int64_t ne0,
+                       int64_t ne1)
+{
+    if (layer < 0) snprintf(t->name, sizeof(t->name), "%s", name);
+    else snprintf(t->name, sizeof(t->name), "blk.%d.%s", layer, name);
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->fill = fill;
+    t->shape = s;
+    t->type = lp_synth_tensor_type(ft->name, t->name, n_dims, ne0, tied, s->n_layer);
+}
+
 /* The tensor list, in the order of the shared llama.cpp-made files: output,
  * output_norm, token_embd, then each layer's tensors by name. */
 static int plan_tensors(const shape_t *s, const ftype_t *ft, int qwen2, uint32_t n_vocab,
@@ -438,17 +454,7 @@ static int plan_tensors(const shape_t *s, const ftype_t *ft, int qwen2, uint32_t
     int64_t E = s->n_embd, hd = s->n_embd / s->n_head;
     int64_t q = hd * s->n_head, kv = hd * s->n_head_kv;
     int tied = qwen2; /* Qwen2.5-0.5B ties the output to the embedding */
-#define ADD(nm, layer, fl, nd, a, b)                                              \
-    do {                                                                                   \
-        synth_tensor_t *t = &ts[n++];                                                      \
-        if ((layer) < 0) snprintf(t->name, sizeof(t->name), "%s", nm);                     \
-        else snprintf(t->name, sizeof(t->name), "blk.%d.%s", (int)(layer), nm);            \
-        t->n_dims = nd;                                                                    \
-        t->ne[0] = a;                                                                      \
-        t->ne[1] = b;                                                                      \
-        t->fill = fl;                                                                      \
-        t->type = lp_synth_tensor_type(ft->name, t->name, nd, a, tied, s->n_layer);        \
-    } while (0)
+#define ADD(nm, layer, fl, nd, a, b) add_tensor(&ts[n++], s, ft, tied, nm, layer, fl, nd, a, b)
     if (!tied) ADD("output.weight", -1, FILL_NORMAL, 2, E, n_vocab);
     ADD("output_norm.weight", -1, FILL_ONE, 1, E, 1);
     ADD("token_embd.weight", -1, FILL_NORMAL, 2, E, n_vocab);
@@ -484,18 +490,7 @@ static int plan_tensors_arch(const shape_t *s, const ftype_t *ft, const char *ar
     if (!ts) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
     int n = 0;
     const int64_t E = s->n_embd, F = s->n_ff;
-#define ADD(nm, layer, fl, nd, a, b)                                                       \
-    do {                                                                                   \
-        synth_tensor_t *t = &ts[n++];                                                      \
-        if ((layer) < 0) snprintf(t->name, sizeof(t->name), "%s", nm);                     \
-        else snprintf(t->name, sizeof(t->name), "blk.%d.%s", (int)(layer), nm);            \
-        t->n_dims = nd;                                                                    \
-        t->ne[0] = a;                                                                      \
-        t->ne[1] = b;                                                                      \
-        t->fill = fl;                                                                      \
-        t->shape = s;                                                                      \
-        t->type = lp_synth_tensor_type(ft->name, t->name, nd, a, s->tied, s->n_layer);    \
-    } while (0)
+#define ADD(nm, layer, fl, nd, a, b) add_tensor(&ts[n++], s, ft, s->tied, nm, layer, fl, nd, a, b)
     if (!s->tied) ADD("output.weight", -1, FILL_NORMAL, 2, E, n_vocab);
     ADD("output_norm.weight", -1, FILL_ONE, 1, E, 1);
     if (s->llama3_rope) ADD("rope_freqs.weight", -1, FILL_ROPE_LLAMA3, 1, s->head_dim / 2, 1);

@@ -96,6 +96,19 @@ static int rope_scaling(lp_arch_ld_t *ld, float *scale)
     return 0;
 }
 
+int lp_arch_softcap(lp_arch_ld_t *ld, float dflt)
+{
+    float cap = dflt;
+    int rc = lp_ld_f32(ld, "final_logit_softcapping", false, &cap);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    if (cap < 0) return lp_ld_refuse(ld, "final_logit_softcapping", "%g is negative", cap);
+    if (cap > 0) {
+        lp_ld_model(ld)->hp.logit_softcap = cap;
+        lp_ld_feature(ld, LP_FEAT_SOFTCAP, "final_logit_softcapping");
+    }
+    return 0;
+}
+
 int lp_arch_no_experts(lp_arch_ld_t *ld)
 {
     static const char *const keys[] = {"expert_count", "expert_used_count"};

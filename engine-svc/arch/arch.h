@@ -124,6 +124,8 @@ const char *lp_ld_arch(const lp_arch_ld_t *ld);
  * its factor.  Fills hp and every layer's hp with one RoPE (ropes[0]) and
  * full attention at scale 1/sqrt(head_dim). */
 int lp_arch_std_hparams(lp_arch_ld_t *ld, bool neox);
+/* final_logit_softcapping, `dflt` when absent (0: none). */
+int lp_arch_softcap(lp_arch_ld_t *ld, float dflt);
 /* expert_count / expert_used_count are 0 or absent: no MoE here yet. */
 int lp_arch_no_experts(lp_arch_ld_t *ld);
 

@@ -48,14 +48,7 @@ static int hparams(lp_arch_ld_t *ld)
         lp_ld_feature(ld, LP_FEAT_ATTN_SCALE, "!the 62-layer gemma3 (27B)");
     for (int32_t l = 0; l < hp->n_layer; l++) m->layers[l].hp.attn_scale = scale;
 
-    float cap = 0;
-    if ((rc = lp_ld_f32(ld, "final_logit_softcapping", false, &cap)) && rc != LP_ERR(ENOENT))
-        return rc;
-    if (cap < 0) return lp_ld_refuse(ld, "final_logit_softcapping", "%g is negative", cap);
-    if (cap > 0) {
-        hp->logit_softcap = cap;
-        lp_ld_feature(ld, LP_FEAT_SOFTCAP, "final_logit_softcapping");
-    }
+    if ((rc = lp_arch_softcap(ld, 0))) return rc;
 
     uint32_t n_swa = 0, period = 6;
     if ((rc = lp_ld_u32(ld, "attention.sliding_window", false, &n_swa)) && rc != LP_ERR(ENOENT))

@@ -87,14 +87,7 @@ static int hparams(lp_arch_ld_t *ld)
     lp_ld_feature(ld, LP_FEAT_EMBD_SCALE | LP_FEAT_GEGLU | LP_FEAT_V_NORM | LP_FEAT_ATTN_SCALE,
                   "!the gemma4 architecture");
 
-    float cap = 30.0f;
-    if ((rc = lp_ld_f32(ld, "final_logit_softcapping", false, &cap)) && rc != LP_ERR(ENOENT))
-        return rc;
-    if (cap < 0) return lp_ld_refuse(ld, "final_logit_softcapping", "%g is negative", cap);
-    if (cap > 0) {
-        hp->logit_softcap = cap;
-        lp_ld_feature(ld, LP_FEAT_SOFTCAP, "final_logit_softcapping");
-    }
+    if ((rc = lp_arch_softcap(ld, 30.0f))) return rc;
 
     uint32_t n_swa = 0, hd_swa = 0, n_rot_swa = 0;
     if ((rc = lp_ld_u32(ld, "attention.sliding_window", true, &n_swa))) return rc;
