@@ -285,7 +285,10 @@ int lp_cmd_bench(int argc, char **argv)
         fprintf(stderr, "lmpipe bench: %s\n", lp_error_msg());
     } else {
         const lp_hparams_t *hp = lp_model_hparams(model);
-        double kv_mb = 2.0 * hp->n_layer * n_ctx * hp->n_head_kv * hp->head_dim * 4 / 1048576.0;
+        /* K and V of every position, the sliding layers' of their window only */
+        const int64_t swa_pos = hp->n_swa && hp->n_swa < n_ctx ? hp->n_swa : n_ctx;
+        double kv_mb = 2.0 * 4 * ((double)(hp->kv_floats - hp->kv_floats_swa) * n_ctx +
+                                  (double)hp->kv_floats_swa * swa_pos) / 1048576.0;
         printf("{\"model\": ");
         print_json_str(model_path);
         printf(", \"backend\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "
