@@ -3,6 +3,7 @@
 
 #include "error.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,8 +213,9 @@ static int parse_string(parser_t *ps, const char **out, size_t *out_len)
     return 0;
 }
 
-static int parse_number(parser_t *ps, double *out)
+static int parse_number(parser_t *ps, lp_json_t *jv)
 {
+    double *out = &jv->u.num;
     const char *s = ps->p, *q = s;
     if (q < ps->end && *q == '-') q++;
     if (q >= ps->end || !(*q >= '0' && *q <= '9')) {
@@ -256,6 +258,13 @@ static int parse_number(parser_t *ps, double *out)
     memcpy(txt, s, n);
     txt[n] = '\0';
     double v = strtod(txt, NULL);
+    jv->is_intlike = !memchr(txt, '.', n) && !memchr(txt, 'e', n) && !memchr(txt, 'E', n);
+    if (jv->is_intlike) {
+        errno = 0;
+        long long ll = strtoll(txt, NULL, 10);
+        jv->is_int = errno != ERANGE;
+        jv->inum = ll;
+    }
     free(heap);
     if (!isfinite(v)) return fail(ps, "number out of range");
     ps->p = q;
@@ -386,7 +395,7 @@ static int parse_value(parser_t *ps, lp_json_t *v)
     default:
         if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) {
             v->type = LP_JSON_NUMBER;
-            return parse_number(ps, &v->u.num);
+            return parse_number(ps, v);
         }
         if (*ps->p == 'N' || *ps->p == 'I')
             return fail(ps, "expected a value (NaN and Infinity are not JSON numbers)");

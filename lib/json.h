@@ -35,6 +35,10 @@ struct lp_json {
     const char *key;   /* member name when the parent is an object, else NULL */
     size_t key_len;
     size_t n;          /* STRING: byte length; ARRAY/OBJECT: number of items */
+    bool is_int;       /* NUMBER written as an integer (no fraction, no exponent)
+                        * that fits int64_t: inum holds it exactly */
+    bool is_intlike;   /* NUMBER written as an integer, whether it fits or not */
+    int64_t inum;
     union {
         bool b;              /* BOOL */
         double num;          /* NUMBER */
