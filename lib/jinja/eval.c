@@ -765,8 +765,8 @@ int lp_jinja_render(const lp_jinja_tmpl_t *t, const lp_jinja_var_t *vars, size_t
     jr_t *r = calloc(1, sizeof(*r));
     if (!r) return lp_error_set(LP_ERR(ENOMEM), "template: out of memory");
     r->objs.next = r->objs.prev = &r->objs;
-    r->max_steps = opts && opts->max_steps ? opts->max_steps : 50000000;
-    r->max_mem = opts && opts->max_bytes ? opts->max_bytes : (size_t)256 << 20;
+    r->max_steps = opts && opts->max_steps ? opts->max_steps : 20000000;
+    r->max_mem = opts && opts->max_bytes ? opts->max_bytes : (size_t)128 << 20;
     r->max_output = opts && opts->max_output ? opts->max_output : (size_t)32 << 20;
     if (opts && opts->has_now) {
         r->has_now = true;

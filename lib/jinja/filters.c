@@ -306,9 +306,9 @@ static jv f_first(jr_t *r, jv v, jargs_t *a)
 {
     NOARGS("first");
     if (v.t == JT_LIST && (v.u.l->kind == JL_GEN || v.u.l->kind == JL_REVITER)) {
-        jlist_t *l = v.u.l;
-        if (l->pos >= l->n) return lp__jundef_msg(r, "No first item, sequence was empty.");
-        return lp__jref(l->v[l->pos++]);
+        jv x;
+        if (!lp__jgen_next(r, v.u.l, &x)) return lp__jundef_msg(r, "No first item, sequence was empty.");
+        return x;
     }
     jlist_t *l = lp__jiter(r, v);
     jv out = l->n ? lp__jref(l->v[0]) : lp__jundef_msg(r, "No first item, sequence was empty.");
@@ -319,7 +319,7 @@ static jv f_first(jr_t *r, jv v, jargs_t *a)
 static jv f_last(jr_t *r, jv v, jargs_t *a)
 {
     NOARGS("last");
-    if (v.t == JT_UNDEF) JERR(r, "'Undefined' object is not reversible");
+    if (v.t == JT_UNDEF) return lp__jundef_msg(r, "No last item, sequence was empty.");
     bool reversible = v.t == JT_STR || v.t == JT_DICT ||
                       (v.t == JT_LIST && v.u.l->kind != JL_GEN && v.u.l->kind != JL_REVITER && v.u.l->kind != JL_ITEMS &&
                        v.u.l->kind != JL_KEYS && v.u.l->kind != JL_VALUES);
@@ -473,6 +473,7 @@ static jv f_groupby(jr_t *r, jv v, jargs_t *a)
         jlist_t *members = lp__jlist_new(r, j - i, JL_LIST);
         for (size_t k = i; k < j; k++) members->v[k - i] = lp__jref(e[k].item);
         jlist_t *t = lp__jlist_new(r, 2, JL_TUPLE);
+        t->named_group = true;
         if (cs) t->v[0] = lp__jref(e[i].key);
         else {
             jv k = lp__jattr_path(r, e[i].item, av[0]);
@@ -508,6 +509,9 @@ static jv f_indent(jr_t *r, jv v, jargs_t *a)
     }
     bool first = given(av[1]) && lp__jtruthy(r, av[1]);
     bool blank = given(av[2]) && lp__jtruthy(r, av[2]);
+    /* s += "\n" */
+    if (v.t == JT_UNDEF) JERR(r, "%s", v.u.s ? v.u.s->p : "undefined");
+    if (v.t != JT_STR) JERR(r, "unsupported operand type(s) for +=: '%s' and 'str'", lp__jtype_name(v));
     jv s = soft_str(r, v);
     /* s + "\n", split into lines (str.splitlines) */
     sb_t src = {0};
@@ -541,7 +545,11 @@ static jv f_items(jr_t *r, jv v, jargs_t *a)
 {
     NOARGS("items");
     if (v.t == JT_UNDEF) return gen_of(lp__jlist_new(r, 0, JL_LIST));
-    if (v.t != JT_DICT) JERR(r, "Can only get item pairs from a mapping.");
+    if (v.t != JT_DICT) {
+        jlist_t *l = lp__jlist_new(r, 0, JL_GEN);
+        l->err = lp__jstr_new(r, "Can only get item pairs from a mapping.", 39);
+        return lp__jv_list(l);
+    }
     jdict_t *d = v.u.dc;
     jlist_t *l = lp__jlist_new(r, d->n, JL_LIST);
     for (size_t i = 0; i < d->n; i++) {
@@ -618,40 +626,53 @@ static jv f_title(jr_t *r, jv v, jargs_t *a)
     return o;
 }
 
+/* copy arguments into a lazy generator (references) */
+static void keep_args(jr_t *r, jlazy_t *z, jargs_t *a, size_t from)
+{
+    jobj_t *o;
+    size_t n = a->n > from ? a->n - from : 0;
+    z->args.v = lp__jraw(r, (n + 1) * sizeof(jv), &o);
+    z->args.kn = lp__jraw(r, (a->nk + 1) * sizeof(char *), &o);
+    z->args.kv = lp__jraw(r, (a->nk + 1) * sizeof(jv), &o);
+    for (size_t i = 0; i < n; i++) z->args.v[i] = lp__jref(a->v[from + i]);
+    for (size_t k = 0; k < a->nk; k++) {
+        z->args.kn[k] = a->kn[k];
+        z->args.kv[k] = lp__jref(a->kv[k]);
+    }
+    z->args.n = n;
+    z->args.nk = a->nk;
+}
+
 /* map(filter, args...) or map(attribute=..., default=...) */
 static jv f_map(jr_t *r, jv v, jargs_t *a)
 {
-    jlist_t *items = lp__jiter(r, v);
-    jlist_t *out = lp__jlist_new(r, items->n, JL_LIST);
-    jv gen = gen_of(out);
-    if (!a->n && a->nk && !strcmp(a->kn[0], "attribute") ? true : (!a->n && a->nk)) {
+    if (!a->n && !a->nk) return lp__jgen_failing(r, v, "map requires a filter argument");
+    if (!a->n) {
         jv attr = jv_undef(), dflt = jv_none();
         bool has_attr = false, has_dflt = false;
         for (size_t k = 0; k < a->nk; k++) {
             if (!strcmp(a->kn[k], "attribute")) attr = a->kv[k], has_attr = true;
             else if (!strcmp(a->kn[k], "default")) dflt = a->kv[k], has_dflt = true;
-            else JERR(r, "Unexpected keyword argument '%s'", a->kn[k]);
+            else if (has_attr) return lp__jgen_failing(r, v, "Unexpected keyword argument");
         }
-        if (!has_attr) JERR(r, "map requires a filter argument");
-        for (size_t i = 0; i < items->n; i++) {
-            jv x = lp__jattr_path(r, items->v[i], attr);
-            if (has_dflt && dflt.t != JT_NONE && x.t == JT_UNDEF) {
-                lp__jdrop(r, x);
-                x = lp__jref(dflt);
-            }
-            out->v[i] = x;
+        if (has_attr) {
+            for (size_t k = 0; k < a->nk; k++)
+                if (strcmp(a->kn[k], "attribute") && strcmp(a->kn[k], "default"))
+                    return lp__jgen_failing(r, v, "Unexpected keyword argument");
+            jlazy_t *z = lp__jlazy_new(r, v, LZ_MAP_ATTR);
+            z->attr = lp__jref(attr);
+            z->dflt = lp__jref(dflt);
+            z->has_dflt = has_dflt && dflt.t != JT_NONE;
+            return lp__jgen_lazy(r, z);
         }
-    } else {
-        if (!a->n) JERR(r, "map requires a filter argument");
-        if (a->v[0].t != JT_STR) JERR(r, "map: the filter name must be a string");
-        const char *name = a->v[0].u.s->p;
-        jargs_t rest = *a;
-        rest.v = a->v + 1;
-        rest.n = a->n - 1;
-        for (size_t i = 0; i < items->n; i++) out->v[i] = lp__jcall_filter(r, name, items->v[i], &rest);
+        return lp__jgen_failing(r, v, "map requires a filter argument");
     }
-    lp__jdrop(r, lp__jv_list(items));
-    return gen;
+    if (a->v[0].t != JT_STR) JERR(r, "map: the filter name must be a string");
+    jlazy_t *z = lp__jlazy_new(r, v, LZ_MAP_FILTER);
+    z->nameval = lp__jref(a->v[0]);
+    z->name = a->v[0].u.s->p;
+    keep_args(r, z, a, 1);
+    return lp__jgen_lazy(r, z);
 }
 
 static jv minmax(jr_t *r, jv v, jargs_t *a, bool max)
@@ -691,31 +712,19 @@ static jv f_min(jr_t *r, jv v, jargs_t *a) { return minmax(r, v, a, false); }
 /* select, reject, selectattr, rejectattr */
 static jv select_reject(jr_t *r, jv v, jargs_t *a, bool keep_true, bool attr)
 {
-    jlist_t *out = lp__jlist_new(r, 0, JL_LIST);
-    jv gen = gen_of(out);
-    if (!lp__jtruthy(r, v)) return gen;
-    jlist_t *items = lp__jiter(r, v);
+    if (attr && !a->n) return lp__jgen_failing(r, v, "Missing parameter for attribute name");
     size_t off = attr ? 1 : 0;
-    if (attr && !a->n) JERR(r, "Missing parameter for attribute name");
-    const char *test = NULL;
+    jlazy_t *z = lp__jlazy_new(r, v, LZ_SELECT);
+    z->keep_true = keep_true;
+    z->use_attr = attr;
+    if (attr) z->attr = lp__jref(a->v[0]);
     if (a->n > off) {
         if (a->v[off].t != JT_STR) JERR(r, "the test name must be a string");
-        test = a->v[off].u.s->p;
+        z->nameval = lp__jref(a->v[off]);
+        z->name = a->v[off].u.s->p;
+        keep_args(r, z, a, off + 1);
     }
-    jargs_t rest = *a;
-    rest.v = a->v + off + 1;
-    rest.n = a->n > off + 1 ? a->n - off - 1 : 0;
-    jobj_t *o;
-    out->v = lp__jraw(r, (items->n + 1) * sizeof(jv), &o);
-    out->cap = items->n;
-    for (size_t i = 0; i < items->n; i++) {
-        jv x = attr ? lp__jattr_path(r, items->v[i], a->v[0]) : lp__jref(items->v[i]);
-        bool t = test ? lp__jcall_test(r, test, x, &rest) : lp__jtruthy(r, x);
-        lp__jdrop(r, x);
-        if (t == keep_true) out->v[out->n++] = lp__jref(items->v[i]);
-    }
-    lp__jdrop(r, lp__jv_list(items));
-    return gen;
+    return lp__jgen_lazy(r, z);
 }
 static jv f_select(jr_t *r, jv v, jargs_t *a) { return select_reject(r, v, a, true, false); }
 static jv f_reject(jr_t *r, jv v, jargs_t *a) { return select_reject(r, v, a, false, false); }
@@ -741,7 +750,7 @@ static jv f_reverse(jr_t *r, jv v, jargs_t *a)
         jv none = jv_none();
         return lp__jslice(r, v, none, none, jv_int(-1));
     }
-    if (v.t == JT_UNDEF) JERR(r, "argument must be iterable");
+    if (v.t == JT_UNDEF) return lp__jv_list(lp__jlist_new(r, 0, JL_REVITER));
     jlist_t *l = lp__jiter_or_null(r, v);
     if (!l) JERR(r, "argument must be iterable");
     bool was_iter = v.t == JT_LIST && (v.u.l->kind == JL_GEN || v.u.l->kind == JL_REVITER);
@@ -1014,12 +1023,12 @@ static jv f_truncate(jr_t *r, jv v, jargs_t *a)
     int64_t endn = (int64_t)lp__jstr_ncp(end.u.s);
     if (length < endn) JERR(r, "expected length >= %" PRId64 ", got %" PRId64, endn, length);
     if (leeway < 0) JERR(r, "expected leeway >= 0, got %" PRId64, leeway);
-    if (v.t != JT_STR) JERR(r, "object of type '%s' has no len()", lp__jtype_name(v));
-    int64_t n = (int64_t)lp__jstr_ncp(v.u.s);
+    int64_t n = lp__jlen(r, v);
     if (n <= length + leeway) {
         lp__jdrop(r, end);
         return lp__jref(v);
     }
+    if (v.t != JT_STR) JERR(r, "truncate: the value is not a string");
     jv head = lp__jslice(r, v, jv_none(), jv_int(length - endn), jv_none());
     jv res;
     if (kill) {

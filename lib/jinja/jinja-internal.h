@@ -84,10 +84,13 @@ enum { JL_LIST, JL_TUPLE, JL_GEN, JL_ITEMS, JL_KEYS, JL_VALUES, JL_REVITER, JL_R
 struct jlist {
     jobj_t h;
     uint8_t kind;
+    bool named_group; /* a tuple from groupby: .grouper and .list */
     size_t n, pos;   /* pos: a generator's items before pos are consumed */
     size_t cap;      /* items the array holds (lists shrink with pop) */
     jv *v;           /* a raw object of cap items */
     int64_t r0, r1, rs; /* JL_RANGE: start, stop, step, for its repr */
+    jstr_t *err;     /* JL_GEN: the error its first step raises (a lazy filter's) */
+    struct jlazy *lazy; /* JL_GEN: map/select/reject, run item by item as it is consumed */
 };
 
 struct jdict {
@@ -278,6 +281,30 @@ jv lp__jv_cstr(jr_t *r, const char *s);
 jv lp__jv_sb(jr_t *r, sb_t *b); /* the builder's text as a string; frees the builder */
 jlist_t *lp__jlist_new(jr_t *r, size_t n, int kind); /* n items, all undefined until set */
 jv lp__jv_list(jlist_t *l);
+/* A generator whose first step fails (when `source`, borrowed, is truthy:
+ * jinja2's map and select test their input before anything else). */
+jv lp__jgen_failing(jr_t *r, jv source, const char *msg);
+
+/* A lazy generator: map, select, reject (and their attr forms) do their
+ * work item by item when consumed, as jinja2's generators do, so that an
+ * item never reached is never tested. */
+enum { LZ_MAP_FILTER, LZ_MAP_ATTR, LZ_SELECT };
+typedef struct jlazy {
+    int op;
+    jv srcval;             /* the input (a reference) */
+    jlist_t *src;          /* its items, at the first step */
+    size_t at;             /* the next item of src */
+    const char *name;      /* the filter or test; NULL: truthiness */
+    jv nameval;            /* owns name */
+    jv attr, dflt;         /* MAP_ATTR, SELECT with attr */
+    bool has_dflt, keep_true, use_attr;
+    jargs_t args;          /* the filter's or test's own arguments (references) */
+    jobj_t *obj;           /* the raw object holding this */
+} jlazy_t;
+jlazy_t *lp__jlazy_new(jr_t *r, jv source, int op); /* the generator owns it once attached */
+jv lp__jgen_lazy(jr_t *r, jlazy_t *z);
+/* The next item of a generator (or a reverse iterator): false at its end. */
+bool lp__jgen_next(jr_t *r, jlist_t *l, jv *out);
 jdict_t *lp__jdict_new(jr_t *r);
 jv lp__jv_dict(jdict_t *d);
 jfunc_t *lp__jfunc_new(jr_t *r, int kind, const char *name);

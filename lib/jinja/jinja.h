@@ -34,8 +34,8 @@ int lp_jinja_parse(const char *src, size_t len, lp_jinja_tmpl_t **out);
 void lp_jinja_tmpl_destroy(lp_jinja_tmpl_t **self_p);
 
 typedef struct lp_jinja_opts {
-    uint64_t max_steps;  /* evaluation steps (0: 50 million) */
-    size_t max_bytes;    /* live bytes of values and buffers (0: 256 MiB) */
+    uint64_t max_steps;  /* evaluation steps (0: 20 million, about a second) */
+    size_t max_bytes;    /* live bytes of values and buffers (0: 128 MiB) */
     size_t max_output;   /* bytes of rendered text (0: 32 MiB) */
     bool has_now;        /* strftime_now formats `now` rather than the clock */
     struct tm now;       /* local broken-down time, with has_now */

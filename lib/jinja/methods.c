@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a);
+jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a, jdict_t *map);
 
 static int64_t int_arg(jr_t *r, jv v, const char *what, int64_t dflt)
 {
@@ -213,7 +213,15 @@ static jv m_join(jr_t *r, jv s, jargs_t *a)
     return v;
 }
 
-static jv m_format(jr_t *r, jv s, jargs_t *a) { return lp__jstr_dot_format(r, s, a); }
+static jv m_format(jr_t *r, jv s, jargs_t *a) { return lp__jstr_dot_format(r, s, a, NULL); }
+static jv m_format_map(jr_t *r, jv s, jargs_t *a)
+{
+    if (a->nk) JERR(r, "format_map() takes no keyword arguments");
+    if (a->n != 1) JERR(r, "format_map() takes exactly one argument (%zu given)", a->n);
+    if (a->v[0].t != JT_DICT) JERR(r, "format_map: the argument must be a mapping");
+    jargs_t none = {0};
+    return lp__jstr_dot_format(r, s, &none, a->v[0].u.dc);
+}
 
 static jv is_class(jr_t *r, jv s, jargs_t *a, const char *name, uint32_t flag)
 {
@@ -491,7 +499,7 @@ static const method_t str_methods[] = {
     {"isascii", m_isascii, 0}, {"isprintable", m_isprintable, 0}, {"ljust", m_ljust, 0},
     {"rjust", m_rjust, 0}, {"center", m_center, 0}, {"zfill", m_zfill, 0}, {"partition", m_partition, 0},
     {"rpartition", m_rpartition, 0}, {"removeprefix", m_removeprefix, 0}, {"removesuffix", m_removesuffix, 0},
-    {"encode", NULL, 0}, {"expandtabs", NULL, 0}, {"format_map", NULL, 0}, {"isidentifier", NULL, 0},
+    {"encode", NULL, 0}, {"expandtabs", NULL, 0}, {"format_map", m_format_map, 0}, {"isidentifier", NULL, 0},
     {"maketrans", NULL, 0}, {"translate", NULL, 0},
     {NULL, NULL, 0},
 };
@@ -577,6 +585,7 @@ static jdict_t *dict_from_args(jr_t *r, jargs_t *a, const char *fname)
     jdict_t *d = lp__jdict_new(r);
     if (a->n) {
         jv src = a->v[0];
+        if (src.t == JT_UNDEF) JERR(r, "%s", src.u.s ? src.u.s->p : "undefined");
         if (src.t == JT_DICT || src.t == JT_NS) {
             for (size_t i = 0; i < src.u.dc->n; i++) lp__jdict_set(r, d, lp__jref(src.u.dc->k[i]), lp__jref(src.u.dc->v[i]));
         } else {

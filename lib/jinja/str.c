@@ -720,15 +720,19 @@ static void format_spec(jr_t *r, sb_t *b, jv v, const char *spec, size_t sn)
 }
 
 /* str.format through the sandbox's formatter */
-jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a);
-jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a)
+typedef struct fstate {
+    jargs_t *a;
+    jdict_t *map;     /* format_map's mapping, or NULL */
+    size_t auto_idx;
+    bool manual, autonum;
+} fstate_t;
+
+static void vformat(jr_t *r, sb_t *out, const char *f, size_t n, fstate_t *st, int depth)
 {
-    const char *f = fmtv.u.s->p;
-    size_t n = fmtv.u.s->len;
+    jargs_t *a = st->a;
     sb_t b = {0};
     lp__sb_put(r, &b, "", 0);
-    size_t auto_idx = 0;
-    bool manual = false, autonum = false;
+    if (depth > 2) JERR(r, "Max string recursion exceeded");
     for (size_t i = 0; i < n;) {
         char c = f[i];
         if (c == '}') {
@@ -764,13 +768,14 @@ jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a)
         while (k < fl && field[k] != '.' && field[k] != '[' && field[k] != '!' && field[k] != ':') k++;
         jv v;
         if (k == 0) {
-            if (manual) JERR(r, "cannot switch from manual field specification to automatic field numbering");
-            autonum = true;
-            if (auto_idx >= a->n) JERR(r, "Replacement index %zu out of range for positional args tuple", auto_idx);
-            v = lp__jref(a->v[auto_idx++]);
+            if (st->manual) JERR(r, "cannot switch from manual field specification to automatic field numbering");
+            st->autonum = true;
+            if (st->auto_idx >= a->n)
+                JERR(r, "Replacement index %zu out of range for positional args tuple", st->auto_idx);
+            v = lp__jref(a->v[st->auto_idx++]);
         } else if (field[0] >= '0' && field[0] <= '9') {
-            if (autonum) JERR(r, "cannot switch from automatic field numbering to manual field specification");
-            manual = true;
+            if (st->autonum) JERR(r, "cannot switch from automatic field numbering to manual field specification");
+            st->manual = true;
             size_t idx = 0;
             for (size_t q = 0; q < k; q++) {
                 if (field[q] < '0' || field[q] > '9') JERR(r, "invalid format field");
@@ -779,6 +784,10 @@ jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a)
             }
             if (idx >= a->n) JERR(r, "Replacement index %zu out of range for positional args tuple", idx);
             v = lp__jref(a->v[idx]);
+        } else if (st->map) {
+            jv *x = lp__jdict_get_str(st->map, field, k);
+            if (!x) JERR(r, "KeyError: '%.*s'", (int)k, field);
+            v = lp__jref(*x);
         } else {
             size_t q = 0;
             while (q < a->nk && (strlen(a->kn[q]) != k || memcmp(a->kn[q], field, k))) q++;
@@ -823,7 +832,12 @@ jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a)
             sn = fl - k - 1;
         } else if (k < fl)
             JERR(r, "expected ':' after conversion specifier");
-        if (memchr(spec, '{', sn)) JERR(r, "nested format specifications are not supported");
+        sb_t nested = {0};
+        if (memchr(spec, '{', sn)) {
+            vformat(r, &nested, spec, sn, st, depth + 1);
+            spec = nested.p ? nested.p : "";
+            sn = nested.n;
+        }
         if (conv) {
             sb_t t = {0};
             if (conv == 's') lp__jstr_of(r, &t, v);
@@ -836,7 +850,19 @@ jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a)
             /* str(undefined) is "" */
         }
         format_spec(r, &b, v, spec, sn);
+        lp__sb_free(r, &nested);
         lp__jdrop(r, v);
     }
+    lp__sb_put(r, out, b.p, b.n);
+    lp__sb_free(r, &b);
+}
+
+jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a, jdict_t *map);
+jv lp__jstr_dot_format(jr_t *r, jv fmtv, jargs_t *a, jdict_t *map)
+{
+    fstate_t st = {a, map, 0, false, false};
+    sb_t b = {0};
+    lp__sb_put(r, &b, "", 0);
+    vformat(r, &b, fmtv.u.s->p, fmtv.u.s->len, &st, 0);
     return with_flags(lp__jv_sb(r, &b), fmtv.f);
 }

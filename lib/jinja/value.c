@@ -132,6 +132,21 @@ static void destroy(jr_t *r, jobj_t *o)
     case OBJ_LIST: {
         jlist_t *l = (jlist_t *)o;
         for (size_t i = 0; i < l->n; i++) release_v(r, l->v[i]);
+        if (l->err) release(r, &l->err->h);
+        if (l->lazy) {
+            jlazy_t *z = l->lazy;
+            if (z->src) release(r, &z->src->h);
+            release_v(r, z->srcval);
+            release_v(r, z->nameval);
+            release_v(r, z->attr);
+            release_v(r, z->dflt);
+            for (size_t i = 0; i < z->args.n; i++) release_v(r, z->args.v[i]);
+            for (size_t i = 0; i < z->args.nk; i++) release_v(r, z->args.kv[i]);
+            if (z->args.v) lp__jfree_obj(r, lp__jraw_of(z->args.v));
+            if (z->args.kn) lp__jfree_obj(r, lp__jraw_of((void *)z->args.kn));
+            if (z->args.kv) lp__jfree_obj(r, lp__jraw_of(z->args.kv));
+            lp__jfree_obj(r, z->obj);
+        }
         if (l->v) lp__jfree_obj(r, (jobj_t *)((char *)l->v - offsetof(jraw_t, data)));
         break;
     }
@@ -209,7 +224,7 @@ jstr_t *lp__jstr_new(jr_t *r, const char *s, size_t n)
     jstr_t *js = lp__jalloc(r, sizeof(jstr_t) + n + 1, OBJ_STR);
     js->len = n;
     js->ncp = SIZE_MAX;
-    if (n) memcpy(js->p, s, n);
+    if (n && s) memcpy(js->p, s, n);
     js->p[n] = 0;
     return js;
 }
@@ -258,6 +273,75 @@ jv lp__jv_list(jlist_t *l)
 {
     jv v = {JT_LIST, 0, {.l = l}};
     return v;
+}
+
+jv lp__jgen_failing(jr_t *r, jv source, const char *msg)
+{
+    jlist_t *l = lp__jlist_new(r, 0, JL_GEN);
+    if (lp__jtruthy(r, source)) l->err = lp__jstr_new(r, msg, strlen(msg));
+    return lp__jv_list(l);
+}
+
+jlazy_t *lp__jlazy_new(jr_t *r, jv source, int op)
+{
+    jobj_t *o;
+    jlazy_t *z = lp__jraw(r, sizeof(jlazy_t), &o);
+    memset(z, 0, sizeof(*z));
+    z->obj = o;
+    z->op = op;
+    z->srcval = lp__jref(source);
+    z->nameval = z->attr = z->dflt = jv_none();
+    return z;
+}
+
+jv lp__jgen_lazy(jr_t *r, jlazy_t *z)
+{
+    jlist_t *l = lp__jlist_new(r, 0, JL_GEN);
+    l->lazy = z;
+    return lp__jv_list(l);
+}
+
+bool lp__jgen_next(jr_t *r, jlist_t *l, jv *out)
+{
+    if (l->err) JERR(r, "%s", l->err->p);
+    jlazy_t *z = l->lazy;
+    if (!z) {
+        if (l->pos >= l->n) return false;
+        *out = lp__jref(l->v[l->pos++]);
+        return true;
+    }
+    if (!z->src) {
+        /* the first step: `if value:`, then iterate it */
+        z->src = lp__jtruthy(r, z->srcval) ? lp__jiter(r, z->srcval) : lp__jlist_new(r, 0, JL_LIST);
+    }
+    while (z->at < z->src->n) {
+        jv item = z->src->v[z->at++];
+        lp__jstep(r, 1);
+        switch (z->op) {
+        case LZ_MAP_FILTER:
+            *out = lp__jcall_filter(r, z->name, item, &z->args);
+            return true;
+        case LZ_MAP_ATTR: {
+            jv x = lp__jattr_path(r, item, z->attr);
+            if (z->has_dflt && x.t == JT_UNDEF) {
+                lp__jdrop(r, x);
+                x = lp__jref(z->dflt);
+            }
+            *out = x;
+            return true;
+        }
+        default: {
+            jv x = z->use_attr ? lp__jattr_path(r, item, z->attr) : lp__jref(item);
+            bool t = z->name ? lp__jcall_test(r, z->name, x, &z->args) : lp__jtruthy(r, x);
+            lp__jdrop(r, x);
+            if (t == z->keep_true) {
+                *out = lp__jref(item);
+                return true;
+            }
+        }
+        }
+    }
+    return false;
 }
 
 jdict_t *lp__jdict_new(jr_t *r) { return lp__jalloc(r, sizeof(jdict_t), OBJ_DICT); }
@@ -856,9 +940,16 @@ jlist_t *lp__jiter_or_null(jr_t *r, jv v)
             return l;
         }
         /* an iterator: what is left of it, once */
-        jlist_t *o = lp__jlist_new(r, l->n - l->pos, JL_LIST);
-        for (size_t i = l->pos; i < l->n; i++) o->v[i - l->pos] = lp__jref(l->v[i]);
-        l->pos = l->n;
+        jlist_t *o = lp__jlist_new(r, 0, JL_LIST);
+        jobj_t *buf = NULL;
+        jv x;
+        while (lp__jgen_next(r, l, &x)) {
+            if (o->n == o->cap) {
+                o->cap = o->cap ? o->cap * 2 : 8;
+                o->v = lp__jraw_grow(r, &buf, o->cap * sizeof(jv));
+            }
+            o->v[o->n++] = x;
+        }
         return o;
     }
     case JT_STR: {
@@ -906,14 +997,17 @@ bool lp__jcontains(jr_t *r, jv c, jv item)
         if (l->kind == JL_KEYS) {
             lp__jhash(r, item);
         }
-        size_t start = l->kind == JL_GEN || l->kind == JL_REVITER ? l->pos : 0;
-        for (size_t i = start; i < l->n; i++) {
-            if (lp__jeq(r, l->v[i], item)) {
-                if (start || l->kind == JL_GEN) l->pos = i + 1;
-                return true;
+        if (l->kind == JL_GEN || l->kind == JL_REVITER) {
+            jv x;
+            while (lp__jgen_next(r, l, &x)) {
+                bool eq = lp__jeq(r, x, item);
+                lp__jdrop(r, x);
+                if (eq) return true;
             }
+            return false;
         }
-        if (l->kind == JL_GEN || l->kind == JL_REVITER) l->pos = l->n;
+        for (size_t i = 0; i < l->n; i++)
+            if (lp__jeq(r, l->v[i], item)) return true;
         return false;
     }
     default: JERR(r, "argument of type '%s' is not iterable", lp__jtype_name(c));
@@ -969,6 +1063,21 @@ jv lp__jgetattr(jr_t *r, jv obj, const char *name, size_t n)
         jv x = loop_attr(r, obj, name, n, &found);
         return found ? x : no_attr(r, obj, name, n);
     }
+    case JT_INT: case JT_BOOL: case JT_FLOAT: {
+        bool fl = obj.t == JT_FLOAT;
+        if (n == 4 && !memcmp(name, "real", 4)) return fl ? obj : jv_int(obj.t == JT_INT ? obj.u.i : obj.u.b);
+        if (n == 4 && !memcmp(name, "imag", 4)) return fl ? jv_float(0) : jv_int(0);
+        if (!fl && n == 9 && !memcmp(name, "numerator", 9)) return jv_int(obj.t == JT_INT ? obj.u.i : obj.u.b);
+        if (!fl && n == 11 && !memcmp(name, "denominator", 11)) return jv_int(1);
+        break;
+    }
+    case JT_LIST:
+        /* groupby's (grouper, list) named tuples */
+        if (obj.u.l->named_group && obj.u.l->n == 2) {
+            if (n == 7 && !memcmp(name, "grouper", 7)) return lp__jref(obj.u.l->v[0]);
+            if (n == 4 && !memcmp(name, "list", 4)) return lp__jref(obj.u.l->v[1]);
+        }
+        break;
     default: break;
     }
     m = lp__jmethod(r, obj, name, n, &unsafe);
@@ -1057,12 +1166,16 @@ static bool slice_index(jr_t *r, jv v, int64_t *out, bool *given)
 
 jv lp__jslice(jr_t *r, jv obj, jv start, jv stop, jv step)
 {
+    /* slices bypass the sandbox's getitem: Python's own errors */
     if (obj.t == JT_UNDEF) undef_fail(r, obj);
     int64_t a = 0, b = 0, s = 1;
     bool ga = false, gb = false, gs = false;
+    bool seq = obj.t == JT_STR || (obj.t == JT_LIST && (obj.u.l->kind == JL_LIST || obj.u.l->kind == JL_TUPLE ||
+                                                        obj.u.l->kind == JL_RANGE));
+    if (obj.t == JT_DICT) JERR(r, "unhashable type: 'slice'");
+    if (!seq) JERR(r, "'%s' object is not subscriptable", lp__jtype_name(obj));
     bool ok = slice_index(r, start, &a, &ga) && slice_index(r, stop, &b, &gb) && slice_index(r, step, &s, &gs);
-    bool seq = obj.t == JT_STR || (obj.t == JT_LIST && (obj.u.l->kind == JL_LIST || obj.u.l->kind == JL_TUPLE));
-    if (!ok || !seq) return lp__jundef_msg(r, "'%s' object is not subscriptable with a slice", lp__jtype_name(obj));
+    if (!ok) JERR(r, "slice indices must be integers or None or have an __index__ method");
     if (gs && s == 0) JERR(r, "slice step cannot be zero");
     if (!gs) s = 1;
     int64_t n = obj.t == JT_STR ? (int64_t)lp__jstr_ncp(obj.u.s) : (int64_t)obj.u.l->n;
@@ -1091,6 +1204,11 @@ jv lp__jslice(jr_t *r, jv obj, jv start, jv stop, jv step)
     if (obj.t == JT_LIST) {
         jlist_t *o = lp__jlist_new(r, (size_t)count, obj.u.l->kind);
         for (int64_t k = 0; k < count; k++) o->v[k] = lp__jref(obj.u.l->v[a + k * s]);
+        if (o->kind == JL_RANGE) {
+            o->r0 = obj.u.l->r0 + a * obj.u.l->rs;
+            o->r1 = obj.u.l->r0 + b * obj.u.l->rs;
+            o->rs = obj.u.l->rs * s;
+        }
         return lp__jv_list(o);
     }
     jstr_t *str = obj.u.s;
