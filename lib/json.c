@@ -500,3 +500,82 @@ size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len)
 #undef PUT
     return n;
 }
+
+/* ---- writing ---------------------------------------------------------------- */
+
+void lp_json_buf_put(lp_json_buf_t *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->cap - b->n < n + 1) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap - b->n < n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                b->oom = true;
+                return;
+            }
+            cap *= 2;
+        }
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void lp_json_buf_puts(lp_json_buf_t *b, const char *s) { lp_json_buf_put(b, s, strlen(s)); }
+
+void lp_json_buf_str(lp_json_buf_t *b, const char *s, size_t n)
+{
+    char tmp[256];
+    size_t need = lp_json_quote(tmp, sizeof(tmp), s, n);
+    if (need < sizeof(tmp)) {
+        lp_json_buf_put(b, tmp, need);
+        return;
+    }
+    char *q = malloc(need + 1);
+    if (!q) {
+        b->oom = true;
+        return;
+    }
+    lp_json_quote(q, need + 1, s, n);
+    lp_json_buf_put(b, q, need);
+    free(q);
+}
+
+void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v)
+{
+    char tmp[64];
+    switch (v->type) {
+    case LP_JSON_NULL: lp_json_buf_puts(b, "null"); break;
+    case LP_JSON_BOOL: lp_json_buf_puts(b, v->u.b ? "true" : "false"); break;
+    case LP_JSON_NUMBER:
+        if (v->is_int) snprintf(tmp, sizeof(tmp), "%lld", (long long)v->inum);
+        else {
+            snprintf(tmp, sizeof(tmp), "%.17g", v->u.num);
+            if (!v->is_intlike && !strpbrk(tmp, ".e")) strcat(tmp, ".0");
+        }
+        lp_json_buf_puts(b, tmp);
+        break;
+    case LP_JSON_STRING: lp_json_buf_str(b, v->u.str, v->n); break;
+    case LP_JSON_ARRAY:
+    case LP_JSON_OBJECT:
+        lp_json_buf_puts(b, v->type == LP_JSON_ARRAY ? "[" : "{");
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) lp_json_buf_puts(b, ",");
+            const lp_json_t *it = &v->u.items[i];
+            if (v->type == LP_JSON_OBJECT) {
+                lp_json_buf_str(b, it->key, it->key_len);
+                lp_json_buf_puts(b, ":");
+            }
+            lp_json_buf_value(b, it);
+        }
+        lp_json_buf_puts(b, v->type == LP_JSON_ARRAY ? "]" : "}");
+        break;
+    }
+}

@@ -66,4 +66,22 @@ int lp_json_int(const lp_json_t *v, int64_t lo, int64_t hi, int64_t *out);
  * number of bytes that the full string needs, like snprintf. */
 size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len);
 
+/* ---- writing -------------------------------------------------------------- */
+
+/* A growing text (malloc'd, NUL-terminated; the caller frees p).  Running
+ * out of memory sets oom and stops further writes. */
+typedef struct lp_json_buf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} lp_json_buf_t;
+
+void lp_json_buf_put(lp_json_buf_t *b, const char *s, size_t n);
+void lp_json_buf_puts(lp_json_buf_t *b, const char *s);
+/* s as a quoted JSON string */
+void lp_json_buf_str(lp_json_buf_t *b, const char *s, size_t n);
+/* v as compact JSON: an integer as written, other numbers to 17 digits with
+ * a fraction or exponent kept (so that they read back as floats). */
+void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v);
+
 #endif

@@ -60,101 +60,35 @@ bad:
     return lp_error_set(LP_ERR(EINVAL), "Invalid isoformat string: '%s'", s);
 }
 
-/* ---- building a context with one message's text changed ------------------------- */
+/* ---- building a context with one message's text changed ----------------- */
 
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} buf_t;
-
-static void put(buf_t *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->cap - b->n < n + 1) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->n < n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void puts_(buf_t *b, const char *s) { put(b, s, strlen(s)); }
-
-static void put_value(buf_t *b, const lp_json_t *v)
-{
-    char tmp[64];
-    switch (v->type) {
-    case LP_JSON_NULL: puts_(b, "null"); break;
-    case LP_JSON_BOOL: puts_(b, v->u.b ? "true" : "false"); break;
-    case LP_JSON_NUMBER:
-        if (v->is_int) snprintf(tmp, sizeof(tmp), "%lld", (long long)v->inum);
-        else snprintf(tmp, sizeof(tmp), "%.17g", v->u.num);
-        if (!v->is_int && !strpbrk(tmp, ".eEn")) strcat(tmp, ".0");
-        puts_(b, tmp);
-        break;
-    case LP_JSON_STRING: {
-        size_t need = lp_json_quote(NULL, 0, v->u.str, v->n);
-        char *q = malloc(need + 1);
-        if (!q) {
-            b->oom = true;
-            break;
-        }
-        lp_json_quote(q, need + 1, v->u.str, v->n);
-        put(b, q, need);
-        free(q);
-        break;
-    }
-    case LP_JSON_ARRAY: case LP_JSON_OBJECT:
-        puts_(b, v->type == LP_JSON_ARRAY ? "[" : "{");
-        for (size_t i = 0; i < v->n; i++) {
-            if (i) puts_(b, ",");
-            const lp_json_t *it = &v->u.items[i];
-            if (v->type == LP_JSON_OBJECT) {
-                lp_json_t k = {.type = LP_JSON_STRING, .n = it->key_len, .u.str = it->key};
-                put_value(b, &k);
-                puts_(b, ":");
-            }
-            put_value(b, it);
-        }
-        puts_(b, v->type == LP_JSON_ARRAY ? "]" : "}");
-        break;
-    }
-}
 
 /* messages with the last one's `field` given the tag (a string, or the
  * last text part of a list), as JSON text */
-static int tagged_messages(const lp_json_t *msgs, const char *field, buf_t *b, char **final_text, size_t *final_len)
+static int tagged_messages(const lp_json_t *msgs, const char *field, lp_json_buf_t *b, char **final_text, size_t *final_len)
 {
     const lp_json_t *last = &msgs->u.items[msgs->n - 1];
     const lp_json_t *fv = lp_json_get(last, field);
     if (!fv || fv->type == LP_JSON_NULL)
         return lp_error_set(LP_ERR(EINVAL),
                             "continue_final_message is set but the final message has no \"%s\" to continue!", field);
-    puts_(b, "[");
+    lp_json_buf_puts(b, "[");
     for (size_t i = 0; i < msgs->n; i++) {
-        if (i) puts_(b, ",");
+        if (i) lp_json_buf_puts(b, ",");
         const lp_json_t *m = &msgs->u.items[i];
         if (i + 1 < msgs->n) {
-            put_value(b, m);
+            lp_json_buf_value(b, m);
             continue;
         }
-        puts_(b, "{");
+        lp_json_buf_puts(b, "{");
         for (size_t k = 0; k < m->n; k++) {
             const lp_json_t *it = &m->u.items[k];
-            if (k) puts_(b, ",");
+            if (k) lp_json_buf_puts(b, ",");
             lp_json_t key = {.type = LP_JSON_STRING, .n = it->key_len, .u.str = it->key};
-            put_value(b, &key);
-            puts_(b, ":");
+            lp_json_buf_value(b, &key);
+            lp_json_buf_puts(b, ":");
             if (it != fv) {
-                put_value(b, it);
+                lp_json_buf_value(b, it);
                 continue;
             }
             if (it->type == LP_JSON_STRING) {
@@ -168,7 +102,7 @@ static int tagged_messages(const lp_json_t *msgs, const char *field, buf_t *b, c
                 memcpy(t, it->u.str, it->n);
                 memcpy(t + it->n, CONTINUE_TAG, sizeof(CONTINUE_TAG));
                 lp_json_t tv = {.type = LP_JSON_STRING, .n = it->n + sizeof(CONTINUE_TAG) - 1, .u.str = t};
-                put_value(b, &tv);
+                lp_json_buf_value(b, &tv);
                 free(t);
             } else if (it->type == LP_JSON_ARRAY) {
                 /* the last part with "text" gets the tag */
@@ -184,23 +118,23 @@ static int tagged_messages(const lp_json_t *msgs, const char *field, buf_t *b, c
                 const lp_json_t *tx = lp_json_get(&it->u.items[at], "text");
                 if (tx->type != LP_JSON_STRING)
                     return lp_error_set(LP_ERR(EINVAL), "continue_final_message: the text to continue is not a string");
-                puts_(b, "[");
+                lp_json_buf_puts(b, "[");
                 for (size_t q = 0; q < it->n; q++) {
-                    if (q) puts_(b, ",");
+                    if (q) lp_json_buf_puts(b, ",");
                     const lp_json_t *part = &it->u.items[q];
                     if (q != at) {
-                        put_value(b, part);
+                        lp_json_buf_value(b, part);
                         continue;
                     }
-                    puts_(b, "{");
+                    lp_json_buf_puts(b, "{");
                     for (size_t z = 0; z < part->n; z++) {
                         const lp_json_t *pi = &part->u.items[z];
-                        if (z) puts_(b, ",");
+                        if (z) lp_json_buf_puts(b, ",");
                         lp_json_t pk = {.type = LP_JSON_STRING, .n = pi->key_len, .u.str = pi->key};
-                        put_value(b, &pk);
-                        puts_(b, ":");
+                        lp_json_buf_value(b, &pk);
+                        lp_json_buf_puts(b, ":");
                         if (pi != tx) {
-                            put_value(b, pi);
+                            lp_json_buf_value(b, pi);
                             continue;
                         }
                         *final_text = strndup(tx->u.str, tx->n);
@@ -213,19 +147,19 @@ static int tagged_messages(const lp_json_t *msgs, const char *field, buf_t *b, c
                         memcpy(t, tx->u.str, tx->n);
                         memcpy(t + tx->n, CONTINUE_TAG, sizeof(CONTINUE_TAG));
                         lp_json_t tv = {.type = LP_JSON_STRING, .n = tx->n + sizeof(CONTINUE_TAG) - 1, .u.str = t};
-                        put_value(b, &tv);
+                        lp_json_buf_value(b, &tv);
                         free(t);
                     }
-                    puts_(b, "}");
+                    lp_json_buf_puts(b, "}");
                 }
-                puts_(b, "]");
+                lp_json_buf_puts(b, "]");
             } else
                 return lp_error_set(LP_ERR(EINVAL), "continue_final_message: the final message's \"%s\" is not text",
                                     field);
         }
-        puts_(b, "}");
+        lp_json_buf_puts(b, "}");
     }
-    puts_(b, "]");
+    lp_json_buf_puts(b, "]");
     return b->oom ? lp_error_set(LP_ERR(ENOMEM), "out of memory") : 0;
 }
 
@@ -301,7 +235,7 @@ int lp_jinja_chat_render(const lp_jinja_tmpl_t *t, const char *src, size_t src_l
     /* continue_final_message: re-build the messages with the tag */
     char *final_text = NULL;
     size_t final_len = 0;
-    buf_t tagged = {0};
+    lp_json_buf_t tagged = {0};
     lp_json_doc_t *tdoc = NULL;
     const lp_json_t *msgs_v = messages;
     if (cont_on) {

@@ -52,7 +52,6 @@ void *lp__jalloc(jr_t *r, size_t size, int kind)
         lp__jerr_big(r, "the template needs more than %zu bytes of memory", r->max_mem);
     jobj_t *o = calloc(1, size);
     if (!o) lp__jerr_big(r, "out of memory");
-    lp__jstep(r, 1 + size / 256);
     o->kind = (uint8_t)kind;
     o->rc = 1;
     o->size = size;
@@ -61,6 +60,7 @@ void *lp__jalloc(jr_t *r, size_t size, int kind)
     r->objs.next->prev = o;
     r->objs.next = o;
     r->mem += size;
+    lp__jstep(r, 1 + size / 256); /* once linked: a longjmp here frees it in the sweep */
     return o;
 }
 
@@ -861,12 +861,13 @@ static void repr_depth(jr_t *r, sb_t *b, jv v, int depth)
             repr_items(r, b, l, depth);
             lp__sb_puts(r, b, "])");
             return;
-        case JL_GEN: lp__sb_printf(r, b, "<generator object at %p>", (void *)l); return;
+        /* Python prints an address here; a render must not depend on one */
+        case JL_GEN: lp__sb_puts(r, b, "<generator object>"); return;
         case JL_RANGE:
             if (l->rs == 1) lp__sb_printf(r, b, "range(%" PRId64 ", %" PRId64 ")", l->r0, l->r1);
             else lp__sb_printf(r, b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", l->r0, l->r1, l->rs);
             return;
-        default: lp__sb_printf(r, b, "<list_reverseiterator object at %p>", (void *)l); return;
+        default: lp__sb_puts(r, b, "<list_reverseiterator object>"); return;
         }
     }
     case JT_DICT: repr_dict(r, b, v.u.dc, depth); return;
@@ -878,9 +879,9 @@ static void repr_depth(jr_t *r, sb_t *b, jv v, int depth)
     case JT_FUNC: {
         jfunc_t *f = v.u.fn;
         if (f->kind == JF_MACRO || f->kind == JF_CALLER) lp__sb_printf(r, b, "<Macro '%s'>", f->name ? f->name : "caller");
-        else if (f->kind == JF_METHOD) lp__sb_printf(r, b, "<built-in method %s of %s object at %p>", f->name,
-                                                      lp__jtype_name(f->self), (void *)f);
-        else lp__sb_printf(r, b, "<function %s at %p>", f->name ? f->name : "?", (void *)f);
+        else if (f->kind == JF_METHOD) lp__sb_printf(r, b, "<built-in method %s of %s object>", f->name,
+                                                      lp__jtype_name(f->self));
+        else lp__sb_printf(r, b, "<function %s>", f->name ? f->name : "?");
         return;
     }
     case JT_LOOP:
