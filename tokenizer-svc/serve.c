@@ -192,14 +192,21 @@ static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_f
     bool has_bos = false;
     int rc = lp_chat_render(s->chat, c->template_, json ? c->chat_json : NULL, json ? strlen(c->chat_json) : 0,
                             msgs, c->n_messages, c->add_assistant, &text, &len, &has_bos);
-    /* A template that writes bos_token itself gets no second BOS (as
-     * llama.cpp drops the template's BOS when the tokenizer adds one). */
+    /* A template that writes bos_token itself, for a model whose tokenizer
+     * adds BOS, loses it from the text: the tokenizer adds the one BOS (as
+     * llama.cpp's common_chat_templates_apply does). */
+    size_t skip = 0;
+    if (!rc && has_bos && lp_tokenizer_adds_bos(s->tok)) {
+        const char *p;
+        size_t n;
+        if (!lp_token_piece(s->tok, lp_tokenizer_bos(s->tok), true, &p, &n) && n <= len) skip = n;
+    }
     if (!rc && c->tokenize)
-        rc = lp_tokenize_alloc(s->tok, text, len, !has_bos, true, &ids, &n_ids);
+        rc = lp_tokenize_alloc(s->tok, text + skip, len - skip, true, true, &ids, &n_ids);
     if (!rc) {
         Lmpipe__ChatTemplateReply rep = LMPIPE__CHAT_TEMPLATE_REPLY__INIT;
-        rep.text.data = (uint8_t *)text;
-        rep.text.len = len;
+        rep.text.data = (uint8_t *)text + skip;
+        rep.text.len = len - skip;
         rep.ids = ids;
         rep.n_ids = n_ids;
         Lmpipe__Msg m = LMPIPE__MSG__INIT;

@@ -381,6 +381,10 @@ bool lp__jstr_startswith(jr_t *r, jv sv, jv prefix, bool end)
 
 /* ---- "%" formatting --------------------------------------------------------------- */
 
+/* one more decimal digit of a width or precision, saturating (too big is
+ * refused afterwards) */
+static int64_t digit(int64_t v, char c) { return v > 100000000 ? v : v * 10 + (c - '0'); }
+
 static void pad(jr_t *r, sb_t *b, const char *s, size_t n, int64_t width, bool left, char fill)
 {
     int64_t len = (int64_t)lp__u8_count(s, n);
@@ -462,7 +466,7 @@ jv lp__jstr_format(jr_t *r, jv fmtv, jv args)
             }
             i++;
         } else
-            for (; i < n && f[i] >= '0' && f[i] <= '9'; i++) width = (width < 0 ? 0 : width) * 10 + (f[i] - '0');
+            for (; i < n && f[i] >= '0' && f[i] <= '9'; i++) width = digit(width < 0 ? 0 : width, f[i]);
         if (i < n && f[i] == '.') {
             i++;
             prec = 0;
@@ -473,7 +477,7 @@ jv lp__jstr_format(jr_t *r, jv fmtv, jv args)
                 prec = w.u.i < 0 ? 0 : w.u.i;
                 i++;
             } else
-                for (; i < n && f[i] >= '0' && f[i] <= '9'; i++) prec = prec * 10 + (f[i] - '0');
+                for (; i < n && f[i] >= '0' && f[i] <= '9'; i++) prec = digit(prec, f[i]);
         }
         if (width > 100000 || prec > 100000) JERR(r, "width or precision too big");
         while (i < n && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L')) i++;
@@ -607,12 +611,12 @@ static void format_spec(jr_t *r, sb_t *b, jv v, const char *spec, size_t sn)
     if (i < sn && (spec[i] == '+' || spec[i] == '-' || spec[i] == ' ')) sign = spec[i++];
     if (i < sn && spec[i] == '#') alt = true, i++;
     if (i < sn && spec[i] == '0') zero = true, i++;
-    while (i < sn && spec[i] >= '0' && spec[i] <= '9') width = (width < 0 ? 0 : width) * 10 + (spec[i++] - '0');
+    while (i < sn && spec[i] >= '0' && spec[i] <= '9') width = digit(width < 0 ? 0 : width, spec[i++]);
     if (i < sn && spec[i] == ',') comma = true, i++;
     if (i < sn && spec[i] == '.') {
         i++;
         prec = 0;
-        while (i < sn && spec[i] >= '0' && spec[i] <= '9') prec = prec * 10 + (spec[i++] - '0');
+        while (i < sn && spec[i] >= '0' && spec[i] <= '9') prec = digit(prec, spec[i++]);
     }
     if (i < sn) type = spec[i++];
     if (i < sn) JERR(r, "Invalid format specifier");
