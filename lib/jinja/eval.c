@@ -564,6 +564,26 @@ static bool compare(jr_t *r, int op, jv a, jv b)
     return false;
 }
 
+/* An expression jinja2's optimizer folds at compile time: constants and
+ * what is built of them (operators, literals, filters). */
+static bool is_const(const node_t *n, int depth)
+{
+    if (!n || depth > 64) return false;
+    switch (n->kind) {
+    case N_CONST: return true;
+    case N_LIST: case N_TUPLE: case N_DICT: case N_NEG: case N_POS: case N_NOT: case N_BIN: case N_CONCAT:
+    case N_AND: case N_OR: case N_COMPARE: case N_OPERAND: case N_FILTER:
+        if (n->kind == N_FILTER && (!n->impl || !n->a || n->c || n->d)) return false;
+        if ((n->a && !is_const(n->a, depth + 1)) || (n->b && !is_const(n->b, depth + 1))) return false;
+        for (int i = 0; i < n->nv; i++)
+            if (!is_const(n->v[i], depth + 1)) return false;
+        for (int i = 0; i < n->nw; i++)
+            if (!is_const(n->kind == N_FILTER ? n->w[i]->a : n->w[i], depth + 1)) return false;
+        return true;
+    default: return false;
+    }
+}
+
 static jv eval_inner(jr_t *r, const node_t *n)
 {
     switch (n->kind) {
@@ -584,7 +604,9 @@ static jv eval_inner(jr_t *r, const node_t *n)
             jv a = s->a ? eval(r, s->a) : jv_none(), b = s->b ? eval(r, s->b) : jv_none(),
                c = s->c ? eval(r, s->c) : jv_none();
             r->line = n->line;
-            v = lp__jslice(r, o, a, b, c);
+            bool folded = is_const(n->a, 0) && (!s->a || is_const(s->a, 0)) && (!s->b || is_const(s->b, 0)) &&
+                          (!s->c || is_const(s->c, 0));
+            v = lp__jslice(r, o, a, b, c, folded);
             lp__jdrop(r, a);
             lp__jdrop(r, b);
             lp__jdrop(r, c);

@@ -154,20 +154,46 @@ static jv f_attr(jr_t *r, jv v, jargs_t *a)
 static jv f_batch(jr_t *r, jv v, jargs_t *a)
 {
     ARGS("batch", 1, "linecount", "fill_with");
-    int64_t n = as_int(r, av[0], "batch");
-    if (n <= 0) JERR(r, "batch: linecount must be positive");
+    /* do_batch's loop: a row is given out when it holds linecount items,
+     * compared as Python compares (0 or a negative count behave as there) */
     jlist_t *items = lp__jiter(r, v);
-    size_t groups = (items->n + (size_t)n - 1) / (size_t)n;
-    jlist_t *out = lp__jlist_new(r, groups, JL_LIST);
-    for (size_t g = 0; g < groups; g++) {
-        size_t start = g * (size_t)n, cnt = items->n - start < (size_t)n ? items->n - start : (size_t)n;
-        bool fill = given_not_none(av[1]) && cnt < (size_t)n;
-        jlist_t *row = lp__jlist_new(r, fill ? (size_t)n : cnt, JL_LIST);
-        for (size_t i = 0; i < cnt; i++) row->v[i] = lp__jref(items->v[start + i]);
-        if (fill)
-            for (size_t i = cnt; i < (size_t)n; i++) row->v[i] = lp__jref(av[1]);
-        out->v[g] = lp__jv_list(row);
+    jlist_t *out = lp__jlist_new(r, 0, JL_LIST);
+    jobj_t *obj = NULL;
+    jlist_t *tmp = lp__jlist_new(r, 0, JL_LIST);
+    jobj_t *tobj = NULL;
+    for (size_t i = 0; i <= items->n; i++) {
+        bool last = i == items->n;
+        if (last && !tmp->n) break;
+        if (last || lp__jeq(r, jv_int((int64_t)tmp->n), av[0])) {
+            if (last && given_not_none(av[1])) {
+                int c = lp__jcmp(r, jv_int((int64_t)tmp->n), av[0], "<");
+                if (c != 2 && c < 0) {
+                    int64_t want = as_int(r, av[0], "batch");
+                    while ((int64_t)tmp->n < want) {
+                        if (tmp->n == tmp->cap) {
+                            tmp->cap = tmp->cap ? tmp->cap * 2 : 8;
+                            tmp->v = lp__jraw_grow(r, &tobj, tmp->cap * sizeof(jv));
+                        }
+                        tmp->v[tmp->n++] = lp__jref(av[1]);
+                    }
+                }
+            }
+            if (out->n == out->cap) {
+                out->cap = out->cap ? out->cap * 2 : 8;
+                out->v = lp__jraw_grow(r, &obj, out->cap * sizeof(jv));
+            }
+            out->v[out->n++] = lp__jv_list(tmp);
+            if (last) break;
+            tmp = lp__jlist_new(r, 0, JL_LIST);
+            tobj = NULL;
+        }
+        if (tmp->n == tmp->cap) {
+            tmp->cap = tmp->cap ? tmp->cap * 2 : 8;
+            tmp->v = lp__jraw_grow(r, &tobj, tmp->cap * sizeof(jv));
+        }
+        tmp->v[tmp->n++] = lp__jref(items->v[i]);
     }
+    if (!items->n) lp__jdrop(r, lp__jv_list(tmp));
     lp__jdrop(r, lp__jv_list(items));
     return gen_of(out);
 }
@@ -219,6 +245,8 @@ static jv f_dictsort(jr_t *r, jv v, jargs_t *a)
         else if (!(av[1].t == JT_STR && !strcmp(av[1].u.s->p, "key")))
             JERR(r, "You can only sort by either \"key\" or \"value\"");
     }
+    if (given(av[2]) && av[2].t != JT_BOOL && av[2].t != JT_INT)
+        JERR(r, "'%s' object cannot be interpreted as an integer", lp__jtype_name(av[2]));
     bool rev = given(av[2]) && lp__jtruthy(r, av[2]);
     if (v.t == JT_UNDEF) JERR(r, "%s", v.u.s ? v.u.s->p : "undefined");
     if (v.t != JT_DICT) JERR(r, "'%s' object has no attribute 'items'", lp__jtype_name(v));
@@ -407,7 +435,9 @@ static jv f_float(jr_t *r, jv v, jargs_t *a)
 static jv f_int(jr_t *r, jv v, jargs_t *a)
 {
     ARGS("int", 0, "default", "base");
-    int64_t base = given(av[1]) ? as_int(r, av[1], "int") : 10;
+    /* a bad base is int()'s TypeError, which do_int turns into the default */
+    bool base_ok = !given(av[1]) || av[1].t == JT_INT || av[1].t == JT_BOOL;
+    int64_t base = given(av[1]) && base_ok ? as_int(r, av[1], "int") : 10;
     if (v.t == JT_INT) return v;
     if (v.t == JT_BOOL) return jv_int(v.u.b);
     if (v.t == JT_FLOAT) {
@@ -418,7 +448,9 @@ static jv f_int(jr_t *r, jv v, jargs_t *a)
     if (v.t == JT_UNDEF) JERR(r, "%s", v.u.s ? v.u.s->p : "undefined");
     int64_t i;
     double d;
-    if (v.t == JT_STR) {
+    if (v.t == JT_STR && !base_ok) {
+        if (parse_float_str(v.u.s->p, &d) && isfinite(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
+    } else if (v.t == JT_STR) {
         if (parse_int_str(v.u.s->p, base, &i)) return jv_int(i);
         if (parse_float_str(v.u.s->p, &d) && isfinite(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
     }
@@ -667,7 +699,7 @@ static jv f_map(jr_t *r, jv v, jargs_t *a)
         }
         return lp__jgen_failing(r, v, "map requires a filter argument");
     }
-    if (a->v[0].t != JT_STR) JERR(r, "map: the filter name must be a string");
+    if (a->v[0].t != JT_STR) return lp__jgen_failing(r, v, "map: the filter name must be a string");
     jlazy_t *z = lp__jlazy_new(r, v, LZ_MAP_FILTER);
     z->nameval = lp__jref(a->v[0]);
     z->name = a->v[0].u.s->p;
@@ -718,8 +750,8 @@ static jv select_reject(jr_t *r, jv v, jargs_t *a, bool keep_true, bool attr)
     z->keep_true = keep_true;
     z->use_attr = attr;
     if (attr) z->attr = lp__jref(a->v[0]);
+    if (a->n > off && a->v[off].t != JT_STR) return lp__jgen_failing(r, v, "the test name must be a string");
     if (a->n > off) {
-        if (a->v[off].t != JT_STR) JERR(r, "the test name must be a string");
         z->nameval = lp__jref(a->v[off]);
         z->name = a->v[off].u.s->p;
         keep_args(r, z, a, off + 1);
@@ -748,7 +780,7 @@ static jv f_reverse(jr_t *r, jv v, jargs_t *a)
     NOARGS("reverse");
     if (v.t == JT_STR) {
         jv none = jv_none();
-        return lp__jslice(r, v, none, none, jv_int(-1));
+        return lp__jslice(r, v, none, none, jv_int(-1), false);
     }
     if (v.t == JT_UNDEF) return lp__jv_list(lp__jlist_new(r, 0, JL_REVITER));
     jlist_t *l = lp__jiter_or_null(r, v);
@@ -821,6 +853,9 @@ static jv f_safe(jr_t *r, jv v, jargs_t *a)
 static jv f_slice(jr_t *r, jv v, jargs_t *a)
 {
     ARGS("slice", 1, "slices", "fill_with");
+    /* a generator: a bad count fails when it is first read */
+    if (av[0].t != JT_INT && av[0].t != JT_BOOL)
+        return lp__jgen_failing(r, jv_bool(true), "slice: the number of slices must be an integer");
     int64_t slices = as_int(r, av[0], "slice");
     if (slices <= 0) JERR(r, "integer division or modulo by zero");
     jlist_t *seq = lp__jiter(r, v);
@@ -831,7 +866,7 @@ static jv f_slice(jr_t *r, jv v, jargs_t *a)
         size_t start = offset + i * per;
         if (i < extra) offset++;
         size_t end = offset + (i + 1) * per;
-        bool fill = given_not_none(av[1]) && extra && i >= extra;
+        bool fill = given_not_none(av[1]) && i >= extra;
         jlist_t *part = lp__jlist_new(r, end - start + (fill ? 1 : 0), JL_LIST);
         for (size_t k = start; k < end; k++) part->v[k - start] = lp__jref(seq->v[k]);
         if (fill) part->v[end - start] = lp__jref(av[1]);
@@ -844,6 +879,8 @@ static jv f_slice(jr_t *r, jv v, jargs_t *a)
 static jv f_sort(jr_t *r, jv v, jargs_t *a)
 {
     ARGS("sort", 0, "reverse", "case_sensitive", "attribute");
+    if (given(av[0]) && av[0].t != JT_BOOL && av[0].t != JT_INT)
+        JERR(r, "'%s' object cannot be interpreted as an integer", lp__jtype_name(av[0]));
     bool rev = given(av[0]) && lp__jtruthy(r, av[0]);
     bool cs = given(av[1]) && lp__jtruthy(r, av[1]);
     jlist_t *items = lp__jiter(r, v);
@@ -906,7 +943,6 @@ static jv f_striptags(jr_t *r, jv v, jargs_t *a)
         if (p[i] == '<') {
             const char *e = memchr(p + i + 1, '>', n - i - 1);
             if (e) {
-                lp__sb_putc(r, &b, ' ');
                 i = (size_t)(e - p) + 1;
                 continue;
             }
@@ -1029,7 +1065,7 @@ static jv f_truncate(jr_t *r, jv v, jargs_t *a)
         return lp__jref(v);
     }
     if (v.t != JT_STR) JERR(r, "truncate: the value is not a string");
-    jv head = lp__jslice(r, v, jv_none(), jv_int(length - endn), jv_none());
+    jv head = lp__jslice(r, v, jv_none(), jv_int(length - endn), jv_none(), false);
     jv res;
     if (kill) {
         res = lp__jbinop(r, '+', head, end);
@@ -1146,6 +1182,7 @@ static jv f_xmlattr(jr_t *r, jv v, jargs_t *a)
         jv k = v.u.dc->k[i], x = v.u.dc->v[i];
         if (x.t == JT_NONE || x.t == JT_UNDEF) continue;
         sb_t ks = {0}, xs = {0};
+        if (k.t != JT_STR) JERR(r, "expected string or bytes-like object, got '%s'", lp__jtype_name(k));
         lp__jstr_of(r, &ks, k);
         for (size_t q = 0; q < ks.n; q++)
             if (strchr(" \t\n\r\f\v/>=", ks.p[q]))

@@ -346,7 +346,7 @@ void lp__jescape(jr_t *r, sb_t *b, const char *s, size_t n); /* markupsafe.escap
 jv lp__jbinop(jr_t *r, int op, jv a, jv b); /* borrowed operands */
 jv lp__jgetattr(jr_t *r, jv obj, const char *name, size_t n);
 jv lp__jgetitem(jr_t *r, jv obj, jv key);
-jv lp__jslice(jr_t *r, jv obj, jv start, jv stop, jv step);
+jv lp__jslice(jr_t *r, jv obj, jv start, jv stop, jv step, bool folded); /* folded: all constants */
 jv lp__jmethod(jr_t *r, jv obj, const char *name, size_t n, bool *unsafe); /* methods.c */
 jv lp__jcall(jr_t *r, jv fn, jargs_t *a);   /* eval.c */
 

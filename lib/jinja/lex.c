@@ -538,6 +538,7 @@ void lp__jinja_lex(lexer_t *lx, const char *src, size_t len)
             size_t e_at;
             char e_sign;
             size_t end = find_endraw(s, n, raw_end, &e_at, &e_sign);
+            if (!end && raw_end == n) break; /* nothing after it: jinja2 ends there */
             if (!end) lp__lex_fail(lx, line, "Missing end of raw directive");
             bool ls = s[raw_end - 1] == '\n';
             size_t k = strip_before(s + raw_end, e_at - raw_end, e_sign, true, ls);
@@ -563,6 +564,7 @@ void lp__jinja_lex(lexer_t *lx, const char *src, size_t len)
                     break;
                 }
             }
+            if (!end && body == n) break; /* nothing after it: jinja2 ends there */
             if (!end) lp__lex_fail(lx, line, "Missing end of comment tag");
             line += count_nl(s + body, end - body);
             line_starting = s[end - 1] == '\n';

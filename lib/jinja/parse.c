@@ -473,13 +473,14 @@ static node_t *parse_primary(parser_t *p)
     FAIL(p, t->line, "unexpected '%s'", describe(t, b, sizeof(b)));
 }
 
+/* jinja2 3.1 passes its extra end rules to test_any() as one tuple, which
+ * never matches: `for x in a, recursive` iterates (a, recursive).  So do
+ * we; the rules still end a tuple in parse_primary's callers. */
 static bool is_tuple_end(parser_t *p, const char *const *extra)
 {
     tok_t *t = cur(p);
-    if (t->kind == T_VAR_END || t->kind == T_BLOCK_END || is_op(t, ')')) return true;
-    for (int i = 0; extra && extra[i]; i++)
-        if (is_name(t, extra[i])) return true;
-    return false;
+    (void)extra;
+    return t->kind == T_VAR_END || t->kind == T_BLOCK_END || is_op(t, ')');
 }
 
 static node_t *parse_tuple(parser_t *p, bool simplified, bool with_condexpr, const char *const *extra_end,

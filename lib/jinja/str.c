@@ -146,35 +146,49 @@ jv lp__jstr_case(jr_t *r, jv sv, int which)
         }
         break;
     }
-    case 4: { /* jinja's title filter: words split at runs of [-\s({[<] */
-        bool start = true;
-        for (size_t i = 0; i < n;) {
-            uint32_t cp = lp__u8_next(p, n, &i);
+    case 4: { /* jinja's title filter: words split at runs of [-\s({[<]; each
+               * word's first character upper, the rest lower (as a string) */
+        size_t i = 0;
+        while (i < n) {
+            size_t j = i;
+            uint32_t cp = lp__u8_next(p, n, &j);
             bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || lp__py_isspace(cp);
             if (sep) {
-                lp__sb_cp(r, &b, cp);
-                start = true;
-            } else {
-                put_case(r, &b, cp, start ? 1 : 2);
-                start = false;
+                lp__sb_put(r, &b, p + i, j - i);
+                i = j;
+                continue;
             }
+            put_case(r, &b, cp, 1);
+            size_t e = j;
+            while (e < n) {
+                size_t k = e;
+                uint32_t c2 = lp__u8_next(p, n, &k);
+                if (c2 == '-' || c2 == '(' || c2 == '{' || c2 == '[' || c2 == '<' || lp__py_isspace(c2)) break;
+                e = k;
+            }
+            lower_into(r, &b, p + j, e - j);
+            i = e;
         }
         break;
     }
     case 5: { /* str.title */
         bool prev_cased = false;
         for (size_t i = 0; i < n;) {
+            size_t at = i;
             uint32_t cp = lp__u8_next(p, n, &i);
-            put_case(r, &b, cp, prev_cased ? 2 : 3);
+            if (prev_cased && cp == 0x3a3) lp__sb_cp(r, &b, sigma(p, n, at, i));
+            else put_case(r, &b, cp, prev_cased ? 2 : 3);
             prev_cased = lp__py_flags(cp) & LP_PY_CASED;
         }
         break;
     }
     case 6: /* swapcase */
         for (size_t i = 0; i < n;) {
+            size_t at = i;
             uint32_t cp = lp__u8_next(p, n, &i);
             uint32_t f = lp__py_flags(cp);
-            put_case(r, &b, cp, f & LP_PY_UPPER ? 2 : f & LP_PY_LOWER ? 1 : 0);
+            if (cp == 0x3a3) lp__sb_cp(r, &b, sigma(p, n, at, i));
+            else put_case(r, &b, cp, f & LP_PY_UPPER ? 2 : f & LP_PY_LOWER ? 1 : 0);
         }
         break;
     }
@@ -596,6 +610,13 @@ jv lp__jstr_format(jr_t *r, jv fmtv, jv args)
  * part: fill, align, sign, #, 0, width, ",", precision, type). */
 static void format_spec(jr_t *r, sb_t *b, jv v, const char *spec, size_t sn)
 {
+    /* format(x, ""): str(x), for every type (True stays True) */
+    if (!sn) {
+        lp__jstr_of(r, b, v);
+        return;
+    }
+    if (v.t != JT_STR && v.t != JT_INT && v.t != JT_BOOL && v.t != JT_FLOAT)
+        JERR(r, "unsupported format string passed to %s.__format__", lp__jtype_name(v));
     char fill = ' ', align = 0, sign = '-', type = 0;
     bool alt = false, zero = false, comma = false;
     int64_t width = -1, prec = -1;

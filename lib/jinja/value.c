@@ -878,7 +878,11 @@ static void repr_depth(jr_t *r, sb_t *b, jv v, int depth)
         return;
     case JT_FUNC: {
         jfunc_t *f = v.u.fn;
-        if (f->kind == JF_MACRO || f->kind == JF_CALLER) lp__sb_printf(r, b, "<Macro '%s'>", f->name ? f->name : "caller");
+        if (f->kind == JF_MACRO) lp__sb_printf(r, b, "<Macro '%s'>", f->name);
+        else if (f->kind == JF_CALLER) lp__sb_puts(r, b, "<Macro anonymous>");
+        else if (f->kind == JF_METHOD && f->self.t == JT_LOOP)
+            lp__sb_printf(r, b, "<bound method LoopContext.%s of <LoopContext %zu/%zu>>", f->name,
+                          f->self.u.loop->i + 1, f->self.u.loop->items->n);
         else if (f->kind == JF_METHOD) lp__sb_printf(r, b, "<built-in method %s of %s object>", f->name,
                                                       lp__jtype_name(f->self));
         else lp__sb_printf(r, b, "<function %s>", f->name ? f->name : "?");
@@ -960,8 +964,7 @@ jlist_t *lp__jiter_or_null(jr_t *r, jv v)
         while (i < s->len) {
             size_t j = i;
             lp__u8_next(s->p, s->len, &j);
-            o->v[k] = lp__jv_str(r, s->p + i, j - i);
-            o->v[k++].f = v.f;
+            o->v[k++] = lp__jv_str(r, s->p + i, j - i); /* plain str, even from Markup */
             i = j;
         }
         return o;
@@ -1165,10 +1168,20 @@ static bool slice_index(jr_t *r, jv v, int64_t *out, bool *given)
     return true;
 }
 
-jv lp__jslice(jr_t *r, jv obj, jv start, jv stop, jv step)
+jv lp__jslice(jr_t *r, jv obj, jv start, jv stop, jv step, bool folded)
 {
-    /* slices bypass the sandbox's getitem: Python's own errors */
+    /* slices bypass the sandbox's getitem: Python's own errors; but jinja2's
+     * optimizer folds a slice of constants through the sandbox's getitem,
+     * which makes its TypeErrors Undefined */
     if (obj.t == JT_UNDEF) undef_fail(r, obj);
+    if (folded) {
+        bool ok_obj = obj.t == JT_STR || (obj.t == JT_LIST && (obj.u.l->kind == JL_LIST || obj.u.l->kind == JL_TUPLE));
+        bool ok_idx = true;
+        jv parts[3] = {start, stop, step};
+        for (int k = 0; k < 3; k++)
+            ok_idx = ok_idx && (parts[k].t == JT_NONE || parts[k].t == JT_INT || parts[k].t == JT_BOOL);
+        if (!ok_obj || !ok_idx) return lp__jundef_msg(r, "'%s' object has no element slice", lp__jtype_name(obj));
+    }
     int64_t a = 0, b = 0, s = 1;
     bool ga = false, gb = false, gs = false;
     bool seq = obj.t == JT_STR || (obj.t == JT_LIST && (obj.u.l->kind == JL_LIST || obj.u.l->kind == JL_TUPLE ||
