@@ -96,7 +96,7 @@ static int hex4(parser_t *ps, uint32_t *out)
     return 0;
 }
 
-static size_t put_utf8(char *o, uint32_t cp)
+size_t lp_utf8_encode(uint32_t cp, char *o)
 {
     if (cp < 0x80) {
         o[0] = (char)cp;
@@ -120,9 +120,7 @@ static size_t put_utf8(char *o, uint32_t cp)
     return 4;
 }
 
-/* Length of a valid UTF-8 sequence at p (no overlongs, no surrogates,
- * at most U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
+size_t lp_utf8_seq_len(const unsigned char *p, const unsigned char *end)
 {
     unsigned c = p[0];
     size_t n;
@@ -192,7 +190,7 @@ static int parse_string(parser_t *ps, const char **out, size_t *out_len)
                         return fail(ps, "high surrogate not followed by a low surrogate");
                     cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
                 }
-                n += put_utf8(buf + n, cp);
+                n += lp_utf8_encode(cp, buf + n);
                 break;
             }
             default:
@@ -201,7 +199,7 @@ static int parse_string(parser_t *ps, const char **out, size_t *out_len)
             }
             continue;
         }
-        size_t k = utf8_len((const unsigned char *)ps->p, (const unsigned char *)ps->end);
+        size_t k = lp_utf8_seq_len((const unsigned char *)ps->p, (const unsigned char *)ps->end);
         if (!k) return fail(ps, "invalid UTF-8 in a string");
         memcpy(buf + n, ps->p, k);
         n += k;

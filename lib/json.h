@@ -66,6 +66,14 @@ int lp_json_int(const lp_json_t *v, int64_t lo, int64_t hi, int64_t *out);
  * number of bytes that the full string needs, like snprintf. */
 size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len);
 
+/* ---- UTF-8 ------------------------------------------------------------------ */
+
+/* Encode cp (below 0x110000) into out[4]; returns the byte count. */
+size_t lp_utf8_encode(uint32_t cp, char *out);
+/* The length of the well-formed sequence at p (no overlongs, no surrogates,
+ * at most U+10FFFF; end bounds it), or 0. */
+size_t lp_utf8_seq_len(const unsigned char *p, const unsigned char *end);
+
 /* ---- writing -------------------------------------------------------------- */
 
 /* A growing text (malloc'd, NUL-terminated; the caller frees p).  Running

@@ -63,6 +63,24 @@ bad:
 /* ---- building a context with one message's text changed ----------------- */
 
 
+/* The text to continue (kept in *final_text) written with the tag after it. */
+static int put_tagged(lp_json_buf_t *b, const lp_json_t *str, char **final_text, size_t *final_len)
+{
+    *final_text = strndup(str->u.str, str->n);
+    *final_len = str->n;
+    char *t = malloc(str->n + sizeof(CONTINUE_TAG));
+    if (!t || !*final_text) {
+        free(t);
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    }
+    memcpy(t, str->u.str, str->n);
+    memcpy(t + str->n, CONTINUE_TAG, sizeof(CONTINUE_TAG));
+    lp_json_t tv = {.type = LP_JSON_STRING, .n = str->n + sizeof(CONTINUE_TAG) - 1, .u.str = t};
+    lp_json_buf_value(b, &tv);
+    free(t);
+    return 0;
+}
+
 /* messages with the last one's `field` given the tag (a string, or the
  * last text part of a list), as JSON text */
 static int tagged_messages(const lp_json_t *msgs, const char *field, lp_json_buf_t *b, char **final_text, size_t *final_len)
@@ -92,18 +110,7 @@ static int tagged_messages(const lp_json_t *msgs, const char *field, lp_json_buf
                 continue;
             }
             if (it->type == LP_JSON_STRING) {
-                *final_text = strndup(it->u.str, it->n);
-                *final_len = it->n;
-                char *t = malloc(it->n + sizeof(CONTINUE_TAG));
-                if (!t || !*final_text) {
-                    free(t);
-                    return lp_error_set(LP_ERR(ENOMEM), "out of memory");
-                }
-                memcpy(t, it->u.str, it->n);
-                memcpy(t + it->n, CONTINUE_TAG, sizeof(CONTINUE_TAG));
-                lp_json_t tv = {.type = LP_JSON_STRING, .n = it->n + sizeof(CONTINUE_TAG) - 1, .u.str = t};
-                lp_json_buf_value(b, &tv);
-                free(t);
+                if (put_tagged(b, it, final_text, final_len)) return LP_ERR(ENOMEM);
             } else if (it->type == LP_JSON_ARRAY) {
                 /* the last part with "text" gets the tag */
                 size_t at = SIZE_MAX;
@@ -137,18 +144,7 @@ static int tagged_messages(const lp_json_t *msgs, const char *field, lp_json_buf
                             lp_json_buf_value(b, pi);
                             continue;
                         }
-                        *final_text = strndup(tx->u.str, tx->n);
-                        *final_len = tx->n;
-                        char *t = malloc(tx->n + sizeof(CONTINUE_TAG));
-                        if (!t || !*final_text) {
-                            free(t);
-                            return lp_error_set(LP_ERR(ENOMEM), "out of memory");
-                        }
-                        memcpy(t, tx->u.str, tx->n);
-                        memcpy(t + tx->n, CONTINUE_TAG, sizeof(CONTINUE_TAG));
-                        lp_json_t tv = {.type = LP_JSON_STRING, .n = tx->n + sizeof(CONTINUE_TAG) - 1, .u.str = t};
-                        lp_json_buf_value(b, &tv);
-                        free(t);
+                        if (put_tagged(b, tx, final_text, final_len)) return LP_ERR(ENOMEM);
                     }
                     lp_json_buf_puts(b, "}");
                 }

@@ -40,8 +40,8 @@ static jv *frame_find(frame_t *f, const char *name)
     return NULL;
 }
 
-/* Set name in f; takes v. */
-static void frame_set(jr_t *r, frame_t *f, const char *name, jv v)
+/* Set name in f; takes v.  name is borrowed for the render. */
+void lp__jframe_set(jr_t *r, frame_t *f, const char *name, jv v)
 {
     jv *x = frame_find(f, name);
     if (x) {
@@ -113,7 +113,7 @@ static jv capture(jr_t *r, const node_t *body, frame_t *f, int *status)
 static void assign(jr_t *r, frame_t *f, const node_t *target, jv v)
 {
     if (target->kind == N_NAME) {
-        frame_set(r, f, target->name, v);
+        lp__jframe_set(r, f, target->name, v);
         return;
     }
     /* a tuple: unpack */
@@ -261,11 +261,11 @@ static jv call_macro(jr_t *r, jfunc_t *fn, jargs_t *a)
         if (given[i]) v = vals[i];
         else if (i >= first_default) v = eval(r, m->w[i - first_default]);
         else v = lp__jundef_msg(r, "parameter '%s' was not provided", m->v[i]->name);
-        frame_set(r, f, m->v[i]->name, v);
+        lp__jframe_set(r, f, m->v[i]->name, v);
     }
-    if (m->uses_caller) frame_set(r, f, "caller", caller);
-    if (kw) frame_set(r, f, "kwargs", lp__jv_dict(kw));
-    if (varargs) frame_set(r, f, "varargs", lp__jv_list(varargs));
+    if (m->uses_caller) lp__jframe_set(r, f, "caller", caller);
+    if (kw) lp__jframe_set(r, f, "kwargs", lp__jv_dict(kw));
+    if (varargs) lp__jframe_set(r, f, "varargs", lp__jv_list(varargs));
     r->frame = saved;
     jv out = capture(r, is_caller ? m->b : m->a, f, NULL);
     frame_drop(r, f);
@@ -373,7 +373,7 @@ static jv run_for(jr_t *r, const node_t *n, jv iterable, int depth0, frame_t *ou
             lp__jstep(r, 1);
             l->i = i;
             frame_t *f = frame_new(r, outer);
-            frame_set(r, f, "loop", lp__jref(lv));
+            lp__jframe_set(r, f, "loop", lp__jref(lv));
             assign(r, f, n->a, lp__jref(items->v[i]));
             r->frame = f;
             int st = exec(r, n->c);
@@ -400,6 +400,21 @@ static int exec_body(jr_t *r, const node_t *n)
 }
 
 static jv apply_filters(jr_t *r, const node_t *chain, jv input);
+
+/* {% set %}'s target: names in the current scope, or a namespace's
+ * attribute; takes v */
+static void set_target(jr_t *r, const node_t *n, jv v)
+{
+    if (n->a->kind != N_NSREF) {
+        assign(r, r->frame, n->a, v);
+        return;
+    }
+    jv ns = lookup(r, n->a->name);
+    r->line = n->line;
+    if (ns.t != JT_NS) JERR(r, "cannot assign attribute on non-namespace object");
+    lp__jdict_set(r, ns.u.dc, lp__jref(n->a->val), v);
+    lp__jdrop(r, ns);
+}
 
 static int exec(jr_t *r, const node_t *n)
 {
@@ -430,30 +445,15 @@ static int exec(jr_t *r, const node_t *n)
         lp__jdrop(r, it);
         break;
     }
-    case N_SET: {
-        jv v = eval(r, n->b);
-        if (n->a->kind == N_NSREF) {
-            jv ns = lookup(r, n->a->name);
-            r->line = n->line;
-            if (ns.t != JT_NS) JERR(r, "cannot assign attribute on non-namespace object");
-            lp__jdict_set(r, ns.u.dc, lp__jref(n->a->val), v);
-            lp__jdrop(r, ns);
-        } else
-            assign(r, r->frame, n->a, v);
+    case N_SET:
+        set_target(r, n, eval(r, n->b));
         break;
-    }
     case N_SETBLOCK: {
         frame_t *f = frame_new(r, r->frame);
         jv v = capture(r, n->b, f, &st);
         frame_drop(r, f);
         if (n->c) v = apply_filters(r, n->c, v);
-        if (n->a->kind == N_NSREF) {
-            jv ns = lookup(r, n->a->name);
-            if (ns.t != JT_NS) JERR(r, "cannot assign attribute on non-namespace object");
-            lp__jdict_set(r, ns.u.dc, lp__jref(n->a->val), v);
-            lp__jdrop(r, ns);
-        } else
-            assign(r, r->frame, n->a, v);
+        set_target(r, n, v);
         break;
     }
     case N_MACRO: {
@@ -461,7 +461,7 @@ static int exec(jr_t *r, const node_t *n)
         f->node = n;
         f->closure = r->frame;
         r->frame->h.rc++;
-        frame_set(r, r->frame, n->name, lp__jv_func(f));
+        lp__jframe_set(r, r->frame, n->name, lp__jv_func(f));
         break;
     }
     case N_CALLBLOCK: {
@@ -534,19 +534,26 @@ static int exec(jr_t *r, const node_t *n)
 
 /* ---- expressions ---------------------------------------------------------------------- */
 
+/* One filter node on an input (taken). */
+static jv run_filter(jr_t *r, const node_t *f, jv in)
+{
+    r->line = f->line;
+    if (!f->impl) JERR(r, "No filter named '%s' found.", f->name);
+    jargs_t a;
+    eval_args(r, f, &a, 0);
+    r->line = f->line;
+    jv out = ((const jfilter_t *)f->impl)->fn(r, in, &a);
+    args_free(r, &a);
+    lp__jdrop(r, in);
+    return out;
+}
+
 /* Apply a filter chain whose innermost input is NULL to v (taken). */
 static jv apply_filters(jr_t *r, const node_t *chain, jv v)
 {
     if (!chain) return v;
     if (chain->a) v = apply_filters(r, chain->a, v);
-    if (!chain->impl) JERR(r, "No filter named '%s' found.", chain->name);
-    jargs_t a;
-    eval_args(r, chain, &a, 0);
-    r->line = chain->line;
-    jv out = ((const jfilter_t *)chain->impl)->fn(r, v, &a);
-    args_free(r, &a);
-    lp__jdrop(r, v);
-    return out;
+    return run_filter(r, chain, v);
 }
 
 static bool compare(jr_t *r, int op, jv a, jv b)
@@ -629,18 +636,7 @@ static jv eval_inner(jr_t *r, const node_t *n)
         lp__jdrop(r, fn);
         return v;
     }
-    case N_FILTER: {
-        jv in = n->a ? eval(r, n->a) : jv_undef();
-        r->line = n->line;
-        if (!n->impl) JERR(r, "No filter named '%s' found.", n->name);
-        jargs_t a;
-        eval_args(r, n, &a, 0);
-        r->line = n->line;
-        jv v = ((const jfilter_t *)n->impl)->fn(r, in, &a);
-        args_free(r, &a);
-        lp__jdrop(r, in);
-        return v;
-    }
+    case N_FILTER: return run_filter(r, n, n->a ? eval(r, n->a) : jv_undef());
     case N_TEST: {
         jv in = eval(r, n->a);
         r->line = n->line;
@@ -805,7 +801,7 @@ int lp_jinja_render(const lp_jinja_tmpl_t *t, const lp_jinja_var_t *vars, size_t
     lp__jglobals(r, builtins);
     frame_t *top = frame_new(r, builtins);
     for (size_t i = 0; i < n_vars; i++)
-        frame_set(r, top, vars[i].name, vars[i].value ? lp__jfrom_json(r, vars[i].value) : jv_none());
+        lp__jframe_set(r, top, vars[i].name, vars[i].value ? lp__jfrom_json(r, vars[i].value) : jv_none());
     r->frame = top;
     sb_t *o = lp__jraw(r, sizeof(sb_t), &(jobj_t *){0});
     memset(o, 0, sizeof(*o));

@@ -123,6 +123,16 @@ static void sort_entries(jr_t *r, sortent_t *e, size_t n, bool reverse)
 
 /* ---- filters ------------------------------------------------------------------------- */
 
+/* soft_str(value).upper() and the like */
+static jv case_filter(jr_t *r, jv v, jargs_t *a, const char *name, int which)
+{
+    NOARGS(name);
+    jv s = soft_str(r, v);
+    jv o = lp__jstr_case(r, s, which);
+    lp__jdrop(r, s);
+    return o;
+}
+
 static jv f_abs(jr_t *r, jv v, jargs_t *a)
 {
     NOARGS("abs");
@@ -198,14 +208,7 @@ static jv f_batch(jr_t *r, jv v, jargs_t *a)
     return gen_of(out);
 }
 
-static jv f_capitalize(jr_t *r, jv v, jargs_t *a)
-{
-    NOARGS("capitalize");
-    jv s = soft_str(r, v);
-    jv o = lp__jstr_case(r, s, 3);
-    lp__jdrop(r, s);
-    return o;
-}
+static jv f_capitalize(jr_t *r, jv v, jargs_t *a) { return case_filter(r, v, a, "capitalize", 3); }
 
 static jv f_center(jr_t *r, jv v, jargs_t *a)
 {
@@ -631,32 +634,11 @@ static jv f_list(jr_t *r, jv v, jargs_t *a)
     return lp__jv_list(o);
 }
 
-static jv f_lower(jr_t *r, jv v, jargs_t *a)
-{
-    NOARGS("lower");
-    jv s = soft_str(r, v);
-    jv o = lp__jstr_case(r, s, 2);
-    lp__jdrop(r, s);
-    return o;
-}
+static jv f_lower(jr_t *r, jv v, jargs_t *a) { return case_filter(r, v, a, "lower", 2); }
 
-static jv f_upper(jr_t *r, jv v, jargs_t *a)
-{
-    NOARGS("upper");
-    jv s = soft_str(r, v);
-    jv o = lp__jstr_case(r, s, 1);
-    lp__jdrop(r, s);
-    return o;
-}
+static jv f_upper(jr_t *r, jv v, jargs_t *a) { return case_filter(r, v, a, "upper", 1); }
 
-static jv f_title(jr_t *r, jv v, jargs_t *a)
-{
-    NOARGS("title");
-    jv s = soft_str(r, v);
-    jv o = lp__jstr_case(r, s, 4);
-    lp__jdrop(r, s);
-    return o;
-}
+static jv f_title(jr_t *r, jv v, jargs_t *a) { return case_filter(r, v, a, "title", 4); }
 
 /* copy arguments into a lazy generator (references) */
 static void keep_args(jr_t *r, jlazy_t *z, jargs_t *a, size_t from)
@@ -1276,32 +1258,22 @@ static jv t_divisibleby(jr_t *r, jv v, jargs_t *a)
     lp__jdrop(r, m);
     T(b);
 }
-static jv t_lower(jr_t *r, jv v, jargs_t *a)
+/* str(value).islower() / .isupper() */
+static jv case_test(jr_t *r, jv v, jargs_t *a, bool upper)
 {
-    NOARGS("test_lower");
+    NOARGS(upper ? "test_upper" : "test_lower");
     jv s = str_of(r, v);
     bool cased = false, ok = true;
     for (size_t i = 0; i < s.u.s->len && ok;) {
         uint32_t f = lp__py_flags(lp__u8_next(s.u.s->p, s.u.s->len, &i));
-        if (f & (LP_PY_UPPER | LP_PY_TITLE)) ok = false;
-        if (f & LP_PY_LOWER) cased = true;
+        if (f & ((upper ? LP_PY_LOWER : LP_PY_UPPER) | LP_PY_TITLE)) ok = false;
+        if (f & (upper ? LP_PY_UPPER : LP_PY_LOWER)) cased = true;
     }
     lp__jdrop(r, s);
     T(ok && cased);
 }
-static jv t_upper(jr_t *r, jv v, jargs_t *a)
-{
-    NOARGS("test_upper");
-    jv s = str_of(r, v);
-    bool cased = false, ok = true;
-    for (size_t i = 0; i < s.u.s->len && ok;) {
-        uint32_t f = lp__py_flags(lp__u8_next(s.u.s->p, s.u.s->len, &i));
-        if (f & (LP_PY_LOWER | LP_PY_TITLE)) ok = false;
-        if (f & LP_PY_UPPER) cased = true;
-    }
-    lp__jdrop(r, s);
-    T(ok && cased);
-}
+static jv t_lower(jr_t *r, jv v, jargs_t *a) { return case_test(r, v, a, false); }
+static jv t_upper(jr_t *r, jv v, jargs_t *a) { return case_test(r, v, a, true); }
 static jv t_in(jr_t *r, jv v, jargs_t *a) { ARGS("test_in", 1, "seq"); T(lp__jcontains(r, av[0], v)); }
 static jv t_eq(jr_t *r, jv v, jargs_t *a) { ARGS("eq", 1, "b"); T(lp__jeq(r, v, av[0])); }
 static jv t_ne(jr_t *r, jv v, jargs_t *a) { ARGS("ne", 1, "b"); T(!lp__jeq(r, v, av[0])); }

@@ -367,6 +367,9 @@ jv lp__jcall_filter(jr_t *r, const char *name, jv input, jargs_t *a); /* for map
 bool lp__jcall_test(jr_t *r, const char *name, jv input, jargs_t *a);
 jv lp__jattr_path(jr_t *r, jv obj, jv attribute); /* "a.b.0" as environment.getitem does */
 
+/* scopes (eval.c) */
+void lp__jframe_set(jr_t *r, frame_t *f, const char *name, jv v); /* takes v */
+
 /* the time strftime_now formats */
 void lp__jnow(jr_t *r, struct tm *out);
 

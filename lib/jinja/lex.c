@@ -173,7 +173,7 @@ static void decode_string(lexer_t *lx, tok_t *t, const char *s, size_t n)
             if (e >= '0' && e <= '7') {
                 cp = (uint32_t)(e - '0');
                 for (int d = 0; d < 2 && i < n && s[i] >= '0' && s[i] <= '7'; d++) cp = cp * 8 + (uint32_t)(s[i++] - '0');
-                k += lp__u8_put(o + k, cp);
+                k += lp_utf8_encode(cp, o + k);
                 continue;
             }
             /* An unknown escape stays as it is; a backslash before a
@@ -197,7 +197,7 @@ static void decode_string(lexer_t *lx, tok_t *t, const char *s, size_t n)
             i++;
         }
         if (cp > 0x10ffff) lp__lex_fail(lx, t->line, "illegal Unicode character");
-        k += lp__u8_put(o + k, cp);
+        k += lp_utf8_encode(cp, o + k);
     }
     o[k] = 0;
     t->s = o;

@@ -679,17 +679,7 @@ static void global(jr_t *r, frame_t *f, const char *name, jbuiltin_fn fn)
 {
     jfunc_t *fu = lp__jfunc_new(r, JF_BUILTIN, name);
     fu->fn = fn;
-    /* frames keep names by pointer: these are static strings */
-    jv v = lp__jv_func(fu);
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 16;
-        jobj_t *nmo = f->names ? lp__jraw_of(f->names) : NULL, *vo = f->vals ? lp__jraw_of(f->vals) : NULL;
-        f->names = lp__jraw_grow(r, &nmo, cap * sizeof(char *));
-        f->vals = lp__jraw_grow(r, &vo, cap * sizeof(jv));
-        f->cap = cap;
-    }
-    f->names[f->n] = name;
-    f->vals[f->n++] = v;
+    lp__jframe_set(r, f, name, lp__jv_func(fu));
 }
 
 void lp__jglobals(jr_t *r, frame_t *f);

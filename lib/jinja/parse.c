@@ -199,35 +199,24 @@ static node_t *parse_condexpr(parser_t *p)
 }
 
 static node_t *parse_not(parser_t *p);
-static node_t *parse_and(parser_t *p)
+
+/* `a and b and ...` over parse_not, or `a or b or ...` over that */
+static node_t *parse_logic(parser_t *p, bool is_or)
 {
     int line = cur(p)->line;
-    node_t *l = parse_not(p);
-    while (is_name(cur(p), "and")) {
+    node_t *l = is_or ? parse_logic(p, false) : parse_not(p);
+    while (is_name(cur(p), is_or ? "or" : "and")) {
         next(p);
-        node_t *n = mk(p, N_AND, line);
+        node_t *n = mk(p, is_or ? N_OR : N_AND, line);
         n->a = l;
-        n->b = parse_not(p);
+        n->b = is_or ? parse_logic(p, false) : parse_not(p);
         l = n;
         line = cur(p)->line;
     }
     return l;
 }
 
-static node_t *parse_or(parser_t *p)
-{
-    int line = cur(p)->line;
-    node_t *l = parse_and(p);
-    while (is_name(cur(p), "or")) {
-        next(p);
-        node_t *n = mk(p, N_OR, line);
-        n->a = l;
-        n->b = parse_and(p);
-        l = n;
-        line = cur(p)->line;
-    }
-    return l;
-}
+static node_t *parse_or(parser_t *p) { return parse_logic(p, true); }
 
 static node_t *parse_math1(parser_t *p);
 static node_t *parse_compare(parser_t *p)
@@ -899,6 +888,19 @@ static void mark_uses(node_t *n, node_t *body)
     n->uses_kwargs = refers_to(body, "kwargs");
 }
 
+/* A macro's or a call block's body: its own function in jinja2, where an
+ * enclosing loop's break and continue do not reach. */
+static node_t *function_body(parser_t *p, node_t *n, const char *const *end, const char *opened, int line)
+{
+    int loops = p->loops;
+    p->loops = 0;
+    node_t *body = parse_statements(p, end, opened, line);
+    p->loops = loops;
+    drop_needle(p);
+    mark_uses(n, body);
+    return body;
+}
+
 static const char *const END_MACRO[] = {"endmacro", NULL};
 
 static node_t *parse_macro(parser_t *p)
@@ -907,12 +909,7 @@ static node_t *parse_macro(parser_t *p)
     node_t *n = mk(p, N_MACRO, line);
     n->name = expect_name(p)->s;
     parse_signature(p, n);
-    int loops = p->loops;
-    p->loops = 0;
-    n->a = parse_statements(p, END_MACRO, "macro", line);
-    p->loops = loops;
-    drop_needle(p);
-    mark_uses(n, n->a);
+    n->a = function_body(p, n, END_MACRO, "macro", line);
     return n;
 }
 
@@ -927,12 +924,7 @@ static node_t *parse_call_block(parser_t *p)
     node_t *call = parse_expression(p, true);
     if (call->kind != N_CALL) FAIL(p, line, "expected call");
     n->a = call;
-    int loops = p->loops;
-    p->loops = 0;
-    n->b = parse_statements(p, END_CALL, "call", line);
-    p->loops = loops;
-    drop_needle(p);
-    mark_uses(n, n->b);
+    n->b = function_body(p, n, END_CALL, "call", line);
     return n;
 }
 
@@ -1223,7 +1215,7 @@ int lp_jinja_parse(const char *src, size_t len, lp_jinja_tmpl_t **out)
         return lp_error_set(LP_ERR(E2BIG), "template: %zu bytes (at most %u)", len, LP_JINJA_MAX_SOURCE);
     /* The reference reads the template as UTF-8: invalid bytes are its error too. */
     for (size_t i = 0; i < len;) {
-        size_t k = lp__u8_valid_len((const unsigned char *)src + i, len - i);
+        size_t k = lp_utf8_seq_len((const unsigned char *)src + i, (const unsigned char *)src + len);
         if (!k) {
             int line = 1;
             for (size_t j = 0; j < i; j++) line += src[j] == '\n';

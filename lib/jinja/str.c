@@ -590,7 +590,7 @@ jv lp__jstr_format(jr_t *r, jv fmtv, jv args)
             } else
                 JERR(r, "%%c requires int or char");
             char c4[4];
-            size_t k = lp__u8_put(c4, cp);
+            size_t k = lp_utf8_encode(cp, c4);
             pad(r, &b, c4, k, width, left, ' ');
             break;
         }
@@ -686,7 +686,7 @@ static void format_spec(jr_t *r, sb_t *b, jv v, const char *spec, size_t sn)
         } else if (type == 'c' && is_int) {
             int64_t iv = v.t == JT_INT ? v.u.i : v.u.b;
             if (iv < 0 || iv > 0x10ffff) JERR(r, "%%c arg not in range(0x110000)");
-            nb[lp__u8_put(nb, (uint32_t)iv)] = 0;
+            nb[lp_utf8_encode((uint32_t)iv, nb)] = 0;
         } else {
             if (type && !strchr("eEfFgG%n", type))
                 JERR(r, "Unknown format code '%c' for object of type '%s'", type, lp__jtype_name(v));

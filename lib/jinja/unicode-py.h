@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "json.h" /* lp_utf8_encode, lp_utf8_seq_len */
+
 /* Property bits, in gen-unicode.py's FLAGS order. */
 enum {
     LP_PY_SPACE = 1 << 0,   /* str.isspace */
@@ -63,15 +65,10 @@ static inline uint32_t lp__u8_next(const char *s, size_t n, size_t *i)
     return ((c & 0x07u) << 18) | ((p[1] & 0x3fu) << 12) | ((p[2] & 0x3fu) << 6) | (p[3] & 0x3fu);
 }
 
-/* Encode cp into out (at most 4 bytes); returns the byte count. */
-size_t lp__u8_put(char *out, uint32_t cp);
 /* Code points in s[0..n). */
 size_t lp__u8_count(const char *s, size_t n);
 /* Byte offset of code point index k (k <= count). */
 size_t lp__u8_offset(const char *s, size_t n, size_t k);
-/* Length of a well-formed sequence at s (UTF-8 as Python reads a file:
- * no overlongs, no surrogates, at most U+10FFFF), or 0. */
-size_t lp__u8_valid_len(const unsigned char *s, size_t n);
 
 static inline bool lp__py_isspace(uint32_t cp)
 {

@@ -411,7 +411,7 @@ void lp__sb_printf(jr_t *r, sb_t *b, const char *fmt, ...)
 void lp__sb_cp(jr_t *r, sb_t *b, uint32_t cp)
 {
     char t[4];
-    lp__sb_put(r, b, t, lp__u8_put(t, cp));
+    lp__sb_put(r, b, t, lp_utf8_encode(cp, t));
 }
 
 void lp__sb_free(jr_t *r, sb_t *b)
