@@ -245,6 +245,21 @@ static void test_limits(void)
     CHECK_RC(render(deep, "{}", &out), LP_ERR(EINVAL));
     free(out);
     free(deep);
+    /* chains the parser builds without recursing: a.b.b..., 1+1+..., x|f|f... */
+    static const char *const link[] = {".b", "+1", "|trim"}, *const head[] = {"{% macro m() %}{{ a", "{{ 1", "{{ x"},
+                             *const tail[] = {" }}{% endmacro %}", " }}", " }}"};
+    for (int k = 0; k < 3; k++) {
+        size_t cap = 200000 * strlen(link[k]) + 64;
+        char *chain = malloc(cap);
+        strcpy(chain, head[k]);
+        size_t at = strlen(chain);
+        for (int i = 0; i < 200000; i++, at += strlen(link[k])) memcpy(chain + at, link[k], strlen(link[k]));
+        strcpy(chain + at, tail[k]);
+        CHECK_RC(render(chain, "{}", &out), LP_ERR(EINVAL));
+        CHECK(strstr(lp_error_msg(), "nested too deeply"), " %s", lp_error_msg());
+        free(out);
+        free(chain);
+    }
     /* a list built up many times must not leak past the cap */
     o = (lp_jinja_opts_t){0};
     o.max_bytes = 4 << 20;

@@ -879,13 +879,13 @@ static void parse_signature(parser_t *p, node_t *n)
     n->v = nl_close(p, &args, &n->nv);
 }
 
-static bool refers_to(const node_t *n, const char *name);
+static bool refers_to(parser_t *p, const node_t *n, const char *name, int depth);
 
-static void mark_uses(node_t *n, node_t *body)
+static void mark_uses(parser_t *p, node_t *n, node_t *body)
 {
-    n->uses_caller = refers_to(body, "caller");
-    n->uses_varargs = refers_to(body, "varargs");
-    n->uses_kwargs = refers_to(body, "kwargs");
+    n->uses_caller = refers_to(p, body, "caller", 0);
+    n->uses_varargs = refers_to(p, body, "varargs", 0);
+    n->uses_kwargs = refers_to(p, body, "kwargs", 0);
 }
 
 /* A macro's or a call block's body: its own function in jinja2, where an
@@ -897,7 +897,7 @@ static node_t *function_body(parser_t *p, node_t *n, const char *const *end, con
     node_t *body = parse_statements(p, end, opened, line);
     p->loops = loops;
     drop_needle(p);
-    mark_uses(n, body);
+    mark_uses(p, n, body);
     return body;
 }
 
@@ -1141,17 +1141,20 @@ static node_t *subparse(parser_t *p, const char *const *end_tokens, const char *
 
 /* ---- after parsing: resolve filters and tests ------------------------------ */
 
-static bool refers_to(const node_t *n, const char *name)
+/* Chains of attributes or operators build deep trees without recursing in
+ * the parser: walks of the tree bound their depth. */
+static bool refers_to(parser_t *p, const node_t *n, const char *name, int depth)
 {
     if (!n) return false;
+    if (depth > 4 * MAX_NEST) FAIL(p, n->line, "template nested too deeply");
     if (n->kind == N_NAME && !strcmp(n->name, name)) return true;
-    if (refers_to(n->a, name) || refers_to(n->b, name) || refers_to(n->c, name) || refers_to(n->d, name) ||
-        refers_to(n->e, name))
-        return true;
+    const node_t *kids[] = {n->a, n->b, n->c, n->d, n->e};
+    for (int i = 0; i < 5; i++)
+        if (refers_to(p, kids[i], name, depth + 1)) return true;
     for (int i = 0; i < n->nv; i++)
-        if (refers_to(n->v[i], name)) return true;
+        if (refers_to(p, n->v[i], name, depth + 1)) return true;
     for (int i = 0; i < n->nw; i++)
-        if (refers_to(n->w[i], name)) return true;
+        if (refers_to(p, n->w[i], name, depth + 1)) return true;
     return false;
 }
 
