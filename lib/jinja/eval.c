@@ -178,8 +178,8 @@ static void eval_args(jr_t *r, const node_t *n, jargs_t *a, int extra_kw)
             a->kv[a->nk++] = lp__jref(dstar->v[i]);
         }
     if (star) lp__jdrop(r, lp__jv_list(star));
-    /* sv and dv stay alive until the render's end: the keyword names point into them */
-    (void)sv;
+    lp__jdrop(r, sv);
+    /* dv stays alive until the render's end: the keyword names point into it */
     (void)dv;
 }
 
