@@ -90,6 +90,14 @@ static void write_value(jr_t *r, jv v)
     lp__jstr_of(r, r->out, v);
 }
 
+/* A filter block's or a call block's result goes out as it is, not through
+ * str(): jinja2 joins it with the text, which fails for anything but a string. */
+static void write_block(jr_t *r, jv v)
+{
+    if (v.t != JT_STR) JERR(r, "sequence item 0: expected str instance, %s found", lp__jtype_name(v));
+    write_value(r, v);
+}
+
 /* Run body in frame f (borrowed), writing into a new string; *status gets
  * the body's break/continue. */
 static jv capture(jr_t *r, const node_t *body, frame_t *f, int *status)
@@ -478,7 +486,7 @@ static int exec(jr_t *r, const node_t *n)
         a.kv[a.nk++] = cv;
         r->line = n->line;
         jv res = lp__jcall(r, fn, &a);
-        write_value(r, res);
+        write_block(r, res);
         lp__jdrop(r, res);
         args_free(r, &a);
         lp__jdrop(r, fn);
@@ -489,7 +497,7 @@ static int exec(jr_t *r, const node_t *n)
         jv v = capture(r, n->b, f, &st);
         frame_drop(r, f);
         v = apply_filters(r, n->a, v);
-        write_value(r, v);
+        write_block(r, v);
         lp__jdrop(r, v);
         break;
     }

@@ -123,6 +123,8 @@ static void sort_entries(jr_t *r, sortent_t *e, size_t n, bool reverse)
 
 /* ---- filters ------------------------------------------------------------------------- */
 
+static bool parse_float_str(const char *s, double *out);
+
 /* soft_str(value).upper() and the like */
 static jv case_filter(jr_t *r, jv v, jargs_t *a, const char *name, int which)
 {
@@ -308,9 +310,7 @@ static jv f_filesizeformat(jr_t *r, jv v, jargs_t *a)
     else if (v.t == JT_FLOAT) bytes = v.u.d;
     else if (v.t == JT_BOOL) bytes = v.u.b;
     else if (v.t == JT_STR) {
-        char *end;
-        bytes = strtod(v.u.s->p, &end);
-        if (end == v.u.s->p) JERR(r, "could not convert string to float: '%s'", v.u.s->p);
+        if (!parse_float_str(v.u.s->p, &bytes)) JERR(r, "could not convert string to float: '%.60s'", v.u.s->p);
     } else
         JERR(r, "float() argument must be a string or a real number, not '%s'", lp__jtype_name(v));
     double base = bin ? 1024 : 1000;
@@ -391,8 +391,9 @@ static bool parse_float_str(const char *s, double *out)
     return *end == 0;
 }
 
-static bool parse_int_str(const char *s, int64_t base, int64_t *out)
+static bool parse_int_str(const char *s, int64_t base, int64_t *out, bool *overflow)
 {
+    *overflow = false;
     while (*s == ' ' || (*s >= 9 && *s <= 13)) s++;
     bool neg = false;
     if (*s == '+' || *s == '-') neg = *s++ == '-';
@@ -413,12 +414,19 @@ static bool parse_int_str(const char *s, int64_t base, int64_t *out)
         else if (c >= 'a' && c <= 'z') d = c - 'a' + 10;
         else break;
         if (d >= base) return false;
-        if (v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) return false;
+        if (v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) {
+            *overflow = true; /* Python's int is unbounded: not this one's */
+            return false;
+        }
         v = v * (uint64_t)base + (uint64_t)d;
         any = true;
     }
     while (*s == ' ' || (*s >= 9 && *s <= 13)) s++;
-    if (*s || !any || v > (uint64_t)INT64_MAX + neg) return false;
+    if (*s || !any) return false;
+    if (v > (uint64_t)INT64_MAX + neg) {
+        *overflow = true;
+        return false;
+    }
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return true;
 }
@@ -451,11 +459,12 @@ static jv f_int(jr_t *r, jv v, jargs_t *a)
     if (v.t == JT_UNDEF) JERR(r, "%s", v.u.s ? v.u.s->p : "undefined");
     int64_t i;
     double d;
-    if (v.t == JT_STR && !base_ok) {
-        if (parse_float_str(v.u.s->p, &d) && isfinite(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
-    } else if (v.t == JT_STR) {
-        if (parse_int_str(v.u.s->p, base, &i)) return jv_int(i);
-        if (parse_float_str(v.u.s->p, &d) && isfinite(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
+    bool ovf = false;
+    if (v.t == JT_STR && base_ok && parse_int_str(v.u.s->p, base, &i, &ovf)) return jv_int(i);
+    if (ovf) JERR(r, "integer overflow: '%.40s' does not fit 64 bits", v.u.s->p);
+    if (v.t == JT_STR && parse_float_str(v.u.s->p, &d) && isfinite(d)) {
+        if (fabs(d) >= 9.2e18) JERR(r, "integer overflow: '%.40s' does not fit 64 bits", v.u.s->p);
+        return jv_int((int64_t)d);
     }
     return given(av[0]) ? lp__jref(av[0]) : jv_int(0);
 }

@@ -494,7 +494,7 @@ jv lp__jstr_format(jr_t *r, jv fmtv, jv args)
                 for (; i < n && f[i] >= '0' && f[i] <= '9'; i++) prec = digit(prec, f[i]);
         }
         if (width > 100000 || prec > 100000) JERR(r, "width or precision too big");
-        while (i < n && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L')) i++;
+        if (i < n && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L')) i++; /* one length modifier, ignored */
         if (i >= n) JERR(r, "incomplete format");
         char conv = f[i++];
         if (conv == '%') {
@@ -636,6 +636,7 @@ static void format_spec(jr_t *r, sb_t *b, jv v, const char *spec, size_t sn)
     if (i < sn && spec[i] == ',') comma = true, i++;
     if (i < sn && spec[i] == '.') {
         i++;
+        if (i >= sn || spec[i] < '0' || spec[i] > '9') JERR(r, "Format specifier missing precision");
         prec = 0;
         while (i < sn && spec[i] >= '0' && spec[i] <= '9') prec = digit(prec, spec[i++]);
     }
@@ -791,7 +792,10 @@ static void vformat(jr_t *r, sb_t *out, const char *f, size_t n, fstate_t *st, i
         i = j + 1;
         size_t k = 0;
         while (k < fl && field[k] != '.' && field[k] != '[' && field[k] != '!' && field[k] != ':') k++;
+        size_t name_end = 0; /* string.Formatter numbers only a wholly empty field name */
+        while (name_end < fl && field[name_end] != '!' && field[name_end] != ':') name_end++;
         jv v;
+        if (k == 0 && name_end > 0) JERR(r, "KeyError: ''");
         if (k == 0) {
             if (st->manual) JERR(r, "cannot switch from manual field specification to automatic field numbering");
             st->autonum = true;
@@ -824,6 +828,7 @@ static void vformat(jr_t *r, sb_t *out, const char *f, size_t n, fstate_t *st, i
             if (field[k] == '.') {
                 size_t s = ++k;
                 while (k < fl && field[k] != '.' && field[k] != '[' && field[k] != '!' && field[k] != ':') k++;
+                if (k == s) JERR(r, "Empty attribute in format string");
                 jv nv = lp__jgetattr(r, v, field + s, k - s);
                 lp__jdrop(r, v);
                 v = nv;

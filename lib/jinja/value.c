@@ -878,7 +878,12 @@ static void repr_depth(jr_t *r, sb_t *b, jv v, int depth)
         return;
     case JT_FUNC: {
         jfunc_t *f = v.u.fn;
-        if (f->kind == JF_MACRO) lp__sb_printf(r, b, "<Macro '%s'>", f->name);
+        if (f->kind == JF_BUILTIN && !strcmp(f->name, "dict")) lp__sb_puts(r, b, "<class 'dict'>");
+        else if (f->kind == JF_BUILTIN && !strcmp(f->name, "range")) lp__sb_puts(r, b, "<function safe_range>");
+        else if (f->kind == JF_BUILTIN && !strcmp(f->name, "namespace"))
+            lp__sb_puts(r, b, "<class 'jinja2.utils.Namespace'>");
+        else if (f->kind == JF_BUILTIN && !strcmp(f->name, "joiner")) lp__sb_puts(r, b, "<class 'jinja2.utils.Joiner'>");
+        else if (f->kind == JF_MACRO) lp__sb_printf(r, b, "<Macro '%s'>", f->name);
         else if (f->kind == JF_CALLER) lp__sb_puts(r, b, "<Macro anonymous>");
         else if (f->kind == JF_METHOD && f->self.t == JT_LOOP)
             lp__sb_printf(r, b, "<bound method LoopContext.%s of <LoopContext %zu/%zu>>", f->name,
@@ -1371,7 +1376,8 @@ static jv str_concat(jr_t *r, jv a, jv b)
 jv lp__jbinop(jr_t *r, int op, jv a, jv b)
 {
     if (a.t == JT_UNDEF) undef_fail(r, a);
-    if (b.t == JT_UNDEF) undef_fail(r, b);
+    /* str % Undefined is str.__mod__'s: '%s' of it is "" */
+    if (b.t == JT_UNDEF && !(op == '%' && a.t == JT_STR)) undef_fail(r, b);
     bool na = is_num(a), nb = is_num(b);
     bool ints = na && nb && a.t != JT_FLOAT && b.t != JT_FLOAT;
     int64_t x = ints ? num_i(a) : 0, y = ints ? num_i(b) : 0, z;
