@@ -40,6 +40,7 @@ typedef struct lp_gw_opts {
     const char *curve_key;  /* --curve-key: this host's BASE.key; NULL: no CURVE */
     const char *server_key; /* --server-key: the coordinator's public key (KEY value) */
     const char *listen;          /* HOST:PORT */
+    int listen_fd;               /* > 0: a listening socket to take (lmpipe up's), for `listen` */
     const char *api_keys[LP_GW_MAX_KEYS];
     int n_api_keys;
     const char *admin_keys[LP_GW_MAX_KEYS];

@@ -34,6 +34,11 @@ int main(int argc, char **argv)
         long long x;
         if (!strcmp(a, "--coordinator") && has) o.coordinator = argv[++i];
         else if (!strcmp(a, "--listen") && has) o.listen = argv[++i];
+        else if (!strcmp(a, "--listen-fd") && has) {
+            /* lmpipe up's socket, already listening on --listen's address */
+            if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 3, 1 << 20, &x)) return 2;
+            o.listen_fd = (int)x;
+        }
         else if (!strcmp(a, "--curve-key") && has) o.curve_key = argv[++i];
         else if (!strcmp(a, "--server-key") && has) o.server_key = argv[++i];
         else if ((!strcmp(a, "--api-key") || !strcmp(a, "--admin-key")) && has) {

@@ -687,7 +687,8 @@ int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out)
     gw->o = *o;
     uv_tcp_init(loop, &gw->server);
     gw->server.data = gw;
-    int e = uv_tcp_bind(&gw->server, (struct sockaddr *)&sa, 0);
+    int e = o->listen_fd > 0 ? uv_tcp_open(&gw->server, o->listen_fd)
+                             : uv_tcp_bind(&gw->server, (struct sockaddr *)&sa, 0);
     if (!e) e = uv_listen((uv_stream_t *)&gw->server, 511, on_connection);
     if (e) {
         rc = lp_error_set(LP_ERR(-e), "--listen %s: %s", o->listen, uv_strerror(e));
