@@ -392,6 +392,13 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
         publish_error(nb, j->reply, j->id, 0, "invalid_request", why);
         job_end(j, "+TERM");
     } else {
+        /* Each request subject is a client of its own at the coordinator:
+         * give each user publish permission on its own subject
+         * (lmpipe.req.USER) and users get fair shares (docs/NATS.md). */
+        char tenant[300];
+        snprintf(tenant, sizeof(tenant), "nats:%s", natsMsg_GetSubject(msg));
+        q.tenant.data = (uint8_t *)tenant;
+        q.tenant.len = strlen(tenant);
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         m.body_case = LMPIPE__MSG__BODY_GENERATE;
         m.generate = &q;

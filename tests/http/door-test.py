@@ -10,6 +10,9 @@
            and nothing after them served; 414 and 431; HTTP/1.0 streams
            without chunked coding; Expect: 100-continue; HEAD; the key
            checked before the body is read; the body's total deadline
+  fair     per-key shares: one key's 256 queued choices do not hold up
+           another key's request, and a third batch over the key's share
+           gets 429 at once
   flood    a slow-body flood of 512 connections without a key, then a
            slowloris of 300, each from other loopback addresses: /health
            answers within 100 ms and a keyed completion is served meanwhile
@@ -28,7 +31,7 @@ import time
 
 lmpipe, gateway, shared, llhttp_h, part = sys.argv[1:6]
 model = os.path.join(shared, "models", "stories260K.gguf")
-KEY, ADMIN = "door-key", "door-admin"
+KEY, KEY2, ADMIN = "door-key", "door-key-2", "door-admin"
 failed = False
 
 
@@ -148,7 +151,7 @@ def is_closed(s, timeout=3):
 work = tempfile.mkdtemp(prefix="lmpipe-door-")
 port = free_port()
 up = subprocess.Popen([lmpipe, "up", "--model", model, "--endpoint", "ipc://%s/client.sock" % work,
-                       "--http", "127.0.0.1:%d" % port, "--api-key", KEY, "--admin-key", ADMIN],
+                       "--http", "127.0.0.1:%d" % port, "--api-key", KEY, "--api-key", KEY2, "--admin-key", ADMIN],
                       stdout=open(os.path.join(work, "up.out"), "w"), stderr=open(os.path.join(work, "up.err"), "w"))
 others = []
 
@@ -596,8 +599,55 @@ def part_flood():
     (ok if code is None else bad)("lmpipe up still running after the floods (%s)" % code)
 
 
+def part_fair():
+    # key 1: two requests of n=128 long choices (16 run, 240 wait)
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": True, "n": 128})
+    hogs = []
+    for _ in range(2):
+        s = connect(port)
+        s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (KEY, len(body), body)).encode())
+        hogs.append(s)
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        m = metric("num_requests_waiting")
+        if m is not None and m >= 200:
+            break
+        time.sleep(0.1)
+    waiting = metric("num_requests_waiting")
+    # key 2: a short request, admitted at the next free slot
+    t0 = time.time()
+    st, _, resp, _ = request(port, "POST", "/v1/completions", auth=KEY2,
+                             body='{"prompt":"Once upon a time","max_tokens":4,"temperature":0}')
+    dt = time.time() - t0
+    still = metric("num_requests_waiting")
+    if st == 200 and dt < 5 and (waiting or 0) >= 200 and (still or 0) >= 100:
+        ok("key 2's 4-token request served in %.2f s while key 1 had %g choices waiting (%g still)" % (dt, waiting, still))
+    else:
+        bad("key 2 behind key 1: %s after %.2f s (waiting %s, then %s): %s" % (st, dt, waiting, still, resp[:200]))
+    # key 1 again: over its share (max_queued_per_client, 256 waiting) at once
+    t0 = time.time()
+    st, _, resp, _ = request(port, "POST", "/v1/completions", auth=KEY, body=body)
+    dt = time.time() - t0
+    e = json.loads(resp).get("error", {}) if resp.startswith(b"{") else {}
+    if st == 429 and dt < 2 and e.get("code") == "rate_limit_exceeded":
+        ok("key 1's third batch: 429 rate_limit_exceeded after %.0f ms (%s)" % (dt * 1000, e.get("message")))
+    else:
+        bad("key 1 over its share: %s after %.2f s: %s" % (st, dt, resp[:300]))
+    st, _, resp, _ = request(port, "POST", "/v1/completions", auth=KEY2,
+                             body='{"prompt":"Lily","max_tokens":2,"temperature":0}')
+    (ok if st == 200 else bad)("key 2 is still served meanwhile: %s" % st)
+    for s in hogs:
+        s.close()
+    t0 = time.time()
+    while time.time() - t0 < 20 and (metric("num_requests_waiting") or 0) > 0:
+        time.sleep(0.2)
+    left = metric("num_requests_waiting")
+    (ok if left == 0 else bad)("closing key 1's connections cancels its choices: %s waiting" % left)
+
+
 try:
-    {"methods": part_methods, "framing": part_framing, "flood": part_flood}[part]()
+    {"fair": part_fair, "methods": part_methods, "framing": part_framing, "flood": part_flood}[part]()
 except Exception as e:  # a crash of the test is a failure, with its trace
     import traceback
     traceback.print_exc()
