@@ -193,6 +193,12 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
     meta(&b, "requests_redriven_total", "counter", "Requests prefilled again from prompt and tokens so far "
          "after a stage died.");
     sample(&b, gw, "requests_redriven_total", NULL, NULL, (double)s->requests_redriven);
+    meta(&b, "requests_poisoned_total", "counter", "Requests failed for having been in flight each of the "
+         "last 2 times a stage died (\"crashed the sampler twice\"), not re-driven again.");
+    sample(&b, gw, "requests_poisoned_total", NULL, NULL, (double)s->requests_poisoned);
+    meta(&b, "sampler_plugin_fallbacks_total", "counter", "Times a sampler started on the last strategy "
+         "without a plugin that it had died or hung in.");
+    sample(&b, gw, "sampler_plugin_fallbacks_total", NULL, NULL, (double)s->sampler_plugin_fallbacks);
     groups(&b, gw, s);
     meta(&b, "http_requests_total", "counter", "HTTP responses of this gateway, by status code.");
     /* This response counts too: it is 200 unless it fails to build. */
