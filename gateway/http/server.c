@@ -372,7 +372,8 @@ static lp_gw_req_t request_of(lp_gw_conn_t *c, llhttp_t *p, bool with_body)
     size_t plen = strcspn(url, "?");
     lp_gw_req_t r = {.method = llhttp_get_method(p), .path = url, .query = "",
                      .auth = c->auth.len ? c->auth.p : NULL, .peer = c->peer, .health_only = c->reserve};
-    if (url[plen]) {
+    /* split at '?' (the headers' call splits it; the message's finds it split) */
+    if (url[plen] || plen < c->url.len) {
         url[plen] = '\0';
         r.query = url + plen + 1;
     }
