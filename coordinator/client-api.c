@@ -232,14 +232,22 @@ void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
 /* Who a request counts against in the waiting queue: the one place that
  * says it.  Over CURVE the peer's public key, so that one key gets one
  * share however many connections it opens; on ipc:// and plain TCP the
- * connection's routing id (a client that reconnects is another client). */
-static void client_key(const lp_frame_t *f, uint8_t *key, size_t *len)
+ * connection's routing id (a client that reconnects is another client).
+ * A request's tenant (a gateway's API key, the bridge's request subject)
+ * divides that further: each tenant of a client is a client of its own. */
+static void client_key(const lp_frame_t *f, const ProtobufCBinaryData *tenant, uint8_t *key, size_t *len)
 {
     size_t uid = strlen(f->user_id);
     const uint8_t *src = uid ? (const uint8_t *)f->user_id : f->peer;
     size_t n = uid ? uid : f->peer_len;
     *len = n < LP__FAIR_KEY_MAX ? n : LP__FAIR_KEY_MAX;
     memcpy(key, src, *len);
+    if (tenant->len && *len + 1 < LP__FAIR_KEY_MAX) {
+        size_t room = LP__FAIR_KEY_MAX - *len - 1, t = tenant->len < room ? tenant->len : room;
+        key[(*len)++] = '/';
+        memcpy(key + *len, tenant->data, t);
+        *len += t;
+    }
 }
 
 /* Requests of this client not yet given a slot (tokenizing or queued). */
@@ -266,14 +274,15 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     /* One client alone cannot fill the queue: the others keep their share. */
     uint8_t key[LP__FAIR_KEY_MAX];
     size_t key_len;
-    client_key(f, key, &key_len);
+    client_key(f, &g->tenant, key, &key_len);
     size_t max_client = c->p.max_queued_per_client > 0 ? (size_t)c->p.max_queued_per_client
                                                        : max_req / 4 > 0 ? max_req / 4 : 1;
     size_t waiting = client_waiting(c, key, key_len);
     if (waiting >= max_client)
         return lp_error_set(LP_ERR(EBUSY),
-                            "generate: this client has %zu requests waiting for a slot "
+                            "generate: this client%s has %zu requests waiting for a slot "
                             "(max_queued_per_client = %zu); send more as they finish",
+                            g->tenant.len ? " (its API key, address or subject)" : "",
                             waiting, max_client);
     lp__req_t *r = calloc(1, sizeof(*r));
     if (!r) return LP_ERR(ENOMEM);

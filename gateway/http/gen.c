@@ -671,10 +671,14 @@ static gen_call_t *call_new(lp_gw_conn_t *conn, int kind, int n_choices)
 }
 
 /* Send every choice; on failure the call is answered and freed. */
-static void send_all(gen_call_t *g, Lmpipe__GenerateRequest *reqs)
+static void send_all(gen_call_t *g, const lp_gw_req_t *r, Lmpipe__GenerateRequest *reqs)
 {
+    char tenant[96];
+    lp_gw_tenant(g->conn, r, tenant, sizeof(tenant));
     lp_gw_conn_set_call(g->conn, &g->base);
     for (int i = 0; i < g->n_choices; i++) {
+        reqs[i].tenant.data = (uint8_t *)tenant;
+        reqs[i].tenant.len = strlen(tenant);
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         m.body_case = LMPIPE__MSG__BODY_GENERATE;
         m.generate = &reqs[i];
@@ -841,7 +845,7 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
         }
     }
     lp_sb_free(&base);
-    send_all(g, reqs);
+    send_all(g, r, reqs);
 out:
     if (params)
         for (int i = 0; i < n_total; i++) free(params[i]);
@@ -906,7 +910,7 @@ void lp_gw_llama_completion(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_j
         call_free(g);
         goto out;
     }
-    send_all(g, &q);
+    send_all(g, r, &q);
     free(body);
 out:
     if (prompts)

@@ -28,6 +28,19 @@ bool lp__nb_reply_ok(const char *s)
     return true;
 }
 
+bool lp__nb_subject_match(const char *pattern, const char *subj)
+{
+    const char *p = pattern, *s = subj;
+    for (;;) {
+        size_t pl = strcspn(p, "."), sl = strcspn(s, ".");
+        if (pl == 1 && p[0] == '>' && !p[1]) return sl > 0 || s[0] == '.';
+        if (!(pl == 1 && p[0] == '*') && (pl != sl || memcmp(p, s, pl))) return false;
+        if (!p[pl] || !s[sl]) return !p[pl] && !s[sl];
+        p += pl + 1;
+        s += sl + 1;
+    }
+}
+
 static const char *const own_fields[] = {
     "v", "id", "reply_to", "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "n", "stream",
     "stream_options", "logprobs", "top_logprobs", "user", "chat_template", "echo", "stop", NULL,

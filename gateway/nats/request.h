@@ -23,6 +23,10 @@ uint64_t lp__nb_ack_sseq(const char *ack_subj);
  * bridge's permissions. */
 bool lp__nb_reply_ok(const char *s);
 
+/* Whether NATS subject `subj` (no wildcards) is matched by `pattern`, whose
+ * tokens may be `*` (one token) and a last `>` (one or more). */
+bool lp__nb_subject_match(const char *pattern, const char *subj);
+
 /* The request body as a GenerateRequest; on a bad field returns -1 with
  * `why` naming it.  Strings in *q point into the document (borrowed, valid
  * until it is destroyed); *params, *ids, *stops and *chat_json (a chat's

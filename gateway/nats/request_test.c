@@ -119,6 +119,15 @@ int main(void)
 
     /* event subjects */
     CHECK(lp__nb_reply_ok("lmpipe.evt.r1") && lp__nb_reply_ok("_INBOX.x.y"));
+    /* subject matching, for the bridge's own subjects */
+    CHECK(lp__nb_subject_match("lmpipe.req.>", "lmpipe.req.x") && lp__nb_subject_match("lmpipe.req.>", "lmpipe.req.a.b"));
+    CHECK(!lp__nb_subject_match("lmpipe.req.>", "lmpipe.req") && !lp__nb_subject_match("lmpipe.req.>", "lmpipe.reqx.a"));
+    CHECK(lp__nb_subject_match("lmpipe.control.sampler", "lmpipe.control.sampler"));
+    CHECK(!lp__nb_subject_match("lmpipe.control.sampler", "lmpipe.control.sampler.x"));
+    CHECK(!lp__nb_subject_match("lmpipe.control.sampler", "lmpipe.control"));
+    CHECK(lp__nb_subject_match("a.*.c", "a.b.c") && !lp__nb_subject_match("a.*.c", "a.b.d") &&
+          !lp__nb_subject_match("a.*.c", "a.c") && lp__nb_subject_match("*.>", "x.y"));
+    CHECK(lp__nb_subject_match(">", "x") && !lp__nb_subject_match("a.*", "a.b.c") && !lp__nb_subject_match("a", "ab"));
     const char *refused[] = {"", "$JS.API.STREAM.DELETE.LMPIPE_REQ", "$SYS.REQ.SERVER.PING", "_lmpipe.deliver.x",
                              "a.*", "a.>", "a b", "a..b", ".a", "a.", "a\tb"};
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
