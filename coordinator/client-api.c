@@ -81,9 +81,16 @@ static int set_stops(lp__req_t *r, const Lmpipe__GenerateRequest *g, const lp_js
  * is refused here, before anything is queued. */
 #define MAX_CHAT_MESSAGES 4096
 
+/* A chat request: typed messages, or the conversation as chat_json (which
+ * tokenizer-svc checks as it renders it). */
+static bool is_chat(const Lmpipe__GenerateRequest *g)
+{
+    return g->n_messages || (g->chat_json && g->chat_json[0]);
+}
+
 static int check_messages(const Lmpipe__GenerateRequest *g)
 {
-    if (!g->n_messages) {
+    if (!is_chat(g)) {
         if (g->chat_template && g->chat_template[0])
             return lp_error_set(LP_ERR(EINVAL), "chat_template: only with messages");
         return 0;
@@ -91,6 +98,8 @@ static int check_messages(const Lmpipe__GenerateRequest *g)
     if (g->prompt.len || g->n_prompt_ids)
         return lp_error_set(LP_ERR(EINVAL), "messages: not together with %s",
                             g->prompt.len ? "prompt" : "prompt_ids");
+    if (g->n_messages && g->chat_json && g->chat_json[0])
+        return lp_error_set(LP_ERR(EINVAL), "messages: give them typed or in chat_json, not both");
     if (g->n_messages > MAX_CHAT_MESSAGES)
         return lp_error_set(LP_ERR(EINVAL), "messages: %zu messages (at most %d)", g->n_messages,
                             MAX_CHAT_MESSAGES);
@@ -143,7 +152,7 @@ static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, int32_t
     if (g->n_predict == 0 && f.has_n_predict) r->s.n_predict = f.n_predict;
     r->ignore_eos = r->ignore_eos || f.ignore_eos;
     if ((rc = set_stops(r, g, f.stop)) != 0) goto out;
-    if (g->n_messages && lp_json_get(root, "prompt")) {
+    if (is_chat(g) && lp_json_get(root, "prompt")) {
         rc = lp_error_set(LP_ERR(EINVAL), "messages: not together with params_json's prompt");
         goto out;
     }
@@ -304,15 +313,16 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         return rc;
     }
     lp__deadline_set(c, r, g->deadline_ms);
-    if (g->n_messages || !g->n_prompt_ids) {
+    if (is_chat(g) || !g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__ChatTemplateRequest ct = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;
         Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
-        if (g->n_messages) {
+        if (is_chat(g)) {
             /* The chat template's text, tokenized with special-token parsing
              * (and BOS where the model adds it), is the prompt. */
             ct.n_messages = g->n_messages;
             ct.messages = g->messages;
+            ct.chat_json = g->chat_json ? g->chat_json : "";
             ct.template_ = g->chat_template ? g->chat_template : "";
             ct.add_assistant = true;
             ct.tokenize = true;

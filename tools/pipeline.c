@@ -118,7 +118,7 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "sampler.server_key", "coordinator.prefix_cache",
                              "coordinator.kv_blocks", "drain_grace_ms", "engine.kv_block",
                              "engine.kv_pool_tokens", "engine.kv_pool_mb", "supervise.max_restarts",
-                             "supervise.window_s"};
+                             "supervise.window_s", "tokenizer.chat_template_file"};
 /* group.NAME.FIELD: the engine groups a coordinator connects to. */
 static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
 
@@ -195,6 +195,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->engine_endpoint = lp_config_get(cfg, "engine.endpoint", o->engine_endpoint);
     o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
     o->sampler_default = lp_config_get(cfg, "sampler.default", o->sampler_default);
+    o->chat_template_file = lp_config_get(cfg, "tokenizer.chat_template_file", o->chat_template_file);
     o->plugin_dir = lp_config_get(cfg, "sampler.plugin_dir", o->plugin_dir);
     o->sampler_state_file = lp_config_get(cfg, "sampler.state_file", o->sampler_state_file);
     o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
@@ -516,6 +517,10 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
             argv[n++] = "--kv-pool-mb";
             argv[n++] = b8;
         }
+    }
+    if (i == P_TOK && o->chat_template_file) {
+        argv[n++] = "--chat-template-file";
+        argv[n++] = (char *)o->chat_template_file;
     }
     if (i == P_SAMP && o->no_shm) argv[n++] = "--no-shm";
     if (i == P_SAMP && o->sampler_default) {

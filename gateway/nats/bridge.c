@@ -386,8 +386,8 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
     char *params = NULL;
     int32_t *ids = NULL;
     ProtobufCBinaryData *stops = NULL;
-    Lmpipe__ChatMessage *msgs = NULL, **mptrs = NULL;
-    if (root && lp__nb_read_request(root, &q, &params, &ids, &stops, &msgs, &mptrs, why, sizeof(why)) != 0) root = NULL;
+    char *chat_json = NULL;
+    if (root && lp__nb_read_request(root, &q, &params, &ids, &stops, &chat_json, why, sizeof(why)) != 0) root = NULL;
     if (!root) {
         publish_error(nb, j->reply, j->id, 0, "invalid_request", why);
         job_end(j, "+TERM");
@@ -410,8 +410,7 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
     free(params);
     free(ids);
     free(stops);
-    free(msgs);
-    free(mptrs);
+    free(chat_json);
     lp_json_doc_destroy(&doc);
 }
 

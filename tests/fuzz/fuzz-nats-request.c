@@ -24,9 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *params = NULL;
     int32_t *ids = NULL;
     ProtobufCBinaryData *stops = NULL;
-    Lmpipe__ChatMessage *msgs = NULL, **mptrs = NULL;
+    char *chat_json = NULL;
     char why[512] = "";
-    if (lp__nb_read_request(lp_json_root(doc), &q, &params, &ids, &stops, &msgs, &mptrs, why, sizeof(why)) == 0) {
+    if (lp__nb_read_request(lp_json_root(doc), &q, &params, &ids, &stops, &chat_json, why, sizeof(why)) == 0) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         m.body_case = LMPIPE__MSG__BODY_GENERATE;
         m.generate = &q;
@@ -40,8 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(params);
     free(ids);
     free(stops);
-    free(msgs);
-    free(mptrs);
+    free(chat_json);
     lp_json_doc_destroy(&doc);
     return 0;
 }
