@@ -145,4 +145,9 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out)
     out->n_stage_restarts = 3;
     out->stage_restarts = c->kcp_restarts;
     out->requests_redriven = c->n_redriven;
+    out->requests_poisoned = c->n_poisoned;
+    for (size_t i = 0; i < c->n_groups; i++) {
+        const lp__link_t *l = &c->groups[i].samp;
+        if (l->hello && l->hello->hello) out->sampler_plugin_fallbacks += l->hello->hello->plugin_fallbacks;
+    }
 }

@@ -47,6 +47,7 @@ typedef struct lp_pipeline_opts {
     const char *engine_endpoint;
     const char *sampler_endpoint;
     const char *sampler_default;    /* sampler-svc's default strategy (JSON); NULL: llama.cpp's */
+    const char *chat_template_file; /* tokenizer-svc --chat-template-file; NULL: the model's */
     const char *plugin_dir;         /* sampler-svc --plugin-dir; NULL: plugin loads refused */
     const char *sampler_state_file; /* sampler-svc --state-file; NULL: RUN_DIR/sampler-state.json */
     const char *bin_dir;            /* NULL: next to lmpipe (build tree or install) */
