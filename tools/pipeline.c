@@ -117,7 +117,8 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
                              "sampler.server_key", "coordinator.prefix_cache",
                              "coordinator.kv_blocks", "drain_grace_ms", "engine.kv_block",
-                             "engine.kv_pool_tokens", "engine.kv_pool_mb", "supervise.max_restarts",
+                             "engine.kv_pool_tokens", "engine.kv_pool_mb",
+                             "engine.kv_pool_swa_tokens", "supervise.max_restarts",
                              "supervise.window_s", "tokenizer.chat_template_file"};
 /* group.NAME.FIELD: the engine groups a coordinator connects to. */
 static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
@@ -264,9 +265,10 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
             o->kv_block = (int)v;
         }
     }
-    const char *pool[] = {"engine.kv_pool_tokens", "engine.kv_pool_mb"};
-    int64_t *pdst[] = {&o->kv_pool_tokens, &o->kv_pool_mb}, pmax[] = {1LL << 40, 1LL << 30};
-    for (int i = 0; !rc && i < 2; i++) {
+    const char *pool[] = {"engine.kv_pool_tokens", "engine.kv_pool_mb", "engine.kv_pool_swa_tokens"};
+    int64_t *pdst[] = {&o->kv_pool_tokens, &o->kv_pool_mb, &o->kv_pool_swa_tokens};
+    const int64_t pmax[] = {1LL << 40, 1LL << 30, 1LL << 40};
+    for (int i = 0; !rc && i < 3; i++) {
         rc = lp_config_get_int(cfg, pool[i], *pdst[i], &v);
         if (!rc && (v < 0 || v > pmax[i]))
             rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is not in 0..%lld (0: the "
@@ -443,7 +445,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char *argv[64 + 4 * 16 + 2 * LP_PIPELINE_MAX_GROUPS];
     char *group_args[LP_PIPELINE_MAX_GROUPS] = {0};
     int n = 0;
-    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[24], b8[24], b9[16], b10[16];
+    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[24], b8[24], b9[16], b10[16], b11[24];
     argv[n++] = bin;
     char keys_copy[2][4096];
     char nats_flags[LP_PIPELINE_NATS_KEYS][40];
@@ -516,6 +518,11 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
             snprintf(b8, sizeof(b8), "%lld", (long long)o->kv_pool_mb);
             argv[n++] = "--kv-pool-mb";
             argv[n++] = b8;
+        }
+        if (o->kv_pool_swa_tokens) {
+            snprintf(b11, sizeof(b11), "%lld", (long long)o->kv_pool_swa_tokens);
+            argv[n++] = "--kv-pool-swa-tokens";
+            argv[n++] = b11;
         }
     }
     if (i == P_TOK && o->chat_template_file) {
