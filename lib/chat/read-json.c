@@ -31,14 +31,16 @@ static void trim(const P *p, size_t *a, size_t *b)
     while (*b > *a && lp__is_ws(p->buf[*b - 1])) (*b)--;
 }
 
-/* the first of m at or after `from`, within `bound` bytes: its index; -1 and
- * *more when not there yet; -2 when past the bound */
+/* the first of m at or after `from`, within `bound` bytes: its index and
+ * *at; -1 and *more when not there yet (*at: where one may still begin); -2
+ * when past the bound */
 static int find_within(const P *p, size_t from, const char *const *m, size_t n, size_t bound, size_t *at, bool *more)
 {
     size_t safe = 0;
     int j = lp__find(p, from, m, n, at, &safe);
     if ((j < 0 ? safe : *at) - from > bound) return -2;
     *more = j < 0;
+    if (j < 0) *at = safe;
     return j;
 }
 
@@ -148,8 +150,7 @@ static int read_mistral(P *p)
             bool more = false;
             int j = find_within(p, rs->a, m, 2, 256, &at, &more);
             if (j == -2) return LP__R_FAIL;
-            size_t end = more ? p->len : at;
-            for (size_t k = rs->a; k < end; k++)
+            for (size_t k = rs->a; k < at; k++)
                 if (!ident_char(p->buf[k])) return LP__R_FAIL;
             if (more) return lp__rd_more(p);
             rs->call = lp__call_begin(p, p->buf + rs->a, at - rs->a);
