@@ -46,7 +46,8 @@ typedef struct lp_chat_format_info {
     const char *reasoning_open;   /* "<think>" */
     const char *reasoning_close;  /* "</think>" */
     /* How one call is written, to build a grammar.  Literals, except that
-     * "%i" stands for the call's index (0, 1, ...).  A message's
+     * "%i" stands for the call's index (0, 1, ...) and "%c" for a call id of
+     * 9 letters and digits (Mistral's).  A message's
      * calls are: prefix, call 0, separator, call 1, ..., suffix; a call is
      * call_open NAME name_close ARGUMENTS call_close.  separator is NULL
      * where the format takes one call per message. */
@@ -56,6 +57,7 @@ typedef struct lp_chat_format_info {
     const char *call_close;
     const char *separator;
     const char *suffix;
+    bool suffix_optional;         /* the template leaves the suffix out (DeepSeek R1 after one call) */
     lp_chat_args_layout_t args;
     /* LP_CHAT_ARGS_XML: each parameter is param_open KEY param_name_close
      * VALUE param_close; a string parameter's VALUE is its raw text, any
@@ -89,6 +91,11 @@ typedef enum lp_chat_reasoning_format {
     LP_CHAT_REASONING_NONE,      /* left in content, markers and all */
     LP_CHAT_REASONING_DEEPSEEK,  /* moved to reasoning_content */
 } lp_chat_reasoning_format_t;
+
+/* Does the rendered prompt end with the format's reasoning opening (white
+ * space aside), as Qwen3's, Qwen3.5's and DeepSeek R1's generation prompts
+ * do?  Then the output starts inside reasoning. */
+bool lp_chat_prompt_opens_reasoning(lp_chat_format_t format, const char *prompt, size_t len);
 
 /* "auto", "none", "deepseek": 0 and *out, or LP_ERR(EINVAL) naming the value. */
 int lp_chat_reasoning_format_by_name(const char *name, lp_chat_reasoning_format_t *out);

@@ -17,44 +17,44 @@ static const lp_chat_format_info_t formats[LP_CHAT_FORMAT_COUNT] = {
     [LP_CHAT_FORMAT_NONE] = {LP_CHAT_FORMAT_NONE, "none", "content only (Phi 3.5, Gemma 3, any template without tool calls)",
         THINK, .reasoning_next = ""},
     [LP_CHAT_FORMAT_HERMES] = {LP_CHAT_FORMAT_HERMES, "hermes", "Hermes 2 Pro/3, Qwen 2.5, Qwen3, SmolLM3: <tool_call> JSON",
-        THINK, "", "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", "\n", "",
+        THINK, "", "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", "}\n</tool_call>", "\n", "", false,
         LP_CHAT_ARGS_JSON, .trigger = "<tool_call>", .reasoning_next = "\n\n"},
     [LP_CHAT_FORMAT_QWEN3_CODER] = {LP_CHAT_FORMAT_QWEN3_CODER, "qwen3-coder", "Qwen3-Coder, Qwen3.5: <tool_call><function=...><parameter=...>",
-        THINK, "", "<tool_call>\n<function=", ">\n", "</function>\n</tool_call>", "\n", "",
+        THINK, "", "<tool_call>\n<function=", ">\n", "</function>\n</tool_call>", "\n", "", false,
         LP_CHAT_ARGS_XML, "<parameter=", ">\n", "\n</parameter>\n", "<tool_call>", "\n\n"},
     [LP_CHAT_FORMAT_GLM45] = {LP_CHAT_FORMAT_GLM45, "glm-4.5", "GLM 4.5/4.6: <tool_call>NAME<arg_key>..</arg_key><arg_value>..</arg_value>",
-        THINK, "", "<tool_call>", "\n", "</tool_call>", "\n", "",
+        THINK, "", "<tool_call>", "\n", "</tool_call>", "\n", "", false,
         LP_CHAT_ARGS_XML, "<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n", "<tool_call>", "\n"},
     [LP_CHAT_FORMAT_LLAMA3] = {LP_CHAT_FORMAT_LLAMA3, "llama3", "Llama 3.1/3.2/3.3: {\"name\", \"parameters\"} JSON, <|python_tag|>",
-        NULL, NULL, "", "{\"name\": \"", "\", \"parameters\": ", "}", NULL, "",
+        NULL, NULL, "", "{\"name\": \"", "\", \"parameters\": ", "}", NULL, "", false,
         LP_CHAT_ARGS_JSON, .trigger = "{\"name\": \""},
     [LP_CHAT_FORMAT_MISTRAL] = {LP_CHAT_FORMAT_MISTRAL, "mistral", "Mistral Nemo and later: [TOOL_CALLS]",
-        NULL, NULL, "[TOOL_CALLS][", JSON_CALL, ", ", "]",
+        NULL, NULL, "[TOOL_CALLS][", "{\"name\": \"", "\", \"arguments\": ", ", \"id\": \"%c\"}", ", ", "]", false,
         LP_CHAT_ARGS_JSON, .trigger = "[TOOL_CALLS]"},
     [LP_CHAT_FORMAT_GPT_OSS] = {LP_CHAT_FORMAT_GPT_OSS, "gpt-oss", "gpt-oss: harmony channels (analysis, commentary to=functions.NAME, final)",
-        "<|channel|>analysis<|message|>", "<|end|>", "", "<|channel|>commentary to=functions.", " <|constrain|>json<|message|>",
-        "<|call|>", NULL, "", LP_CHAT_ARGS_JSON, .trigger = " to=functions.", .reasoning_next = "<|start|>assistant"},
+        "<|channel|>analysis<|message|>", "<|end|>", "", " to=functions.", "<|channel|>commentary json<|message|>",
+        "<|call|>", NULL, "", false, LP_CHAT_ARGS_JSON, .trigger = " to=functions.", .reasoning_next = "<|start|>assistant"},
     [LP_CHAT_FORMAT_DEEPSEEK_R1] = {LP_CHAT_FORMAT_DEEPSEEK_R1, "deepseek-r1", "DeepSeek R1 (and V3.1): <｜tool▁calls▁begin｜>",
         THINK, "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>function<｜tool▁sep｜>", "\n```json\n",
-        "\n```<｜tool▁call▁end｜>", "\n", "<｜tool▁calls▁end｜>", LP_CHAT_ARGS_JSON, .trigger = "<｜tool▁calls▁begin｜>",
+        "\n```<｜tool▁call▁end｜>", "\n", "<｜tool▁calls▁end｜>", true, LP_CHAT_ARGS_JSON, .trigger = "<｜tool▁calls▁begin｜>",
         .reasoning_next = "\n\n"},
     [LP_CHAT_FORMAT_KIMI_K2] = {LP_CHAT_FORMAT_KIMI_K2, "kimi-k2", "Kimi K2: <|tool_calls_section_begin|>",
         THINK, "<|tool_calls_section_begin|>", "<|tool_call_begin|>functions.", ":%i<|tool_call_argument_begin|>",
-        "<|tool_call_end|>", "", "<|tool_calls_section_end|>", LP_CHAT_ARGS_JSON,
+        "<|tool_call_end|>", "", "<|tool_calls_section_end|>", false, LP_CHAT_ARGS_JSON,
         .trigger = "<|tool_calls_section_begin|>", .reasoning_next = ""},
     [LP_CHAT_FORMAT_FUNCTIONARY_V32] = {LP_CHAT_FORMAT_FUNCTIONARY_V32, "functionary-v3.2", "Functionary v3.2: >>>NAME\\n{...} after the prompt's >>>",
-        NULL, NULL, "", "", "\n", "", ">>>", "", LP_CHAT_ARGS_JSON, .trigger = ">>>"},
+        NULL, NULL, "", "", "\n", "", ">>>", "", false, LP_CHAT_ARGS_JSON, .trigger = ">>>"},
     [LP_CHAT_FORMAT_COMMAND_R7B] = {LP_CHAT_FORMAT_COMMAND_R7B, "command-r7b", "Command R7B: <|START_THINKING|>, <|START_ACTION|>",
         "<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>[\n    ",
-        "{\"tool_call_id\": \"%i\", \"tool_name\": \"", "\", \"parameters\": ", "}", ",\n    ", "\n]<|END_ACTION|>",
+        "{\"tool_call_id\": \"%i\", \"tool_name\": \"", "\", \"parameters\": ", "}", ",\n    ", "\n]<|END_ACTION|>", false,
         LP_CHAT_ARGS_JSON, .trigger = "<|START_ACTION|>", .reasoning_next = ""},
     [LP_CHAT_FORMAT_FIREFUNCTION_V2] = {LP_CHAT_FORMAT_FIREFUNCTION_V2, "firefunction-v2", "FireFunction v2: functools[...]",
-        NULL, NULL, " functools[", JSON_CALL, ", ", "]", LP_CHAT_ARGS_JSON, .trigger = "functools["},
+        NULL, NULL, " functools[", JSON_CALL, ", ", "]", false, LP_CHAT_ARGS_JSON, .trigger = " functools["},
     [LP_CHAT_FORMAT_GRANITE] = {LP_CHAT_FORMAT_GRANITE, "granite", "Granite 3.x: <|tool_call|>[...], <think>, <response>",
-        THINK, "<|tool_call|>[", JSON_CALL, ", ", "]", LP_CHAT_ARGS_JSON, .trigger = "<|tool_call|>",
+        THINK, "<|tool_call|>[", JSON_CALL, ", ", "]", false, LP_CHAT_ARGS_JSON, .trigger = "<|tool_call|>",
         .reasoning_next = ""},
     [LP_CHAT_FORMAT_GEMMA4] = {LP_CHAT_FORMAT_GEMMA4, "gemma4", "Gemma 4: <|tool_call>call:NAME{...}<tool_call|>",
-        "<|channel>thought", "<channel|>", "", "<|tool_call>call:", "", "<tool_call|>", "", "",
+        "<|channel>thought", "<channel|>", "", "<|tool_call>call:", "", "<tool_call|>", "", "", false,
         LP_CHAT_ARGS_GEMMA, .trigger = "<|tool_call>", .reasoning_next = ""},
 };
 /* clang-format on */
@@ -161,6 +161,15 @@ int lp_chat_reasoning_format_by_name(const char *name, lp_chat_reasoning_format_
         return lp_error_set(LP_ERR(EINVAL),
                             "reasoning_format: \"%s\" is not one of \"auto\", \"none\", \"deepseek\"", name);
     return 0;
+}
+
+bool lp_chat_prompt_opens_reasoning(lp_chat_format_t format, const char *prompt, size_t len)
+{
+    const lp_chat_format_info_t *fi = lp_chat_format_info(format);
+    if (!fi || !fi->reasoning_open || !prompt || format == LP_CHAT_FORMAT_GPT_OSS) return false;
+    while (len && lp__is_ws(prompt[len - 1])) len--;
+    size_t on = strlen(fi->reasoning_open);
+    return len >= on && !memcmp(prompt + len - on, fi->reasoning_open, on);
 }
 
 /* ---- the parser's markers per format ------------------------------------------- */

@@ -767,24 +767,6 @@ static int run(P *p)
 
 /* ---- the API ------------------------------------------------------------------- */
 
-/* does the prompt end inside an open `open` block (white space aside)? */
-static bool prompt_ends_open(const char *s, size_t n, const char *open, const char *close)
-{
-    if (!s || !open) return false;
-    while (n && lp__is_ws(s[n - 1])) n--;
-    size_t on = strlen(open);
-    /* the last `open` with no `close` after it, and nothing but white space or text after it */
-    const char *last = NULL;
-    for (size_t i = 0; i + on <= n; i++)
-        if (!memcmp(s + i, open, on)) last = s + i;
-    if (!last) return false;
-    size_t cn = strlen(close);
-    for (const char *c = last + on; c + cn <= s + n; c++)
-        if (!memcmp(c, close, cn)) return false;
-    /* only a generation prompt's own text may follow: nothing */
-    return last + on == s + n;
-}
-
 int lp_chat_parser_new(const lp_chat_parser_opts_t *opts, lp_chat_parser_t **out)
 {
     *out = NULL;
@@ -803,7 +785,7 @@ int lp_chat_parser_new(const lp_chat_parser_opts_t *opts, lp_chat_parser_t **out
     p->rs.call = -1;
     p->rs.w.call = -1;
     p->mode = M_START;
-    if (!p->ops->own_reasoning && prompt_ends_open(opts->prompt, opts->prompt_len, fi->reasoning_open, fi->reasoning_close))
+    if (!p->ops->own_reasoning && lp_chat_prompt_opens_reasoning(opts->format, opts->prompt, opts->prompt_len))
         p->mode = M_REASON;
     if (opts->format == LP_CHAT_FORMAT_FUNCTIONARY_V32 && opts->prompt) {
         size_t n = opts->prompt_len;
