@@ -20,7 +20,7 @@ int lp__at(const P *p, size_t q, const char *s)
 {
     size_t n = strlen(s), have = p->len - q;
     if (have >= n) return memcmp(p->buf + q, s, n) ? -1 : 1;
-    if (memcmp(p->buf + q, s, have)) return -1;
+    if (have && memcmp(p->buf + q, s, have)) return -1;
     return p->final ? -1 : 0;
 }
 
@@ -776,6 +776,14 @@ int lp_chat_parser_new(const lp_chat_parser_opts_t *opts, lp_chat_parser_t **out
     if (!p) return lp_error_set(LP_ERR(ENOMEM), "chat output: out of memory");
     p->fi = fi;
     p->ops = lp__fmt_ops(opts->format);
+    /* never NULL, so that offsets into it are always pointers */
+    p->cap = 1024;
+    p->buf = malloc(p->cap);
+    if (!p->buf) {
+        free(p);
+        return lp_error_set(LP_ERR(ENOMEM), "chat output: out of memory");
+    }
+    p->buf[0] = 0;
     p->rf = opts->reasoning == LP_CHAT_REASONING_NONE ? LP_CHAT_REASONING_NONE : LP_CHAT_REASONING_DEEPSEEK;
     p->content.kind = LP_CHAT_DELTA_CONTENT;
     p->content.strip = true;
@@ -853,7 +861,7 @@ int lp_chat_parser_feed(lp_chat_parser_t *p, const char *text, size_t len)
         p->buf = nb;
         p->cap = cap;
     }
-    memcpy(p->buf + p->len, text, len);
+    if (len) memcpy(p->buf + p->len, text, len);
     p->len += len;
     p->buf[p->len] = 0;
     return run(p);
