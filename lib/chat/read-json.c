@@ -453,6 +453,57 @@ static int read_functionary_start(P *p)
     return read_functionary(p);
 }
 
+/* ---- sections of delimited calls (DeepSeek, Kimi) ------------------------------------ */
+
+/* At a section's next call: 1 when call_begin is there (rs->q and rs->a
+ * after it), else what the reader returns: more, done at sec_end or at
+ * anything else once a call was read, fail before. */
+static int sec_next(P *p, const char *call_begin, const char *sec_end, int *ret)
+{
+    lp__rdstate_t *rs = &p->rs;
+    size_t q = lp__skip_ws(p, rs->q);
+    int r1 = lp__at(p, q, call_begin), r2 = lp__at(p, q, sec_end);
+    if (r1 == 0 || r2 == 0 || (q == p->len && !p->final)) *ret = lp__rd_more(p);
+    else if (r1 == 1) {
+        rs->q = rs->a = q + strlen(call_begin);
+        return 1;
+    } else if (r2 == 1)
+        *ret = done_at(p, q + strlen(sec_end));
+    else
+        *ret = rs->n ? done_at(p, q) : LP__R_FAIL;
+    return 0;
+}
+
+/* After a call's arguments (and DeepSeek's closing fence): 1 when call_end
+ * closed it (rs->q after), else what the reader returns. */
+static int sec_after(P *p, const char *call_end, bool fence, int *ret)
+{
+    lp__rdstate_t *rs = &p->rs;
+    size_t q = lp__skip_ws(p, rs->q);
+    if (fence) {
+        int r = lp__at(p, q, "```");
+        if (r == 0) {
+            *ret = lp__rd_more(p);
+            return 0;
+        }
+        if (r == 1) q = lp__skip_ws(p, q + 3);
+    }
+    int r = lp__at(p, q, call_end);
+    if (r == 0 || (q == p->len && !p->final)) {
+        *ret = lp__rd_more(p);
+        return 0;
+    }
+    lp__call_end(p, rs->call, true);
+    rs->call = -1;
+    rs->n++;
+    if (r < 0) {
+        *ret = done_at(p, q);
+        return 0;
+    }
+    rs->q = q + strlen(call_end);
+    return 1;
+}
+
 /* ---- DeepSeek R1 / V3.1 -------------------------------------------------------------- */
 
 #define DS_CALLS_BEGIN "<｜tool▁calls▁begin｜>"
@@ -470,16 +521,9 @@ static int ds_run(P *p)
         switch (rs->st) {
         case D_SEC:
         case D_NEXT: {
-            size_t q = lp__skip_ws(p, rs->q);
-            int r1 = lp__at(p, q, DS_CALL_BEGIN), r2 = lp__at(p, q, DS_CALLS_END);
-            if (r1 == 0 || r2 == 0 || (q == p->len && !p->final)) return lp__rd_more(p);
-            if (r1 == 1) {
-                rs->q = rs->a = q + strlen(DS_CALL_BEGIN);
-                rs->st = D_TYPE;
-            } else if (r2 == 1)
-                return done_at(p, q + strlen(DS_CALLS_END));
-            else
-                return rs->n ? done_at(p, q) : LP__R_FAIL;
+            int ret;
+            if (!sec_next(p, DS_CALL_BEGIN, DS_CALLS_END, &ret)) return ret;
+            rs->st = D_TYPE;
             break;
         }
         case D_TYPE: {
@@ -534,17 +578,8 @@ static int ds_run(P *p)
             rs->st = D_AFTER;
             break;
         case D_AFTER: {
-            size_t q = lp__skip_ws(p, rs->q);
-            int r = lp__at(p, q, "```");
-            if (r == 0) return lp__rd_more(p);
-            if (r == 1) q = lp__skip_ws(p, q + 3);
-            r = lp__at(p, q, DS_CALL_END);
-            if (r == 0 || (q == p->len && !p->final)) return lp__rd_more(p);
-            lp__call_end(p, rs->call, true);
-            rs->call = -1;
-            rs->n++;
-            if (r < 0) return done_at(p, q);
-            rs->q = q + strlen(DS_CALL_END);
+            int ret;
+            if (!sec_after(p, DS_CALL_END, true, &ret)) return ret;
             rs->st = D_NEXT;
             break;
         }
@@ -579,16 +614,9 @@ static int read_kimi(P *p)
     for (;;) {
         switch (rs->st) {
         case K_NEXT: {
-            size_t q = lp__skip_ws(p, rs->q);
-            int r1 = lp__at(p, q, K_CALL_BEGIN), r2 = lp__at(p, q, K_SEC_END);
-            if (r1 == 0 || r2 == 0 || (q == p->len && !p->final)) return lp__rd_more(p);
-            if (r1 == 1) {
-                rs->q = rs->a = q + strlen(K_CALL_BEGIN);
-                rs->st = K_HEAD;
-            } else if (r2 == 1)
-                return done_at(p, q + strlen(K_SEC_END));
-            else
-                return rs->n ? done_at(p, q) : LP__R_FAIL;
+            int ret;
+            if (!sec_next(p, K_CALL_BEGIN, K_SEC_END, &ret)) return ret;
+            rs->st = K_HEAD;
             break;
         }
         case K_HEAD: {
@@ -617,14 +645,8 @@ static int read_kimi(P *p)
             rs->st = K_AFTER;
             break;
         case K_AFTER: {
-            size_t q = lp__skip_ws(p, rs->q);
-            int r = lp__at(p, q, K_CALL_END);
-            if (r == 0 || (q == p->len && !p->final)) return lp__rd_more(p);
-            lp__call_end(p, rs->call, true);
-            rs->call = -1;
-            rs->n++;
-            if (r < 0) return done_at(p, q);
-            rs->q = q + strlen(K_CALL_END);
+            int ret;
+            if (!sec_after(p, K_CALL_END, false, &ret)) return ret;
             rs->st = K_NEXT;
             break;
         }

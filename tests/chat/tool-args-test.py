@@ -17,12 +17,14 @@ text and fail on a dict.  For Qwen3-Coder, Qwen3.5 and GLM-4.6, which fail on
 OpenAI's string form, the converted contexts with tool calls must render.
 """
 import glob
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from chatref import convert, load_reference  # noqa: E402
 
 OBJECTS = {
     "GLM-4.6", "Hermes-3-Llama-3.1-8B-tool_use", "Kimi-K2-Instruct", "Llama-3.1-8B-Instruct",
@@ -37,31 +39,12 @@ MUST_RENDER = {("Qwen3-Coder", "04"), ("Qwen3-Coder", "05"), ("Qwen3.5-4B", "04"
                ("GLM-4.6", "04"), ("GLM-4.6", "05")}
 
 
-def convert(ctx, objects, thinking):
-    ctx = json.loads(json.dumps(ctx))
-    for m in ctx["messages"]:
-        for tc in m.get("tool_calls") or []:
-            a = tc["function"].get("arguments")
-            if objects and isinstance(a, str):
-                try:
-                    v = json.loads(a)
-                except ValueError:
-                    continue
-                if isinstance(v, dict):
-                    tc["function"]["arguments"] = v
-        if thinking and isinstance(m.get("reasoning_content"), str) and "thinking" not in m:
-            m["thinking"] = m["reasoning_content"]
-    return ctx
-
-
 def main():
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
     lmpipe, ref, tdir = sys.argv[1:4]
-    spec = importlib.util.spec_from_file_location("render_template", ref)
-    REF = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(REF)
+    REF = load_reference(ref)
     fails, n, same, both_fail = [], 0, 0, 0
     templates = sorted(glob.glob(os.path.join(tdir, "*.jinja")))
     contexts = sorted(glob.glob(os.path.join(tdir, "contexts", "*.json")))

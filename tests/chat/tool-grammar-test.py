@@ -21,13 +21,15 @@ The GBNF is matched by a small recognizer below (llama.cpp's dialect:
 literals, classes, groups, | * + ? {m,n}, rule references).
 """
 import glob
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from chatref import convert, load_reference  # noqa: E402
 
 sys.setrecursionlimit(20000)
 
@@ -247,16 +249,6 @@ class Gbnf:
 # ---- the test -------------------------------------------------------------------------
 
 
-def convert(ctx, objects):
-    ctx = json.loads(json.dumps(ctx))
-    for m in ctx["messages"]:
-        for tc in m.get("tool_calls") or []:
-            a = tc["function"].get("arguments")
-            if objects and isinstance(a, str):
-                tc["function"]["arguments"] = json.loads(a)
-    return ctx
-
-
 def grammar(lmpipe, template, tools, choice, extra=()):
     p = subprocess.run([lmpipe, "tool-calls", "grammar", "--template", template, "--tools", tools,
                         "--tool-choice", choice] + list(extra), capture_output=True, timeout=60)
@@ -294,9 +286,7 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     lmpipe, ref, tdir = sys.argv[1:4]
-    spec = importlib.util.spec_from_file_location("render_template", ref)
-    REF = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(REF)
+    REF = load_reference(ref)
     fails, checked = [], 0
     import random
     rng = random.Random(30)
