@@ -60,6 +60,8 @@ BAD = [
      "docs/PAGE.md:%d: `--bogus-flag`: no lmpipe command or service lists --bogus-flag"),
     ("flag of one command, under another", "`lmpipe stats --deadline-ms 5`\n",
      "`lmpipe stats --deadline-ms`: lmpipe stats --help does not list --deadline-ms"),
+    ("command", "Run `lmpipe nosuch --model M`.\n",
+     "docs/PAGE.md:%d: `lmpipe nosuch --model`: lmpipe --help lists no command nosuch"),
     ("config key", "Set `engine.kv_blok = 16`.\n",
      "docs/PAGE.md:%d: config key `engine.kv_blok`: not a key the services accept"),
     ("config key in a key table", "\n| key | what |\n|---|---|\n| `no_such_key` | x |\n",
