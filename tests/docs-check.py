@@ -523,7 +523,6 @@ def check_file(path, rel, src, shared, helps, known_keys, gateway, fails, key_cl
             key_cells.add((i + 1, cells[0]))
 
     # flags
-    heading = 0
     heads = [i + 1 for i, l in enumerate(lines) if l.startswith("#")]
     for n, code, before in segs:
         if skipped(n):
