@@ -26,6 +26,7 @@
 #include "sysinfo.h"
 
 #include "check.h"
+#include "sp-json.h"
 #include "svc-test-util.h"
 
 #include <signal.h>
@@ -224,7 +225,7 @@ static void goldens(const char *ep, const char *golden)
         g.n_prompt_ids = n_prompt;
         g.prompt_ids = prompt;
         g.n_predict = (int32_t)(n_check ? n_check : 1);
-        g.params_json = "{\"temperature\": 0}";
+        g.sampling = sp_json("{\"temperature\": 0}");
         g.ignore_eos = true;
         lp_generation_t out;
         CHECK_RC(lp_client_generate(c, 100 + k, &g, 60000, NULL, NULL, &out), 0);
@@ -448,5 +449,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: curve_test pipeline MODEL GOLDEN | controller SAMPLER_SVC MODEL\n");
         return 2;
     }
+    sp_free_all();
     return CHECK_DONE();
 }

@@ -29,6 +29,7 @@
 #include "tokenizer.h"
 
 #include "check.h"
+#include "sp-json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +143,7 @@ static Lmpipe__GenerateRequest gen_msg(const req_t *r)
     g.n_prompt_ids = r->n;
     g.prompt_ids = r->ids;
     g.n_predict = r->n_predict;
-    g.params_json = (char *)r->params;
+    g.sampling = sp_json(r->params);
     g.ignore_eos = true;
     return g;
 }
@@ -459,5 +460,6 @@ int main(int argc, char **argv)
     stop(&off);
     stop(&on);
     lp_tokenizer_destroy(&tok);
+    sp_free_all();
     return CHECK_DONE();
 }

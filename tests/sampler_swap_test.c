@@ -17,10 +17,12 @@
 #include "engine.h"
 #include "error.h"
 #include "sampler.h"
+#include "seq-json.h"
 #include "pipeline.h"
 #include "sampler-ctl.h"
 
 #include "check.h"
+#include "sp-json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +44,7 @@ static void gen_init(Lmpipe__GenerateRequest *g, const char *prompt, const char 
     lmpipe__generate_request__init(g);
     g->prompt.data = (uint8_t *)prompt;
     g->prompt.len = strlen(prompt);
-    g->params_json = (char *)params;
+    g->sampling = sp_json(params);
     g->n_predict = n;
 }
 
@@ -176,7 +178,8 @@ static void live_swap(lp_client_t *c, const char *sampler_ep, const char *mask_s
                                   "Tom and", "She said", "It was"};
     lp_generation_t out[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        gen_init(&g[i], prompts[i], "{\"ignore_eos\":true}", N_PREDICT);
+        gen_init(&g[i], prompts[i], NULL, N_PREDICT);
+        g[i].ignore_eos = true;
         memset(&out[i], 0, sizeof(out[i]));
         CHECK_RC(lp_client_send_generate(c, 200 + (uint64_t)i, &g[i]), 0);
     }
@@ -340,5 +343,6 @@ int main(int argc, char **argv)
     lp_pipeline_destroy(&p);
     uv_loop_close(&loop);
     rmdir(run_dir);
+    sp_free_all();
     return CHECK_DONE();
 }

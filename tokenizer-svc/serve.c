@@ -156,17 +156,17 @@ static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_f
 {
     const Lmpipe__ChatTemplateRequest *c = req->msg->chat_template;
     if (c->n_messages == 0 || c->n_messages > MAX_CHAT_MESSAGES)
-        return lp_error_set(LP_ERR(EINVAL), "chat_template: %zu messages (1 to %d allowed)",
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages", "chat_template: %zu messages (1 to %d allowed)",
                             c->n_messages, MAX_CHAT_MESSAGES);
     size_t total = 0;
     for (size_t i = 0; i < c->n_messages; i++) {
         const Lmpipe__ChatMessage *m = c->messages[i];
         if (!m->role[0])
-            return lp_error_set(LP_ERR(EINVAL), "chat_template: messages[%zu] has no role", i);
+            return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages", "chat_template: messages[%zu] has no role", i);
         total += strlen(m->content);
     }
     if (total > MAX_TEXT)
-        return lp_error_set(LP_ERR(E2BIG), "chat_template: %zu bytes of content (at most %u)",
+        return lp_error_set_kind(LP_ERR(E2BIG), LP_EK_INVALID_REQUEST, "messages", "chat_template: %zu bytes of content (at most %u)",
                             total, MAX_TEXT);
     lp_chat_msg_t *msgs = calloc(c->n_messages, sizeof(*msgs));
     if (!msgs) return lp_error_set(LP_ERR(ENOMEM), "chat_template: out of memory");
@@ -180,6 +180,9 @@ static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_f
     size_t n_ids = 0;
     int rc = lp_tokenizer_chat_apply(s->tok, c->template_[0] ? c->template_ : NULL, msgs,
                                      c->n_messages, c->add_assistant, &text, &len);
+    /* The template (the request's, or the model's when it gave none) could
+     * not be applied: the request's fault, with the template's message. */
+    if (rc && rc != LP_ERR(ENOMEM)) lp_error_mark(LP_EK_INVALID_REQUEST, "chat_template");
     if (!rc && c->tokenize)
         rc = lp_tokenize_alloc(s->tok, text, len, true, true, &ids, &n_ids);
     if (!rc) {

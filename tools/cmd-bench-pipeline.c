@@ -20,6 +20,7 @@
 #include "error.h"
 #include "pipeline.h"
 #include "sampler.h"
+#include "seq-json.h"
 #include "sysinfo.h"
 
 #include <stdio.h>
@@ -149,13 +150,22 @@ static int through_open(through_t *tp, const char *model_path, int threads, bool
     return rc;
 }
 
+/* Greedy: temperature 0, given (SamplingParams field 2). */
+static Lmpipe__SamplingParams *greedy(void)
+{
+    static Lmpipe__SamplingParams sp = LMPIPE__SAMPLING_PARAMS__INIT;
+    sp.given = 1ull << 2;
+    sp.temperature = 0;
+    return &sp;
+}
+
 /* One generation of n_tok + 1 tokens; steps[i] is the gap before token i + 1. */
 static int through_run(through_t *tp, uint64_t id, int n_tok, double *steps)
 {
     Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
     g.n_predict = n_tok + 1;
     g.ignore_eos = true;
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = greedy();
     g.prompt.data = (uint8_t *)"Once";
     g.prompt.len = 4;
     lp_generation_t gen;
@@ -191,7 +201,7 @@ static int pipe_generate(lp_bench_pipe_t *bp, const int32_t *ids, int n_prompt, 
     g.n_prompt_ids = (size_t)n_prompt;
     g.n_predict = n_predict;
     g.ignore_eos = true;
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = greedy();
     int rc = lp_client_generate(bp->pd.c, ++bp->next_id, &g, 600000, NULL, NULL, gen);
     if (!rc && gen->reason != LMPIPE__FINISH_REASON__FINISH_LENGTH) {
         rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation ended early: %s", gen->error);
