@@ -111,7 +111,7 @@ static const char *const nats_keys[LP_PIPELINE_NATS_KEYS] = {
 static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
                              "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
                              "max_seqs", "max_batch_tokens", "prefill_chunk", "n_ctx", "threads",
-                             "sampler.default", "http.listen", "http.api_key", "http.admin_key",
+                             "sampler.default", "http.listen", "http.api_key", "http.admin_key", "http.cors_origins",
                              "sampler.plugin_dir", "sampler.state_file", "max_queued_per_client",
                              "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
@@ -201,6 +201,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->http_listen = lp_config_get(cfg, "http.listen", o->http_listen);
     o->http_api_keys = lp_config_get(cfg, "http.api_key", o->http_api_keys);
     o->http_admin_keys = lp_config_get(cfg, "http.admin_key", o->http_admin_keys);
+    o->http_cors_origins = lp_config_get(cfg, "http.cors_origins", o->http_cors_origins);
     o->curve_key = lp_config_get(cfg, "curve.key", o->curve_key);
     o->curve_allow = lp_config_get(cfg, "curve.allow", o->curve_allow);
     o->curve_admin = lp_config_get(cfg, "curve.admin", o->curve_admin);
@@ -475,6 +476,10 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         argv[n++] = (char *)o->http_listen;
         argv[n++] = "--listen-fd"; /* the socket lmpipe up listens on: stdio[3] below */
         argv[n++] = "3";
+        if (o->http_cors_origins) {
+            argv[n++] = "--cors-origin";
+            argv[n++] = (char *)o->http_cors_origins;
+        }
         const char *lists[2] = {o->http_api_keys, o->http_admin_keys};
         for (int l = 0; l < 2; l++) {
             if (!lists[l]) continue;

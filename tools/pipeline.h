@@ -56,6 +56,7 @@ typedef struct lp_pipeline_opts {
     const char *http_listen;
     const char *http_api_keys;
     const char *http_admin_keys;
+    const char *http_cors_origins;  /* http.cors_origins: "o1,o2" or "*" */
     int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
     int prefill_chunk;   /* coordinator: prompt tokens beside decode tokens; 0: its default */
     /* engine-svc's paged KV (engine.kv_block, engine.kv_pool_tokens,

@@ -594,6 +594,7 @@ void lp_gw_generate(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *r
     lp_gen_batch_t batch = {0};
     /* every field through the request schema: honored, or refused by name */
     if (lp_request_read(root, ep, LP_RS_HTTP, &rq) != 0) {
+        gw->n_bad_requests++;
         lp_gw_error_kind(conn, LP_EK_INVALID_REQUEST, rq.param[0] ? rq.param : NULL, "%s", lp_error_msg());
         goto out;
     }

@@ -40,6 +40,11 @@ typedef struct lp_gw_opts {
     int body_timeout_ms;         /* the whole body, from the end of the headers */
     int idle_timeout_ms;
     bool metrics_auth;
+    /* CORS (docs/HTTP.md): origins whose browsers may call the API; "*":
+     * any.  None: no CORS headers, and OPTIONS is 405 as any other method
+     * a route does not take. */
+    const char *cors_origins[LP_GW_MAX_KEYS];
+    int n_cors_origins;
 } lp_gw_opts_t;
 
 typedef struct lp_gw lp_gw_t;
@@ -59,6 +64,8 @@ typedef struct lp_gw_req {
     const char *body;            /* NULL while only the headers are in */
     size_t body_len;
     const char *auth;            /* the Authorization header, or NULL */
+    const char *origin;          /* the Origin header, or NULL */
+    const char *acr_headers;     /* Access-Control-Request-Headers, or NULL */
     const char *peer;            /* the client's address ("" for a socketpair) */
     bool health_only;            /* a reserved connection: /health and /metrics only */
 } lp_gw_req_t;
@@ -70,7 +77,7 @@ typedef struct lp_gw_req {
 #define LP_GW_HEALTH_RESERVE 8      /* connections past --max-connections for /health and /metrics */
 
 /* Responses counted by status (http_requests_total); others count as 500. */
-#define LP_GW_N_CODES 14
+#define LP_GW_N_CODES 15
 extern const int lp_gw_codes[LP_GW_N_CODES];
 struct lp_gw {
     uv_loop_t *loop;
@@ -82,6 +89,7 @@ struct lp_gw {
     uint64_t n_evicted;   /* connections closed to make room (still in their headers, or idle) */
     uint64_t n_refused;   /* connections refused: no room, or over the per-address cap */
     uint64_t n_http[LP_GW_N_CODES];  /* responses by status, see lp_gw_code_slot */
+    uint64_t n_bad_requests; /* refused by the request schema here (errors_total{kind="bad_request"}) */
     lp_link_t link;       /* the coordinator (gateway/common/link.h) */
 };
 
@@ -115,6 +123,10 @@ void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r);
 /* The checks that need no body (endpoint, method, keys), as soon as the
  * headers are in: 0 when the body may be read, else answered. */
 int lp_gw_route_head(lp_gw_conn_t *c, const lp_gw_req_t *r);
+/* The CORS headers of a response to a request with this Origin (NULL:
+ * none), whole lines ("Access-Control-Allow-Origin: ...\r\n"), or "" when
+ * the origin is not allowed or CORS is off. */
+void lp_gw_cors_headers(const lp_gw_t *gw, const char *origin, char *out, size_t cap);
 /* Who a request counts against in the coordinator's queue (docs/HTTP.md):
  * its API key's index, or its address on a gateway without keys. */
 void lp_gw_tenant(lp_gw_conn_t *c, const lp_gw_req_t *r, char *out, size_t cap);

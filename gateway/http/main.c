@@ -16,7 +16,8 @@ static void usage(FILE *f)
             "                   [--admin-key KEY]... [--model-name NAME] [--max-body BYTES]\n"
             "                   [--max-connections N] [--max-connections-per-address N]\n"
             "                   [--header-timeout-ms MS] [--body-timeout-ms MS] [--idle-timeout-ms MS]\n"
-            "                   [--metrics-auth] [--curve-key F.key --server-key KEY]\n"
+            "                   [--metrics-auth] [--cors-origin ORIGIN[,ORIGIN...]]...\n"
+            "                   [--curve-key F.key --server-key KEY]\n"
             "OpenAI- and llama.cpp-compatible HTTP in front of an lmpipe coordinator.\n"
             "API keys also come from LMPIPE_API_KEY.  No TLS: terminate it in front.\n"
             "Exit status: 0 after SIGINT/SIGTERM, 2 for bad flags or an address it cannot listen on.\n");
@@ -68,6 +69,16 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--idle-timeout-ms") && has) {
             if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 3600000, &x)) return 2;
             o.idle_timeout_ms = (int)x;
+        } else if (!strcmp(a, "--cors-origin") && has) {
+            /* repeatable, and a comma-separated list (http.cors_origins) */
+            char *list = argv[++i], *save = NULL;
+            for (char *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+                if (o.n_cors_origins >= LP_GW_MAX_KEYS) {
+                    fprintf(stderr, "lmpipe-http: --cors-origin: at most %d origins\n", LP_GW_MAX_KEYS);
+                    return 2;
+                }
+                o.cors_origins[o.n_cors_origins++] = t;
+            }
         } else if (!strcmp(a, "--metrics-auth")) o.metrics_auth = true;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);

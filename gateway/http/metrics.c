@@ -77,8 +77,9 @@ static void histogram(lp_json_buf_t *b, const lp_gw_t *gw, const char *name, con
     sample(b, gw, n, NULL, NULL, h ? (double)h->count : 0);
 }
 
+/* `extra` (may be NULL) is added to the first kind of `always`. */
 static void kinds(lp_json_buf_t *b, const lp_gw_t *gw, const char *name, const char *help, const char *label,
-                  Lmpipe__KindCount **k, size_t n, const char *const *always)
+                  Lmpipe__KindCount **k, size_t n, const char *const *always, uint64_t extra)
 {
     meta(b, name, "counter", help);
     /* The known kinds always appear, at 0 until they happen, so that rate()
@@ -86,9 +87,10 @@ static void kinds(lp_json_buf_t *b, const lp_gw_t *gw, const char *name, const c
     for (int i = 0; always[i]; i++) {
         bool seen = false;
         for (size_t j = 0; j < n; j++) seen |= !strcmp(k[j]->kind, always[i]);
-        if (!seen) sample(b, gw, name, label, always[i], 0);
+        if (!seen) sample(b, gw, name, label, always[i], i == 0 ? (double)extra : 0);
     }
-    for (size_t j = 0; j < n; j++) sample(b, gw, name, label, k[j]->kind, (double)k[j]->n);
+    for (size_t j = 0; j < n; j++)
+        sample(b, gw, name, label, k[j]->kind, (double)k[j]->n + (!strcmp(k[j]->kind, always[0]) ? (double)extra : 0));
 }
 
 /* The coordinator's engine groups: one sample per group of each, labelled
@@ -184,12 +186,14 @@ static void metrics_reply(lp_link_op_t *op, const Lmpipe__Msg *m)
     sample(&b, gw, "sampler_strategy_version", NULL, NULL, (double)s->strategy_version);
     static const char *const reasons[] = {"stop", "length", "context", "cancelled", "error", NULL};
     kinds(&b, gw, "request_success_total", "Requests ended, by finish reason.", "finished_reason",
-          s->finish_reasons, s->n_finish_reasons, reasons);
+          s->finish_reasons, s->n_finish_reasons, reasons, 0);
     static const char *const errs[] = {"bad_request", "tokenizer", "engine", "sampler", "internal", NULL};
-    kinds(&b, gw, "errors_total", "Errors, by kind.", "kind", s->error_kinds, s->n_error_kinds, errs);
+    /* bad requests: the coordinator's, and those this gateway refused
+     * itself through the request schema (they never reach it) */
+    kinds(&b, gw, "errors_total", "Errors, by kind.", "kind", s->error_kinds, s->n_error_kinds, errs, gw->n_bad_requests);
     static const char *const stages[] = {"tokenizer", "engine", "sampler", NULL};
     kinds(&b, gw, "stage_restarts_total", "Services back with a new process, by stage.", "stage",
-          s->stage_restarts, s->n_stage_restarts, stages);
+          s->stage_restarts, s->n_stage_restarts, stages, 0);
     meta(&b, "requests_redriven_total", "counter", "Requests prefilled again from prompt and tokens so far "
          "after a stage died.");
     sample(&b, gw, "requests_redriven_total", NULL, NULL, (double)s->requests_redriven);

@@ -133,7 +133,10 @@ void lp_gw_proxy(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root
                                                                : LP_RS_N_ENDPOINTS;
     if (ep != LP_RS_N_ENDPOINTS) { /* llama.cpp's endpoints: the request schema's */
         read = true;
-        if (lp_request_read(root, ep, LP_RS_HTTP, &rq) != 0) BAD(rq.param[0] ? rq.param : NULL, "%s", lp_error_msg());
+        if (lp_request_read(root, ep, LP_RS_HTTP, &rq) != 0) {
+            gw->n_bad_requests++;
+            BAD(rq.param[0] ? rq.param : NULL, "%s", lp_error_msg());
+        }
     }
     if (ep == LP_RS_TOKENIZE) {
         p->kind = P_TOKENIZE;

@@ -208,6 +208,49 @@ static const route_t *find_route(const char *path)
     return NULL;
 }
 
+/* ---- CORS ---- */
+
+static bool origin_allowed(const lp_gw_t *gw, const char *origin, bool *any)
+{
+    *any = false;
+    for (int i = 0; origin && i < gw->o.n_cors_origins; i++) {
+        if (!strcmp(gw->o.cors_origins[i], "*")) return *any = true;
+        if (!strcmp(gw->o.cors_origins[i], origin)) return true;
+    }
+    return false;
+}
+
+void lp_gw_cors_headers(const lp_gw_t *gw, const char *origin, char *out, size_t cap)
+{
+    bool any;
+    out[0] = '\0';
+    if (!origin_allowed(gw, origin, &any)) return;
+    /* "*" for any origin; else the origin itself, and caches keyed by it */
+    if (any) snprintf(out, cap, "Access-Control-Allow-Origin: *\r\n");
+    else snprintf(out, cap, "Access-Control-Allow-Origin: %.300s\r\nVary: Origin\r\n", origin);
+}
+
+/* A preflight (OPTIONS) to a known route while CORS is on: 204 with the
+ * methods the route takes and the headers the browser asks for (the key
+ * goes in Authorization), before any key check: a preflight carries no
+ * key, and its answer changes and reveals nothing. */
+static void preflight(lp_gw_conn_t *c, const lp_gw_req_t *r, const char *allow)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    bool any;
+    if (!origin_allowed(gw, r->origin, &any)) {
+        lp_gw_error(c, 403, "permission_error", NULL, "cors_origin_not_allowed",
+                    "origin '%.200s' is not in http.cors_origins", r->origin ? r->origin : "(none)");
+        return;
+    }
+    char extra[1024];
+    snprintf(extra, sizeof(extra),
+             "Allow: %s, OPTIONS\r\nAccess-Control-Allow-Methods: %s, OPTIONS\r\n"
+             "Access-Control-Allow-Headers: %.600s\r\nAccess-Control-Max-Age: 600\r\n",
+             allow, allow, r->acr_headers && r->acr_headers[0] ? r->acr_headers : "Authorization, Content-Type");
+    lp_gw_respond(c, 204, "text/plain", "", 0, extra);
+}
+
 /* What every request goes through, with or without its body: the
  * endpoint, the reserve, the method and the keys.  The route when the
  * request may go on; NULL when answered. */
@@ -223,6 +266,10 @@ static const route_t *admit(lp_gw_conn_t *c, const lp_gw_req_t *r)
     }
     if (!rt) {
         lp_gw_error(c, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s", r->path);
+        return NULL;
+    }
+    if (r->method == HTTP_OPTIONS && gw->o.n_cors_origins) {
+        preflight(c, r, rt->allow);
         return NULL;
     }
     bool read_only = r->method == HTTP_GET || r->method == HTTP_HEAD;

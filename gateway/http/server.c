@@ -29,7 +29,7 @@ struct lp_gw_conn {
     uv_timer_t timer;
     lp_gw_t *gw;
     llhttp_t parser;
-    lp_json_buf_t url, hfield, hval, auth, expect, body;
+    lp_json_buf_t url, hfield, hval, auth, expect, origin, acrh, body;
     bool in_value;
     bool busy;          /* a request is being answered */
     bool chunked;       /* the response in progress is chunked */
@@ -60,7 +60,7 @@ static llhttp_settings_t settings;
 lp_gw_t *lp_gw_conn_gw(lp_gw_conn_t *c) { return c->gw; }
 const char *lp_gw_conn_peer(const lp_gw_conn_t *c) { return c->peer; }
 
-const int lp_gw_codes[LP_GW_N_CODES] = {200, 400, 401, 403, 404, 405, 408, 413, 414, 417, 429, 431, 500, 503};
+const int lp_gw_codes[LP_GW_N_CODES] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 414, 417, 429, 431, 500, 503};
 
 void lp_gw_count(lp_gw_t *gw, int status)
 {
@@ -84,6 +84,8 @@ static void on_handle_closed(uv_handle_t *h)
     lp_json_buf_free(&c->hval);
     lp_json_buf_free(&c->auth);
     lp_json_buf_free(&c->expect);
+    lp_json_buf_free(&c->origin);
+    lp_json_buf_free(&c->acrh);
     lp_json_buf_free(&c->body);
     lp_json_buf_free(&c->pending);
     free(c);
@@ -177,6 +179,7 @@ static const char *reason_phrase(int s)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 204: return "No Content";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 417: return "Expectation Failed";
@@ -193,8 +196,10 @@ void lp_gw_conn_head(lp_gw_conn_t *c, int status, const char *ctype, long long l
     lp_gw_count(c->gw, status);
     c->head_sent = true;
     lp_json_buf_t h = {0};
-    lp_json_buf_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status, reason_phrase(status), ctype);
-    if (len >= 0) lp_json_buf_printf(&h, "Content-Length: %lld\r\n", len);
+    lp_json_buf_printf(&h, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
+    if (status != 204) lp_json_buf_printf(&h, "Content-Type: %s\r\n", ctype);
+    if (status == 204) { /* no body, and no Content-Length (RFC 9110 8.6) */
+    } else if (len >= 0) lp_json_buf_printf(&h, "Content-Length: %lld\r\n", len);
     else if (c->http10) {
         /* RFC 9112 6.1: no chunked coding for an HTTP/1.0 client; the
          * stream ends when the connection closes. */
@@ -206,6 +211,11 @@ void lp_gw_conn_head(lp_gw_conn_t *c, int status, const char *ctype, long long l
         c->chunked = true;
     }
     if (!c->keep_alive) lp_json_buf_puts(&h, "Connection: close\r\n");
+    /* CORS: every response to an allowed origin says so (errors too, so
+     * that a browser app can read them) */
+    char cors[512];
+    lp_gw_cors_headers(c->gw, c->origin.n ? c->origin.p : NULL, cors, sizeof(cors));
+    lp_json_buf_puts(&h, cors);
     if (extra) lp_json_buf_puts(&h, extra);
     lp_json_buf_puts(&h, "\r\n");
     if (!h.oom) out(c, h.p, h.n);
@@ -279,7 +289,7 @@ static lp_gw_conn_t *of(llhttp_t *p) { return p->data; }
 static int on_message_begin(llhttp_t *p)
 {
     lp_gw_conn_t *c = of(p);
-    c->url.n = c->hfield.n = c->hval.n = c->auth.n = c->expect.n = c->body.n = 0;
+    c->url.n = c->hfield.n = c->hval.n = c->auth.n = c->expect.n = c->origin.n = c->acrh.n = c->body.n = 0;
     c->in_value = c->in_body = false;
     c->in_message = true;
     c->auth.oom = false;
@@ -316,6 +326,8 @@ static void header_done(lp_gw_conn_t *c)
     lp_json_buf_t *keep = NULL;
     if (c->hfield.n == 13 && !strncasecmp(c->hfield.p, "authorization", 13)) keep = &c->auth;
     else if (c->hfield.n == 6 && !strncasecmp(c->hfield.p, "expect", 6)) keep = &c->expect;
+    else if (c->hfield.n == 6 && !strncasecmp(c->hfield.p, "origin", 6)) keep = &c->origin;
+    else if (c->hfield.n == 30 && !strncasecmp(c->hfield.p, "access-control-request-headers", 30)) keep = &c->acrh;
     if (keep) {
         keep->n = 0;
         lp_json_buf_put(keep, c->hval.p ? c->hval.p : "", c->hval.n);
@@ -380,6 +392,14 @@ static lp_gw_req_t request_of(lp_gw_conn_t *c, llhttp_t *p, bool with_body)
     if (c->auth.n) {
         lp_json_buf_put(&c->auth, "", 0);
     }
+    if (c->origin.n) {
+        lp_json_buf_put(&c->origin, "", 0);
+        r.origin = c->origin.p;
+    }
+    if (c->acrh.n) {
+        lp_json_buf_put(&c->acrh, "", 0);
+        r.acr_headers = c->acrh.p;
+    }
     if (with_body) {
         lp_json_buf_put(&c->body, "", 0);
         r.body = c->body.p ? c->body.p : "";
@@ -392,7 +412,7 @@ static int on_headers_complete(llhttp_t *p)
 {
     lp_gw_conn_t *c = of(p);
     header_done(c);
-    if (c->url.oom || c->auth.oom || c->expect.oom) {
+    if (c->url.oom || c->auth.oom || c->expect.oom || c->origin.oom || c->acrh.oom) {
         c->keep_alive = false;
         c->busy = true;
         lp_gw_error(c, 500, "server_error", NULL, NULL, "out of memory");
