@@ -66,7 +66,7 @@ const lp_rs_field_t lp_rs_fields[] = {
     ROW("stop", STOP, OAI, BOTH, REQUEST, STOP, -N, N, -N, N, "none",
         "A string or a list of up to 16 non-empty strings; the text ends before the first one generated",
         "[\"\\n\\n\"]"),
-    ROW("stop", STOP, EP(COMPLETION), BOTH, REQUEST, STOP, -N, N, -N, N, "none",
+    ROW("stop", STRINGS, EP(COMPLETION), BOTH, REQUEST, STOP, -N, N, -N, N, "none",
         "A list of up to 16 non-empty strings (llama.cpp's: not a lone string); the text ends before the first "
         "one generated", "[\"\\n\\n\"]"),
     ROW("ignore_eos", BOOL, GEN, BOTH, REQUEST, IGNORE_EOS, -N, N, -N, N, "false",
@@ -275,7 +275,8 @@ const char *lp_rs_type_name(enum lp_rs_type t)
 {
     static const char *const names[LP_RS_N_TYPES] = {
         "number", "integer", "boolean", "string", "string or list of strings", "prompt", "messages",
-        "list of token ids", "object", "logit bias", "sampler chain", "sequence breakers", "any", "logprobs"};
+        "list of token ids", "object", "logit bias", "sampler chain", "sequence breakers", "any",
+        "boolean or integer", "list of strings"};
     return (unsigned)t < LP_RS_N_TYPES ? names[t] : "?";
 }
 

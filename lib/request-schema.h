@@ -61,6 +61,7 @@ enum lp_rs_type {
     LP_RS_T_BREAKERS,   /* a list of strings or of token id lists */
     LP_RS_T_ANY,        /* any value (refused fields) */
     LP_RS_T_LOGPROBS,   /* true, false or a count (NATS, llama.cpp shape) */
+    LP_RS_T_STRINGS,    /* a list of up to 16 non-empty strings */
     LP_RS_N_TYPES
 };
 

@@ -385,7 +385,17 @@ out:
      * fails while another socket file is still there), so that nothing is
      * left even when lmpipe itself was killed. */
     const char *run_dir = getenv("LMPIPE_RUN_DIR");
-    if (run_dir && run_dir[0]) rmdir(run_dir);
+    if (run_dir && run_dir[0]) {
+        /* lmpipe up gone too (killed): nothing will start a service again,
+         * so the run's config goes with the last of us */
+        const char *pp = getenv("LMPIPE_PARENT_PID");
+        if (pp && atoi(pp) != (int)getppid()) {
+            char conf[4096];
+            snprintf(conf, sizeof(conf), "%s/lmpipe.conf", run_dir);
+            unlink(conf);
+        }
+        rmdir(run_dir);
+    }
     zmq_ctx_term(svc->zctx);
     lp_curve_clear(&svc->curve);
     free(svc->peers);

@@ -83,13 +83,16 @@ static int n_ctx;            /* 0: the engine's default */
 static lp_pipeline_t *start(uv_loop_t *loop, const char *model, bool no_shm, lp_client_t **client)
 {
     lp_pipeline_opts_t o = {0};
-    o.model = model;
-    o.no_shm = no_shm;
-    o.max_batch_tokens = max_batch_tokens;
-    o.n_ctx = n_ctx;
-    o.threads = 1;
+    lp_config_t *cfg = lp_config_new();
+    lp_config_set(cfg, "model", model);
+    lp_config_set(cfg, "no_shm", no_shm ? "true" : "false");
+    lp_config_setf(cfg, "max_batch_tokens", "%d", max_batch_tokens);
+    lp_config_setf(cfg, "n_ctx", "%d", n_ctx);
+    lp_config_set(cfg, "threads", "1");
+    o.cfg = cfg;
     lp_pipeline_t *p = NULL;
     int rc = lp_pipeline_start(loop, &o, &p);
+    lp_config_destroy(&cfg);
     if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), client);
     if (!rc) rc = lp_client_hello(*client, 10000);

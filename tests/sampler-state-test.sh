@@ -16,7 +16,8 @@ model=$shared/models/stories260K.gguf
 lmpipe=$build/tools/lmpipe
 svc=$build/sampler-svc/sampler-svc
 run=$(mktemp -d /tmp/lmpipe-sampler-state-test.XXXXXX)
-# under the build tree: /tmp is writable by everyone, so no plugin folder below it passes
+# the plugin folder in the build tree (a checkout under /tmp passes too: a
+# root-owned sticky directory above a plugin folder is trusted, docs/SECURITY.md)
 work=$build/tests/sampler-state-test
 pid=
 cleanup() {

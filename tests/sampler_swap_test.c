@@ -311,18 +311,21 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     uv_loop_init(&loop);
     lp_pipeline_opts_t o = {0};
-    o.model = argv[1];
-    o.run_dir = run_dir;
-    o.threads = 1;
-    o.sampler_default = "{\"top_k\":7}"; /* the service default, as sampler.default */
+    lp_config_t *cfg = lp_config_new();
+    lp_config_set(cfg, "model", argv[1]);
+    lp_config_set(cfg, "run_dir", run_dir);
+    lp_config_set(cfg, "threads", "1");
+    lp_config_set(cfg, "sampler.default", "{\"top_k\":7}"); /* the service default */
     char plugin_dir[4096]; /* the plugins' build folder, as sampler.plugin_dir */
     snprintf(plugin_dir, sizeof(plugin_dir), "%s", argv[2]);
     char *slash = strrchr(plugin_dir, '/');
     if (slash) *slash = '\0';
-    o.plugin_dir = slash ? plugin_dir : ".";
+    lp_config_set(cfg, "sampler.plugin_dir", slash ? plugin_dir : ".");
+    o.cfg = cfg;
     lp_pipeline_t *p = NULL;
     lp_client_t *c = NULL;
     int rc = lp_pipeline_start(&loop, &o, &p);
+    lp_config_destroy(&cfg);
     if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), &c);
     if (!rc) rc = lp_client_hello(c, 10000);

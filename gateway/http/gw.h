@@ -77,7 +77,7 @@ typedef struct lp_gw_req {
 #define LP_GW_HEALTH_RESERVE 8      /* connections past --max-connections for /health and /metrics */
 
 /* Responses counted by status (http_requests_total); others count as 500. */
-#define LP_GW_N_CODES 15
+#define LP_GW_N_CODES 16
 extern const int lp_gw_codes[LP_GW_N_CODES];
 struct lp_gw {
     uv_loop_t *loop;

@@ -60,7 +60,7 @@ static llhttp_settings_t settings;
 lp_gw_t *lp_gw_conn_gw(lp_gw_conn_t *c) { return c->gw; }
 const char *lp_gw_conn_peer(const lp_gw_conn_t *c) { return c->peer; }
 
-const int lp_gw_codes[LP_GW_N_CODES] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 414, 417, 429, 431, 500, 503};
+const int lp_gw_codes[LP_GW_N_CODES] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 414, 417, 429, 431, 500, 503, 504};
 
 void lp_gw_count(lp_gw_t *gw, int status)
 {
@@ -187,6 +187,7 @@ static const char *reason_phrase(int s)
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
     default: return "Unknown";
     }
 }
