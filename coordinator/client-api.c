@@ -72,9 +72,16 @@ static int set_stops(lp__req_t *r, const Lmpipe__GenerateRequest *g)
  * is refused here, before anything is queued. */
 #define MAX_CHAT_MESSAGES 4096
 
+/* A chat request: typed messages, or the conversation as chat_json (which
+ * tokenizer-svc checks as it renders it). */
+static bool is_chat(const Lmpipe__GenerateRequest *g)
+{
+    return g->n_messages || (g->chat_json && g->chat_json[0]);
+}
+
 static int check_messages(const Lmpipe__GenerateRequest *g)
 {
-    if (!g->n_messages) {
+    if (!is_chat(g)) {
         if (g->chat_template && g->chat_template[0])
             return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "chat_template",
                                      "chat_template: only with messages");
@@ -83,6 +90,9 @@ static int check_messages(const Lmpipe__GenerateRequest *g)
     if (g->prompt.len || g->n_prompt_ids)
         return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages", "messages: not together with %s",
                                  g->prompt.len ? "prompt" : "prompt_ids");
+    if (g->n_messages && g->chat_json && g->chat_json[0])
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages",
+                                 "messages: give them typed or in chat_json, not both");
     if (g->n_messages > MAX_CHAT_MESSAGES)
         return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages",
                                  "messages: %zu messages (at most %d)", g->n_messages, MAX_CHAT_MESSAGES);
@@ -273,7 +283,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     r->stop_idx = -1;
     r->ignore_eos = g->ignore_eos;
     r->t_start = lp_now_ns();
-    r->chat = g->n_messages > 0;
+    r->chat = is_chat(g);
     int rc = parse_request(r, g, c->n_vocab);
     if (!rc && !(r->ts = lp_textstream_new((const char *const *)r->stops, r->stop_lens, r->n_stops)))
         rc = LP_ERR(ENOMEM);
@@ -284,15 +294,16 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         return rc;
     }
     lp__deadline_set(c, r, g->deadline_ms);
-    if (g->n_messages || !g->n_prompt_ids) {
+    if (is_chat(g) || !g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__ChatTemplateRequest ct = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;
         Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
-        if (g->n_messages) {
+        if (is_chat(g)) {
             /* The chat template's text, tokenized with special-token parsing
              * (and BOS where the model adds it), is the prompt. */
             ct.n_messages = g->n_messages;
             ct.messages = g->messages;
+            ct.chat_json = g->chat_json ? g->chat_json : "";
             ct.template_ = g->chat_template ? g->chat_template : "";
             ct.add_assistant = true;
             ct.tokenize = true;

@@ -3,6 +3,7 @@
 
 #include "error.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -211,8 +212,9 @@ static int parse_string(parser_t *ps, const char **out, size_t *out_len)
     return 0;
 }
 
-static int parse_number(parser_t *ps, double *out)
+static int parse_number(parser_t *ps, lp_json_t *jv)
 {
+    double *out = &jv->u.num;
     const char *s = ps->p, *q = s;
     if (q < ps->end && *q == '-') q++;
     if (q >= ps->end || !(*q >= '0' && *q <= '9')) {
@@ -255,6 +257,13 @@ static int parse_number(parser_t *ps, double *out)
     memcpy(txt, s, n);
     txt[n] = '\0';
     double v = strtod(txt, NULL);
+    jv->is_intlike = !memchr(txt, '.', n) && !memchr(txt, 'e', n) && !memchr(txt, 'E', n);
+    if (jv->is_intlike) {
+        errno = 0;
+        long long ll = strtoll(txt, NULL, 10);
+        jv->is_int = errno != ERANGE;
+        jv->inum = ll;
+    }
     free(heap);
     if (!isfinite(v)) return fail(ps, "number out of range");
     ps->p = q;
@@ -385,7 +394,7 @@ static int parse_value(parser_t *ps, lp_json_t *v)
     default:
         if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) {
             v->type = LP_JSON_NUMBER;
-            return parse_number(ps, &v->u.num);
+            return parse_number(ps, v);
         }
         if (*ps->p == 'N' || *ps->p == 'I')
             return fail(ps, "expected a value (NaN and Infinity are not JSON numbers)");
@@ -575,7 +584,17 @@ void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v)
     switch (v->type) {
     case LP_JSON_NULL: lp_json_buf_puts(b, "null"); break;
     case LP_JSON_BOOL: lp_json_buf_puts(b, v->u.b ? "true" : "false"); break;
-    case LP_JSON_NUMBER: lp_json_buf_num(b, v->u.num); break;
+    case LP_JSON_NUMBER:
+        /* as read: an integer exactly; a number written with a fraction or
+         * an exponent keeps one, so that it reads back as a float (a chat
+         * template tells 1 from 1.0) */
+        if (v->is_int) lp_json_buf_printf(b, "%lld", (long long)v->inum);
+        else {
+            size_t at = b->n;
+            lp_json_buf_num(b, v->u.num);
+            if (!v->is_intlike && !b->oom && !strpbrk(b->p + at, ".eE")) lp_json_buf_puts(b, ".0");
+        }
+        break;
     case LP_JSON_STRING: lp_json_buf_str(b, v->u.str, v->n); break;
     case LP_JSON_ARRAY:
     case LP_JSON_OBJECT:

@@ -35,6 +35,10 @@ struct lp_json {
     const char *key;   /* member name when the parent is an object, else NULL */
     size_t key_len;
     size_t n;          /* STRING: byte length; ARRAY/OBJECT: number of items */
+    bool is_int;       /* NUMBER written as an integer (no fraction, no exponent)
+                        * that fits int64_t: inum holds it exactly */
+    bool is_intlike;   /* NUMBER written as an integer, whether it fits or not */
+    int64_t inum;
     union {
         bool b;              /* BOOL */
         double num;          /* NUMBER */
@@ -94,7 +98,8 @@ void lp_json_buf_str(lp_json_buf_t *b, const char *s, size_t n);
  * infinities as +-1e30. */
 void lp_json_buf_num(lp_json_buf_t *b, double x);
 void lp_json_buf_float(lp_json_buf_t *b, float x);
-/* v as compact JSON */
+/* v as compact JSON; a number as it was read: an integer exactly, one
+ * written with a fraction or an exponent still with one (1.0 stays a float) */
 void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v);
 /* The text (caller frees), or NULL after running out of memory; b is empty
  * afterwards. */

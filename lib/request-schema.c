@@ -2,6 +2,7 @@
  * request-schema.h). */
 #include "request-schema.h"
 
+#include "chat-request.h"
 #include "error.h"
 
 #include <math.h>
@@ -17,6 +18,7 @@
 #define BOTH (LP_RS_HTTP | LP_RS_NATS)
 #define HTTP LP_RS_HTTP
 #define NATS LP_RS_NATS
+#define CONV (EP(CHAT) | EP(APPLY_TEMPLATE))
 
 /* A row: name, type, endpoints, edges, use, id, OpenAI range, llama.cpp
  * range, default, doc, example. */
@@ -33,9 +35,8 @@
 #define NOEFF(name, type, doc, ex) ROW(name, type, OAI, BOTH, NO_EFFECT, METADATA, -N, N, -N, N, NULL, doc, ex)
 
 #define SO "not supported: structured outputs (constrained decoding) are not implemented yet"
-#define TOOLS "not supported: tool calling is not implemented yet"
+#define TOOLS "not supported: the deprecated function-calling API (give tools)"
 #define REASON "not supported: reasoning output is not split from the answer yet"
-#define TMPL "not supported: chat templates are not rendered with Jinja yet"
 #define I32 2147483647.0
 #define U32 4294967295.0
 #define HIST 8192.0
@@ -53,9 +54,23 @@ const lp_rs_field_t lp_rs_fields[] = {
         "A string or a list of token ids", "\"Once upon a time\""),
     ROW("prompt", PROMPT, EP(COMPLETION), BOTH, REQUEST, PROMPT, -N, N, -N, N, "(required)",
         "A string, or a list of token ids taken as they are (no BOS is added to a list)", "\"Once upon a time\""),
-    ROW("messages", MESSAGES, EP(CHAT) | EP(APPLY_TEMPLATE), BOTH, REQUEST, MESSAGES, -N, N, -N, N, "(required)",
-        "The conversation: {role, content}, content a string or a list of {\"type\": \"text\", \"text\"} parts",
+    ROW("messages", MESSAGES, CONV, BOTH, REQUEST, MESSAGES, -N, N, -N, N, "(required)",
+        "The conversation, up to 4096 messages: role, content (a string, null, or a list of {\"type\": \"text\", "
+        "\"text\"} parts), tool_calls, tool_call_id, name, reasoning_content; another member is refused.  "
+        "Rendered by the model's chat template (docs/TEMPLATES.md)",
         "[{\"role\":\"user\",\"content\":\"Hi\"}]"),
+    ROW("tools", TOOLS, CONV, BOTH, REQUEST, CHAT, -N, N, -N, N, "none",
+        "Tools the chat template shows the model ({\"type\": \"function\", \"function\": {name, description, "
+        "parameters}}); tool calls are not parsed out of the output yet: they come back as content",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"),
+    ROW("tool_choice", TOOL_CHOICE, CONV, BOTH, REQUEST, CHAT, -N, N, -N, N, "\"auto\"",
+        "\"auto\" or \"none\"; \"required\" and a named function are refused (not supported until tool calls are "
+        "parsed)", "\"auto\""),
+    ROW("parallel_tool_calls", BOOL, CONV, BOTH, NO_EFFECT, CHAT, -N, N, -N, N, NULL,
+        "true or false; no effect until tool calls are parsed out of the output", "true"),
+    ROW("chat_template_kwargs", OBJECT, CONV, BOTH, REQUEST, CHAT, -N, N, -N, N, "none",
+        "Extra template variables by name (enable_thinking, ...); not messages, tools, add_generation_prompt, "
+        "continue_final_message", "{\"enable_thinking\":false}"),
     ROW("max_tokens", INT, OAI, BOTH, REQUEST, MAX_TOKENS, 1, 1073741824, 1, 1073741824,
         "until the end of text or of the context", "Tokens to generate at most", "4"),
     ALIAS("max_completion_tokens", "max_tokens", INT, OAI, BOTH, REQUEST, MAX_TOKENS, 1, 1073741824, 1, 1073741824,
@@ -105,8 +120,9 @@ const lp_rs_field_t lp_rs_fields[] = {
     ROW("n_probs", INT, EP(COMPLETION), BOTH, EDGE, N_PROBS, -N, N, 0, LP_SAMPLER_MAX_N_PROBS, "0",
         "Top alternatives per token with their log-probabilities (completion_probabilities)", "2"),
     ROW("chat_template", STRING, EP(CHAT) | EP(APPLY_TEMPLATE), BOTH, REQUEST, CHAT_TEMPLATE, -N, N, -N, N,
-        "the model's", "A template name (chatml, llama2, llama3, zephyr, phi3, mistral) or a template's text",
-        "\"chatml\""),
+        "the model's (or tokenizer.chat_template_file)",
+        "Jinja text, or a family name (chatml, llama2, llama3, zephyr, phi3, mistral, ...) for a model without a "
+        "template, instead of the model's; its error is a 400 naming chat_template", "\"chatml\""),
 
     /* ---- sampling (docs/SAMPLER.md) ---- */
     SAMP("temperature", NUMBER, 0, 2, -N, N, "the strategy's (0.8)",
@@ -200,19 +216,20 @@ const lp_rs_field_t lp_rs_fields[] = {
     REFUSE("grammar_lazy", GEN, SO, "true"),
     REFUSE("grammar_triggers", GEN, SO, "[]"),
     REFUSE("preserved_tokens", GEN, SO, "[]"),
-    REFUSE("tools", GEN, TOOLS, "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"),
-    REFUSE("tool_choice", GEN, TOOLS, "\"auto\""),
-    REFUSE("parallel_tool_calls", GEN, TOOLS, "true"),
+    REFUSE("tools", GEN & ~EP(CHAT), "not supported: tools are for chat (/v1/chat/completions)",
+           "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"),
+    REFUSE("tool_choice", GEN & ~EP(CHAT), "not supported: tools are for chat (/v1/chat/completions)", "\"auto\""),
     REFUSE("functions", GEN, TOOLS, "[{\"name\":\"f\"}]"),
     REFUSE("function_call", GEN, TOOLS, "\"auto\""),
     REFUSE("reasoning_effort", GEN, REASON, "\"low\""),
     REFUSE("reasoning", GEN, REASON, "{\"effort\":\"low\"}"),
     REFUSE("reasoning_format", GEN, REASON, "\"deepseek\""),
     REFUSE("include_reasoning", GEN, REASON, "true"),
-    REFUSE("chat_template_kwargs", GEN | EP(APPLY_TEMPLATE), TMPL, "{\"enable_thinking\":false}"),
-    REFUSE("add_generation_prompt", GEN | EP(APPLY_TEMPLATE), TMPL, "true"),
-    REFUSE("continue_final_message", GEN | EP(APPLY_TEMPLATE), TMPL, "true"),
-    REFUSE("documents", GEN | EP(APPLY_TEMPLATE), TMPL, "[]"),
+    REFUSE("add_generation_prompt", GEN | EP(APPLY_TEMPLATE),
+           "not supported: the assistant's turn is always opened (add_generation_prompt is true)", "false"),
+    REFUSE("continue_final_message", GEN | EP(APPLY_TEMPLATE),
+           "not supported: continuing the last message (prefilling the answer)", "true"),
+    REFUSE("documents", GEN | EP(APPLY_TEMPLATE), "not supported: documents are not given to the template", "[]"),
     REFUSE("lora", GEN, "not supported: LoRA adapters", "[{\"id\":0,\"scale\":1}]"),
     REFUSE("id_slot", GEN, "not supported: requests are not pinned to slots", "0"),
     REFUSE("priority", GEN, "not supported: requests are scheduled fairly by client, not by priority", "1"),
@@ -276,7 +293,7 @@ const char *lp_rs_type_name(enum lp_rs_type t)
     static const char *const names[LP_RS_N_TYPES] = {
         "number", "integer", "boolean", "string", "string or list of strings", "prompt", "messages",
         "list of token ids", "object", "logit bias", "sampler chain", "sequence breakers", "any",
-        "boolean or integer", "list of strings"};
+        "boolean or integer", "list of strings", "list of tools", "\"auto\" or \"none\""};
     return (unsigned)t < LP_RS_N_TYPES ? names[t] : "?";
 }
 
@@ -490,60 +507,6 @@ static int read_prompt(lp_request_t *rq, const lp_json_t *v)
     return 0;
 }
 
-static int read_messages(lp_request_t *rq, const lp_json_t *v)
-{
-    if (v->type != LP_JSON_ARRAY || v->n == 0) return refuse(rq, "messages", "must be a non-empty list of messages");
-    if (v->n > 4096) return refuse(rq, "messages", "%zu messages (at most 4096)", v->n);
-    if (!(rq->messages = calloc(v->n, sizeof(*rq->messages)))) return LP_ERR(ENOMEM);
-    rq->n_messages = v->n;
-    for (size_t i = 0; i < v->n; i++) {
-        const lp_json_t *m = &v->u.items[i];
-        lp_rs_message_t *out = &rq->messages[i];
-        if (m->type != LP_JSON_OBJECT) return refuse_at(rq, "messages", "messages[%zu]: must be an object", i);
-        const lp_json_t *role = NULL, *content = NULL;
-        for (size_t k = 0; k < m->n; k++) {
-            const lp_json_t *f = &m->u.items[k];
-            if (!strcmp(f->key, "role")) role = f;
-            else if (!strcmp(f->key, "content")) content = f;
-            else if (!strcmp(f->key, "tool_calls") || !strcmp(f->key, "tool_call_id"))
-                return refuse_at(rq, "messages", "messages[%zu].%s: %s", i, f->key, TOOLS);
-            else if (!strcmp(f->key, "reasoning_content"))
-                return refuse_at(rq, "messages", "messages[%zu].%s: %s", i, f->key, REASON);
-            else
-                return refuse_at(rq, "messages", "messages[%zu].%.40s: unknown field (a message has role and content)",
-                              i, f->key);
-        }
-        if (!role || role->type != LP_JSON_STRING || !role->n)
-            return refuse_at(rq, "messages", "messages[%zu].role: must be a non-empty string", i);
-        out->role = role->u.str;
-        if (!content || content->type == LP_JSON_NULL)
-            return refuse_at(rq, "messages", "messages[%zu]: no content (a message has role and content)", i);
-        if (content->type == LP_JSON_STRING) {
-            out->content = content->u.str;
-            out->content_len = content->n;
-        } else if (content->type == LP_JSON_ARRAY) {
-            lp_json_buf_t t = {0};
-            lp_json_buf_put(&t, "", 0);
-            for (size_t k = 0; k < content->n; k++) {
-                const lp_json_t *part = &content->u.items[k], *type = lp_json_get(part, "type"),
-                                *text = lp_json_get(part, "text");
-                if (part->type != LP_JSON_OBJECT || !type || type->type != LP_JSON_STRING ||
-                    strcmp(type->u.str, "text") || !text || text->type != LP_JSON_STRING || part->n != 2) {
-                    lp_json_buf_free(&t);
-                    return refuse_at(rq, "messages", "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} "
-                                  "parts are supported", i, k);
-                }
-                lp_json_buf_put(&t, text->u.str, text->n);
-            }
-            out->content_len = t.n;
-            if (!(out->owned = lp_json_buf_take(&t, NULL))) return LP_ERR(ENOMEM);
-            out->content = out->owned;
-        } else
-            return refuse_at(rq, "messages", "messages[%zu].content: must be a string or a list of text parts", i);
-    }
-    return 0;
-}
-
 static int read_stop(lp_request_t *rq, const lp_json_t *v)
 {
     size_t n = v->type == LP_JSON_STRING ? 1 : v->type == LP_JSON_ARRAY ? v->n : 0;
@@ -644,7 +607,8 @@ static int read_field(lp_request_t *rq, const lp_rs_field_t *f, const lp_json_t 
     case LP_RS_ID_SAMPLING: return read_sampling(rq, f, v);
     case LP_RS_ID_MODEL: return want_string(rq, v, &rq->model);
     case LP_RS_ID_PROMPT: return read_prompt(rq, v);
-    case LP_RS_ID_MESSAGES: return read_messages(rq, v);
+    case LP_RS_ID_MESSAGES:
+    case LP_RS_ID_CHAT: return 0; /* the conversation: read as one, below */
     case LP_RS_ID_MAX_TOKENS:
     case LP_RS_ID_N_PREDICT:
         if ((rc = want_int(rq, f, v, &x))) return rc;
@@ -772,6 +736,18 @@ int lp_request_read(const lp_json_t *root, enum lp_rs_endpoint ep, unsigned edge
     }
 
     /* what each endpoint needs, and the fields that go together */
+    /* The conversation (messages, tools, ...), checked and written once,
+     * here at the edge: the coordinator passes it on and tokenizer-svc's
+     * template renderer reads it. */
+    const lp_json_t *msgs = lp_json_get(root, "messages");
+    if ((ep == LP_RS_CHAT || ep == LP_RS_APPLY_TEMPLATE) && msgs && msgs->type != LP_JSON_NULL) {
+        const char *param = NULL;
+        char why[512];
+        if (lp_chat_request_json(root, &rq->chat_json, &rq->chat_json_len, &param, why, sizeof(why))) {
+            if (!param) return LP_ERR(ENOMEM);
+            return refuse_at(rq, param, "%s", why);
+        }
+    }
     switch (edge & LP_RS_PARTIAL ? LP_RS_N_ENDPOINTS : ep) {
     case LP_RS_COMPLETIONS:
     case LP_RS_COMPLETION:
@@ -779,7 +755,7 @@ int lp_request_read(const lp_json_t *root, enum lp_rs_endpoint ep, unsigned edge
         break;
     case LP_RS_CHAT:
     case LP_RS_APPLY_TEMPLATE:
-        if (!rq->n_messages) return refuse(rq, "messages", "missing");
+        if (!rq->chat_json) return refuse(rq, "messages", "missing");
         break;
     case LP_RS_TOKENIZE:
         if (!rq->content) return refuse(rq, "content", "missing (the text to tokenize)");
@@ -823,13 +799,12 @@ void lp_request_clear(lp_request_t *rq)
 {
     for (size_t i = 0; rq->prompts && i < rq->n_prompts; i++) free(rq->prompts[i].ids);
     free(rq->prompts);
-    for (size_t i = 0; rq->messages && i < rq->n_messages; i++) free(rq->messages[i].owned);
-    free(rq->messages);
+    free(rq->chat_json);
     free(rq->tokens);
     rq->prompts = NULL;
-    rq->messages = NULL;
+    rq->chat_json = NULL;
     rq->tokens = NULL;
-    rq->n_prompts = rq->n_messages = rq->n_tokens = 0;
+    rq->n_prompts = rq->chat_json_len = rq->n_tokens = 0;
 }
 
 enum lp_rs_endpoint lp_request_nats_endpoint(const lp_json_t *root)
@@ -886,8 +861,9 @@ void lp_rs_write_json(lp_json_buf_t *b)
         put_opt_str(b, f->name);
         lp_json_buf_puts(b, ",\"alias_of\":");
         put_opt_str(b, f->alias_of);
-        lp_json_buf_printf(b, ",\"type\":\"%s\",\"use\":\"%s\",\"endpoints\":[", lp_rs_type_name(f->type),
-                           lp_rs_use_name(f->use));
+        lp_json_buf_puts(b, ",\"type\":");
+        lp_json_buf_str(b, lp_rs_type_name(f->type), strlen(lp_rs_type_name(f->type)));
+        lp_json_buf_printf(b, ",\"use\":\"%s\",\"endpoints\":[", lp_rs_use_name(f->use));
         int k = 0;
         for (int e = 0; e < LP_RS_N_ENDPOINTS; e++)
             if (f->endpoints & LP_RS_EP(e))

@@ -53,7 +53,7 @@ enum lp_rs_type {
     LP_RS_T_STRING,
     LP_RS_T_STOP,       /* a string or a list of up to 16 non-empty strings */
     LP_RS_T_PROMPT,     /* a string, a list of token ids, or (completions) a list of either */
-    LP_RS_T_MESSAGES,   /* a non-empty list of {role, content} */
+    LP_RS_T_MESSAGES,   /* a non-empty list of messages (lib/chat-request.h) */
     LP_RS_T_IDS,        /* a list of token ids */
     LP_RS_T_OBJECT,     /* an object (its members are checked by the field) */
     LP_RS_T_LOGIT_BIAS, /* {"id": bias} or [[id, bias], ...] */
@@ -62,6 +62,8 @@ enum lp_rs_type {
     LP_RS_T_ANY,        /* any value (refused fields) */
     LP_RS_T_LOGPROBS,   /* true, false or a count (NATS, llama.cpp shape) */
     LP_RS_T_STRINGS,    /* a list of up to 16 non-empty strings */
+    LP_RS_T_TOOLS,      /* a list of {"type": "function", "function": {name, description, parameters}} */
+    LP_RS_T_TOOL_CHOICE, /* "auto" or "none" */
     LP_RS_N_TYPES
 };
 
@@ -84,6 +86,7 @@ enum lp_rs_id {
     LP_RS_ID_T_MAX_PREDICT_MS, LP_RS_ID_CACHE_PROMPT, LP_RS_ID_METADATA, LP_RS_ID_CONTENT,
     LP_RS_ID_ADD_SPECIAL, LP_RS_ID_PARSE_SPECIAL, LP_RS_ID_WITH_PIECES, LP_RS_ID_TOKENS,
     LP_RS_ID_NATS_V, LP_RS_ID_NATS_ID, LP_RS_ID_NATS_REPLY_TO,
+    LP_RS_ID_CHAT, /* the rest of the conversation (tools, ...): checked and written with messages */
 };
 
 #define LP_RS_EP(e) (1u << (e))
@@ -128,12 +131,6 @@ typedef struct lp_rs_prompt {
     size_t n_ids;
 } lp_rs_prompt_t;
 
-typedef struct lp_rs_message {
-    const char *role, *content; /* content: the string, or the text parts joined (owned) */
-    size_t content_len;
-    char *owned;
-} lp_rs_message_t;
-
 /* A request as read.  Strings are borrowed from the JSON document (valid
  * until it is destroyed) unless marked owned; lp_request_clear frees. */
 typedef struct lp_request {
@@ -143,8 +140,13 @@ typedef struct lp_request {
     const char *model;        /* NULL: not given */
     lp_rs_prompt_t *prompts;  /* owned */
     size_t n_prompts;
-    lp_rs_message_t *messages; /* owned */
-    size_t n_messages;
+    /* chat and /apply-template: the conversation (messages, tools,
+     * chat_template_kwargs) as the JSON that the tokenizer's template
+     * renderer reads (lib/chat-request.h; owned).  Template input, not
+     * request parameters: nothing after the edge parses it but the
+     * tokenizer service. */
+    char *chat_json;
+    size_t chat_json_len;
     const char *chat_template;
     int32_t n_predict;        /* 0: not given; -1: until end of text */
     const char *stops[LP_RS_MAX_STOPS];

@@ -125,10 +125,27 @@ static void test_unknown(void)
             "response_format", "response_format: not supported");
     refused("{\"prompt\":\"x\",\"response_format\":{\"type\":\"nonsense\"}}", LP_RS_COMPLETIONS, LP_RS_HTTP,
             "response_format", "response_format: not supported");
-    refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"auto\"}", LP_RS_CHAT,
+    refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", LP_RS_CHAT,
             LP_RS_HTTP, "tool_choice", "tool_choice: not supported");
-    refused("{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":[]}]}", LP_RS_CHAT, LP_RS_HTTP,
-            "messages", "messages[0].tool_calls: not supported");
+    refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":{\"type\":\"function\","
+            "\"function\":{\"name\":\"f\"}}}", LP_RS_CHAT, LP_RS_HTTP, "tool_choice", "tool_choice: not supported");
+    refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{\"name\":\"f\"}]}", LP_RS_CHAT,
+            LP_RS_HTTP, "functions", "functions: not supported");
+    refused("{\"prompt\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+            LP_RS_COMPLETIONS, LP_RS_HTTP, "tools", "tools: not supported: tools are for chat");
+    refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":"
+            "{\"add_generation_prompt\":false}}", LP_RS_CHAT, LP_RS_HTTP, "chat_template_kwargs",
+            "chat_template_kwargs.add_generation_prompt: set by the request itself");
+    /* the conversation (tool calls, their results, kwargs) is taken as
+     * template input: chat_json, written once at the edge */
+    taken("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\",\"type\":"
+          "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":"
+          "\"c\",\"content\":\"1\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+          "\"tool_choice\":\"none\",\"parallel_tool_calls\":false,\"chat_template_kwargs\":{\"x\":1.0}}",
+          LP_RS_CHAT, LP_RS_HTTP);
+    CHECK(RQ.chat_json && strstr(RQ.chat_json, "\"tool_calls\":[") && strstr(RQ.chat_json, "\"tools\":[") &&
+              strstr(RQ.chat_json, "\"chat_template_kwargs\":{\"x\":1.0}") && !strstr(RQ.chat_json, "tool_choice"),
+          "%s", RQ.chat_json);
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"colour\":1}]}", LP_RS_CHAT, LP_RS_HTTP, "messages",
             "messages[0].colour: unknown field");
     refused("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}", LP_RS_CHAT,

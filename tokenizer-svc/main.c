@@ -19,7 +19,7 @@ int main(int argc, char **argv)
     char endpoint[1024]; /* the first of a list */
     snprintf(endpoint, sizeof(endpoint), "%.*s", (int)strcspn(o.endpoint, ","), o.endpoint);
     lp_tokenizer_svc_t *svc;
-    if (lp_tokenizer_svc_new(o.model, &svc)) {
+    if (lp_tokenizer_svc_new(o.model, o.chat_template_file, &svc)) {
         fprintf(stderr, "tokenizer-svc: %s\n", lp_error_msg());
         lp_params_ctx_destroy(&ctx);
         return 1;

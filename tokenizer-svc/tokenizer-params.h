@@ -9,6 +9,7 @@
 typedef struct lp_tokenizer_opts {
     const char *model;
     const char *endpoint; /* tokenizer.endpoint: EP[,EP...], the coordinator's list; it binds the first */
+    const char *chat_template_file; /* NULL: the model's tokenizer.chat_template */
     lp_curve_opts_t curve;
 } lp_tokenizer_opts_t;
 

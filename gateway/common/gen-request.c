@@ -10,7 +10,7 @@
 int lp_gen_batch_build(const lp_request_t *rq, const char *tenant, lp_gen_batch_t *b)
 {
     memset(b, 0, sizeof(*b));
-    size_t n_prompts = rq->n_messages ? 1 : rq->n_prompts;
+    size_t n_prompts = rq->chat_json ? 1 : rq->n_prompts;
     size_t n = n_prompts * (size_t)rq->n;
     if (!n) return lp_error_set(LP_ERR(EINVAL), "no prompt");
     b->reqs = calloc(n, sizeof(*b->reqs));
@@ -20,17 +20,6 @@ int lp_gen_batch_build(const lp_request_t *rq, const char *tenant, lp_gen_batch_
     for (size_t i = 0; i < rq->n_stops; i++) {
         b->stops[i].data = (uint8_t *)rq->stops[i];
         b->stops[i].len = rq->stop_lens[i];
-    }
-    if (rq->n_messages) {
-        b->msgs = calloc(rq->n_messages, sizeof(*b->msgs));
-        b->mptrs = calloc(rq->n_messages, sizeof(*b->mptrs));
-        if (!b->msgs || !b->mptrs) return LP_ERR(ENOMEM);
-        for (size_t i = 0; i < rq->n_messages; i++) {
-            lmpipe__chat_message__init(&b->msgs[i]);
-            b->msgs[i].role = (char *)rq->messages[i].role;
-            b->msgs[i].content = (char *)rq->messages[i].content;
-            b->mptrs[i] = &b->msgs[i];
-        }
     }
     /* sampling: none given keeps the strategy; a seed differs per choice */
     bool seeded = (rq->sp.set & (1ull << LP_SP_SEED)) && rq->sp.seed >= 0 && rq->n > 1;
@@ -64,9 +53,8 @@ int lp_gen_batch_build(const lp_request_t *rq, const char *tenant, lp_gen_batch_
             q->tenant.data = (uint8_t *)tenant;
             q->tenant.len = strlen(tenant);
         }
-        if (rq->n_messages) {
-            q->messages = b->mptrs;
-            q->n_messages = rq->n_messages;
+        if (rq->chat_json) {
+            q->chat_json = rq->chat_json; /* passed on as it is, to the tokenizer's template */
             if (rq->chat_template) q->chat_template = (char *)rq->chat_template;
         } else if (rq->prompts[pi].ids) {
             q->prompt_ids = rq->prompts[pi].ids;
@@ -85,7 +73,5 @@ void lp_gen_batch_clear(lp_gen_batch_t *b)
     free(b->pbs);
     free(b->reqs);
     free(b->prompt_idx);
-    free(b->msgs);
-    free(b->mptrs);
     memset(b, 0, sizeof(*b));
 }

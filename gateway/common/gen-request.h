@@ -17,7 +17,6 @@ typedef struct lp_gen_batch {
     int *prompt_idx;               /* each request's prompt */
     /* what the requests point into (besides the request's document) */
     ProtobufCBinaryData stops[LP_RS_MAX_STOPS];
-    Lmpipe__ChatMessage *msgs, **mptrs;
     lp_sampling_pb_t **pbs;        /* one per choice (seed + i), or one shared */
     size_t n_pbs;
 } lp_gen_batch_t;

@@ -4,8 +4,8 @@
 #include "gw.h"
 
 #include "error.h"
-#include "gen-request.h"
 #include "gguf.h"
+#include "request-schema.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +116,6 @@ void lp_gw_proxy(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root
     Lmpipe__ChatTemplateRequest cq = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;
     Lmpipe__SamplerControl sc = LMPIPE__SAMPLER_CONTROL__INIT;
     lp_request_t rq;
-    lp_gen_batch_t batch = {0};
     bool read = false;
     char *ctl = NULL;
     const lp_json_t *v;
@@ -156,9 +155,7 @@ void lp_gw_proxy(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root
         m.detokenize = &dq;
     } else if (ep == LP_RS_APPLY_TEMPLATE) {
         p->kind = P_TEMPLATE;
-        if (lp_gen_batch_build(&rq, NULL, &batch) != 0) BAD(NULL, "%s", lp_error_msg());
-        cq.messages = batch.mptrs;
-        cq.n_messages = rq.n_messages;
+        cq.chat_json = rq.chat_json;
         if (rq.chat_template) cq.template_ = (char *)rq.chat_template;
         cq.add_assistant = true;
         m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE;
@@ -185,7 +182,6 @@ void lp_gw_proxy(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root
     p = NULL;
 out:
     free(p);
-    lp_gen_batch_clear(&batch);
     if (read) lp_request_clear(&rq);
     free(ctl);
 }

@@ -66,9 +66,33 @@ int main(void)
               "[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
               "\"max_completion_tokens\":4,\"chat_template\":\"chatml\",\"logprobs\":true,\"top_logprobs\":2}");
     CHECK(p.rc == 0, "%s", p.why);
-    CHECK(p.rq.ep == LP_RS_CHAT && p.rq.n_messages == 2 && !strcmp(p.rq.messages[0].role, "user") &&
-          !strcmp(p.rq.messages[0].content, "Hi") && !strcmp(p.rq.messages[1].content, "ab"));
+    CHECK(p.rq.ep == LP_RS_CHAT && p.rq.chat_json &&
+              !strcmp(p.rq.chat_json, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":"
+                                      "\"assistant\",\"content\":\"ab\"}]}"),
+          "%s", p.rq.chat_json);
     CHECK(p.rq.n_predict == 4 && !strcmp(p.rq.chat_template, "chatml") && p.rq.n_probs == 2);
+    done(&p);
+    parse(&p, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_completion_tokens\":4,"
+              "\"chat_template\":\"chatml\",\"logprobs\":true}");
+    CHECK(p.rc == 0, "%s", p.why);
+    CHECK(p.rq.chat_json && !strcmp(p.rq.chat_json, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}"),
+          "%s", p.rq.chat_json);
+    CHECK(p.rq.n_predict == 4 && !strcmp(p.rq.chat_template, "chatml"));
+    CHECK(p.rq.sp.set == (1ull << LP_SP_N_PROBS) && p.rq.sp.n_probs == 1, "only n_probs given");
+    done(&p);
+
+    /* tools, a tool call with content null, a tool result, template kwargs:
+     * the conversation as chat_json; the sampling fields typed */
+    parse(&p, "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"},{\"role\":\"assistant\",\"content\":null,"
+              "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"add\",\"arguments\":"
+              "\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"4\"}],\"tools\":[{\"type\":"
+              "\"function\",\"function\":{\"name\":\"add\"}}],\"tool_choice\":\"auto\",\"chat_template_kwargs\":"
+              "{\"enable_thinking\":false},\"temperature\":0}");
+    CHECK(p.rc == 0, "%s", p.why);
+    CHECK(p.rq.chat_json && strstr(p.rq.chat_json, "\"tool_calls\":[") && strstr(p.rq.chat_json, "\"tools\":[") &&
+              strstr(p.rq.chat_json, "\"chat_template_kwargs\":{\"enable_thinking\":false}"),
+          "%s", p.rq.chat_json);
+    CHECK(p.rq.sp.set == (1ull << LP_SP_TEMPERATURE) && p.rq.sp.temperature == 0, "only temperature given");
     done(&p);
 
     /* refusals, each naming its field */
@@ -88,12 +112,23 @@ int main(void)
          "stop:"},
         {"{\"prompt\":\"x\",\"messages\":[]}", "prompt:"},
         {"{\"messages\":[]}", "messages:"},
-        {"{\"messages\":[{\"role\":\"user\"}]}", "messages[0]:"},
+        {"{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"colour\":1}]}", "messages[0].colour:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content[0]:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"x\"}]}", "tools[0].type:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "tool_choice:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":[]}", "chat_template_kwargs:"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template\":3}", "chat_template:"},
         /* one schema: unknown and unimplemented fields are refused by name */
         {"{\"prompt\":\"x\",\"temperture\":0.5}", "temperture: unknown field (did you mean temperature?)"},
         {"{\"prompt\":\"x\",\"grammar\":\"root ::= x\"}", "grammar: not supported"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[]}", "tools: not supported"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":{\"type\":\"function\"}}",
+         "tool_choice: not supported"},
+        {"{\"prompt\":\"x\",\"tools\":[]}", "tools: not supported"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}",
+         "response_format: not supported"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"low\"}",
+         "reasoning_effort: not supported"},
         {"{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":2}", "echo:"},
         {"{\"prompt\":\"x\",\"stream\":false}", "stream:"},
         {"{\"prompt\":\"x\",\"max_tokens\":2,\"n_predict\":2}", "n_predict: not a field of /v1/completions"},
