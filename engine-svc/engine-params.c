@@ -26,10 +26,10 @@ static const lp_param_t rows[] = {
      "slots in the ring (0: the default)", false, false},
     {"engine.kv_block", "kv-block", LP_P_INT, 0, 1 << 16, "the backend's", O(kv_block),
      "positions per KV block (0: one contiguous stretch per sequence)", false, false},
-    {"engine.kv_pool_tokens", "kv-pool-tokens", LP_P_INT, 0, 1LL << 40, "max_seqs * n_ctx", O(kv_pool_tokens),
-     "the KV pool in positions (0: the default)", false, false},
-    {"engine.kv_pool_mb", "kv-pool-mb", LP_P_INT, 0, 1LL << 30, "max_seqs * n_ctx", O(kv_pool_mb),
-     "the KV pool in MiB (0: the default)", false, false},
+    {"engine.kv_pool_tokens", "kv-pool-tokens", LP_P_INT, 1, 1LL << 40, "max_seqs * n_ctx", O(kv_pool_tokens),
+     "the KV pool in positions", false, false},
+    {"engine.kv_pool_mb", "kv-pool-mb", LP_P_INT, 1, 1LL << 30, "max_seqs * n_ctx", O(kv_pool_mb),
+     "the KV pool in MiB", false, false},
     LP_CURVE_PARAMS(lp_engine_opts_t, curve),
 };
 #undef O

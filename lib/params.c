@@ -52,11 +52,9 @@ static int set_int(const lp_param_t *r, const char *where, const char *s, void *
     char *end;
     errno = 0;
     long long x = strtoll(s, &end, 10);
-    if (!*s || *end || errno)
-        return lp_error_set(LP_ERR(EINVAL), "%s: '%s' is not an integer", where, s);
-    if (x < r->lo || x > r->hi)
-        return lp_error_set(LP_ERR(ERANGE), "%s: %lld is not in %lld..%lld", where, x, (long long)r->lo,
-                            (long long)r->hi);
+    if (!*s || *end || errno || x < r->lo || x > r->hi)
+        return lp_error_set(LP_ERR(!*s || *end ? EINVAL : ERANGE), "%s: '%s' is not an integer in %lld..%lld", where,
+                            s, (long long)r->lo, (long long)r->hi);
     *(int64_t *)((char *)opts + r->off) = x;
     return 0;
 }
