@@ -47,6 +47,8 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
     /* Paged KV as the first ready group has it (0: not paged). */
     mine->kv_block = g0->s.paged ? (uint32_t)g0->s.kv_block : 0;
     mine->kv_blocks = g0->s.paged ? (uint32_t)g0->s.kv_blocks : 0;
+    mine->kv_swa_window = g0->s.swa ? (uint32_t)g0->s.swa_window : 0;
+    mine->kv_blocks_swa = g0->s.swa ? (uint32_t)g0->s.kv_blocks_swa : 0;
     return lp_hello_check_vocab(mine, peer);
 }
 

@@ -121,6 +121,12 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out)
         out->kv_blocks_used += (uint32_t)g->s.kv.n_used;
         out->kv_blocks_total += (uint32_t)g->s.kv.n_blocks;
         out->kv_blocks_cached += (uint32_t)g->s.kv.n_cached;
+        out->kv_blocks_peak += (uint32_t)g->s.peak_used;
+        if (!g->s.swa) continue;
+        out->kv_swa_blocks_used += (uint32_t)g->s.kv_swa.n_used;
+        out->kv_swa_blocks_total += (uint32_t)g->s.kv_swa.n_blocks;
+        out->kv_swa_blocks_cached += (uint32_t)g->s.kv_swa.n_cached;
+        out->kv_swa_blocks_peak += (uint32_t)g->s.peak_swa_used;
     }
     out->kv_preemptions = m->preemptions;
     for (int i = 0; i < F_COUNT; i++) m->kc_fin[i].n = m->finished[i];

@@ -169,6 +169,8 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
         seqs[i].n_logits = e->n_logits;
         seqs[i].n_blocks = (size_t)e->n_blocks;
         seqs[i].blocks = (uint32_t *)e->blocks;
+        seqs[i].n_swa_blocks = e->swa ? (size_t)e->n_blocks : 0;
+        seqs[i].swa_blocks = (uint32_t *)e->swa;
         if (e->tokens) {
             seqs[i].n_tokens = (size_t)e->n_tokens;
             seqs[i].tokens = (int32_t *)e->tokens;

@@ -30,6 +30,9 @@ static const lp_param_t rows[] = {
      "the KV pool in positions", false, false},
     {"engine.kv_pool_mb", "kv-pool-mb", LP_P_INT, 1, 1LL << 30, "max_seqs * n_ctx", O(kv_pool_mb),
      "the KV pool in MiB", false, false},
+    {"engine.kv_pool_swa_tokens", "kv-pool-swa-tokens", LP_P_INT, 1, 1LL << 40,
+     "per sequence, the blocks of a window and of the longest step", O(kv_pool_swa_tokens),
+     "the sliding-window layers' KV pool in positions (Gemma 3, Gemma 4; docs/ARCHITECTURE.md)", false, false},
     LP_CURVE_PARAMS(lp_engine_opts_t, curve),
 };
 #undef O

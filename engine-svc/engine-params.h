@@ -14,6 +14,7 @@ typedef struct lp_engine_opts {
     int64_t max_seqs, max_batch_tokens, n_ctx, threads, shm_slots;
     int64_t kv_block;              /* -1: not given (the engine's default) */
     int64_t kv_pool_tokens, kv_pool_mb;
+    int64_t kv_pool_swa_tokens;    /* the sliding-window layers' pool; 0: the engine's default */
     bool exact, no_shm;
     lp_curve_opts_t curve;
 } lp_engine_opts_t;

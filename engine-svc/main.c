@@ -28,6 +28,7 @@ int main(int argc, char **argv)
     if (o.kv_block >= 0) p.engine.kv_block = o.kv_block ? (int32_t)o.kv_block : LP_ENGINE_KV_CONTIGUOUS;
     p.engine.kv_pool_tokens = o.kv_pool_tokens;
     p.engine.kv_pool_mb = o.kv_pool_mb;
+    p.engine.kv_pool_swa_tokens = o.kv_pool_swa_tokens;
     p.no_shm = o.no_shm;
     p.shm_name = o.shm_name;
     p.shm_slots = (int)o.shm_slots;

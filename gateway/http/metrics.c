@@ -180,6 +180,10 @@ static void metrics_reply(lp_link_op_t *op, const Lmpipe__Msg *m)
     sample(&b, gw, "kv_cache_blocks_total", NULL, NULL, s->kv_blocks_total);
     meta(&b, "kv_cache_blocks_cached", "gauge", "Unreferenced KV blocks kept for their prefix (evictable).");
     sample(&b, gw, "kv_cache_blocks_cached", NULL, NULL, s->kv_blocks_cached);
+    meta(&b, "kv_cache_swa_blocks_used", "gauge", "Sliding-window layers' KV blocks held by running requests.");
+    sample(&b, gw, "kv_cache_swa_blocks_used", NULL, NULL, s->kv_swa_blocks_used);
+    meta(&b, "kv_cache_swa_blocks_total", "gauge", "KV blocks in the sliding-window layers' pools (0: none).");
+    sample(&b, gw, "kv_cache_swa_blocks_total", NULL, NULL, s->kv_swa_blocks_total);
     meta(&b, "num_preemptions_total", "counter", "Requests preempted for KV blocks and recomputed later.");
     sample(&b, gw, "num_preemptions_total", NULL, NULL, (double)s->kv_preemptions);
     meta(&b, "sampler_strategy_version", "gauge", "The sampler's strategy version, as last seen.");
