@@ -52,9 +52,14 @@ static int set_int(const lp_param_t *r, const char *where, const char *s, void *
     char *end;
     errno = 0;
     long long x = strtoll(s, &end, 10);
-    if (!*s || *end || errno || x < r->lo || x > r->hi)
+    /* the services' flag message and lmpipe up's key message, as before
+     * the tables */
+    if (!*s || *end || errno || (where[0] == '-' && (x < r->lo || x > r->hi)))
         return lp_error_set(LP_ERR(!*s || *end ? EINVAL : ERANGE), "%s: '%s' is not an integer in %lld..%lld", where,
                             s, (long long)r->lo, (long long)r->hi);
+    if (x < r->lo || x > r->hi)
+        return lp_error_set(LP_ERR(ERANGE), "%s: %lld is not in %lld..%lld", where, x, (long long)r->lo,
+                            (long long)r->hi);
     *(int64_t *)((char *)opts + r->off) = x;
     return 0;
 }
