@@ -18,9 +18,9 @@ runs while that service is SIGKILLed at a random moment of it.  Checks:
     services that stayed up (the controller epoch): a round gives the
     undisturbed tokens;
   - a strategy swap made live survives a sampler restart (replayed);
-  - while it runs, one segment, the four sockets and the sampler's state
-    file are all there is of the pipeline's; once it stops, no segment,
-    socket or run folder.
+  - while it runs, one segment, the four sockets, the run's config and the
+    sampler's state file are all there is of the pipeline's; once it
+    stops, no segment, socket or run folder.
 
 usage: fault-test.py LMPIPE SHARED_DIR [ROUNDS_PER_STAGE]
 (FAULT_SEED=N repeats a run's kill order and moments.)
@@ -245,10 +245,12 @@ try:
     segs = segments()
     socks = sorted(os.listdir(run_dir))
     check(len(segs) == 1, f"one ring segment of the pipeline's while it runs: {segs}")
-    # sampler-state.json: the sampler's strategy store (docs/SAMPLER.md), kept
-    # for the run and removed with the folder
-    check(socks == ["coordinator.sock", "engine.sock", "sampler-state.json", "sampler.sock", "tokenizer.sock"],
-          f"the run folder holds the four sockets and the sampler's state file only: {socks}")
+    # sampler-state.json: the sampler's strategy store (docs/SAMPLER.md);
+    # lmpipe.conf: the run's config every (re)started service reads
+    # (docs/DEPLOY.md); both kept for the run and removed with the folder
+    check(socks == ["coordinator.sock", "engine.sock", "lmpipe.conf", "sampler-state.json", "sampler.sock",
+                    "tokenizer.sock"],
+          f"the run folder holds the four sockets, the run's config and the sampler's state file only: {socks}")
 finally:
     up.send_signal(signal.SIGTERM)
     try:

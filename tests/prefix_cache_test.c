@@ -37,6 +37,7 @@
 #include "tokenizer.h"
 
 #include "check.h"
+#include "sp-json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,14 +59,16 @@ static int start_kv(pipe_t *q, const char *model, bool cache, int kv_blocks, int
     uv_loop_init(&q->loop);
     q->loop_open = true;
     lp_pipeline_opts_t o = {0};
-    o.model = model;
-    o.threads = 1;
-    o.no_prefix_cache = !cache;
-    o.kv_blocks = kv_blocks;
-    o.max_batch_tokens = max_batch;
-    o.has_kv_block = kv_block > 0;
-    o.kv_block = kv_block;
+    lp_config_t *cfg = lp_config_new();
+    lp_config_set(cfg, "model", model);
+    lp_config_set(cfg, "threads", "1");
+    lp_config_set(cfg, "coordinator.prefix_cache", cache ? "true" : "false");
+    lp_config_setf(cfg, "coordinator.kv_blocks", "%d", kv_blocks);
+    lp_config_setf(cfg, "max_batch_tokens", "%d", max_batch);
+    o.cfg = cfg;
+    if (kv_block > 0) lp_config_setf(cfg, "engine.kv_block", "%d", kv_block);
     int rc = lp_pipeline_start(&q->loop, &o, &q->p);
+    lp_config_destroy(&cfg);
     if (!rc) rc = lp_pipeline_wait_ready(q->p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(q->p), &q->c);
     if (!rc) rc = lp_client_hello(q->c, 10000);
@@ -161,7 +164,7 @@ static Lmpipe__GenerateRequest gen_msg(const req_t *r)
     g.n_prompt_ids = r->n;
     g.prompt_ids = r->ids;
     g.n_predict = r->n_predict;
-    g.params_json = (char *)r->params;
+    g.sampling = sp_json(r->params);
     g.ignore_eos = true;
     return g;
 }
@@ -550,5 +553,6 @@ int main(int argc, char **argv)
     stop(&off);
     stop(&on);
     lp_tokenizer_destroy(&tok);
+    sp_free_all();
     return CHECK_DONE();
 }
