@@ -1,0 +1,181 @@
+/* gr-schema.h - the JSON Schema compiler's parts.  Internal to
+ * sampler-svc/grammar.
+ *
+ * A schema position is compiled as a conjunction of schema objects (the
+ * node itself, what its $ref and allOf bring in, the branch of an anyOf
+ * taken), each with the keywords already accounted for masked off.  Equal
+ * conjunctions share one rule, which is also how recursion ($ref to an
+ * enclosing schema) becomes a recursive rule.  anyOf distributes over the
+ * rest; oneOf does when its branches are provably disjoint; enum and const
+ * are decided exactly by validating each value against the whole
+ * conjunction; what is left is merged per type (gr-schema.c) into string,
+ * number, array and object rules. */
+#ifndef LP_GR_SCHEMA_H
+#define LP_GR_SCHEMA_H
+
+#include "gr-json.h"
+#include "json.h"
+
+/* Internal keywords of the synthetic schemas negations build (gr-schema.c).
+ * Input schemas may not use keys or "$ref"s starting with U+0001 (refused at
+ * compile time), so only the compiler writes these. */
+#define K_NOTTYPE "\x01nottype"
+#define K_NOTENUM "\x01notenum"
+#define K_NOTPATTERN "\x01notpattern"
+#define K_NOTFORMAT "\x01notformat"
+
+/* keywords of a conjunct already applied */
+enum {
+    SK_ANYOF = 1,
+    SK_ONEOF = 2,
+    SK_ALLOF = 4,
+    SK_IF = 8,
+    SK_REF = 16,
+    SK_NOT = 32,
+};
+
+typedef struct {
+    const lp_json_t *node; /* an object or a boolean */
+    uint32_t skip;
+} sc_ref_t;
+
+typedef struct {
+    uint64_t hash;
+    uint32_t off, n;  /* conjuncts in sc->keys */
+    uint32_t rule;    /* GR_NONE: empty */
+    bool busy;        /* being compiled: a recursive reference gets `rule` */
+    bool referenced;
+} sc_memo_t;
+
+/* A decimal: (neg ? -1 : 1) * dig * 10^exp, dig without leading or
+ * trailing zeros ("" for zero). */
+typedef struct {
+    bool neg;
+    const char *dig;
+    uint32_t nd;
+    int32_t exp;
+} sc_dec_t;
+
+typedef struct {
+    const char *pat;
+    size_t len;
+    gr_dfa_t *search;   /* JSON string content, search semantics */
+} sc_pat_t;
+
+typedef struct sc {
+    gr_json_t J;
+    const lp_json_t *root;
+    int draft;              /* 0 unknown (both 7 and 2020-12 apply), 4, 6, 7, 2019, 2020 */
+    GR_VEC(sc_memo_t) memo;
+    GR_VEC(sc_ref_t) keys;
+    uint32_t *slots;        /* memo hash index: memo index + 1 */
+    uint32_t nslots;
+    uint32_t n_compiles;
+    int depth;
+    GR_VEC(sc_pat_t) pats;  /* compiled patterns */
+    lp__gr_arena_t arena;   /* decimals, names */
+} sc_t;
+
+#define SC_MAX_COMPILES 20000u
+#define SC_MAX_DEPTH 200
+
+/* An error naming a keyword: LP_ERR(ENOTSUP) "unsupported: ..." */
+int lp__gr_sc_unsupported(const char *kw, const char *why);
+
+/* ---- gr-schema.c ------------------------------------------------------------------ */
+
+/* Compile a conjunction to a rule; *rule = GR_NONE when it admits no value. */
+int lp__gr_sc_conj(sc_t *sc, const sc_ref_t *items, uint32_t n, uint32_t *rule);
+/* $ref target (JSON pointer in the document, "#" root, $anchor/$id "#name"). */
+int lp__gr_sc_resolve(sc_t *sc, const lp_json_t *ref, const lp_json_t **out);
+/* Keyword of a schema object (NULL if absent or not an object). */
+const lp_json_t *lp__gr_sc_kw(const lp_json_t *s, const char *k);
+
+/* ---- gr-schema-num.c ----------------------------------------------------------------- */
+
+int lp__gr_dec_parse(sc_t *sc, const char *text, size_t n, sc_dec_t *d);
+int lp__gr_dec_cmp(const sc_dec_t *a, const sc_dec_t *b);
+bool lp__gr_dec_is_int(const sc_dec_t *d);
+/* |d| as integer digits I and fraction digits F (no trailing zeros). */
+int lp__gr_dec_split(sc_t *sc, const sc_dec_t *d, const char **I, size_t *ni, const char **F, size_t *nf);
+
+typedef struct {
+    bool has_lo, has_hi, lo_excl, hi_excl;
+    sc_dec_t lo, hi;
+    bool integer;          /* only integers */
+    bool no_exp;           /* no exponent spellings */
+    GR_VEC(sc_dec_t) mult; /* multipleOf */
+} sc_num_t;
+
+/* The number lexeme for these constraints: *re NULL when none exists. */
+int lp__gr_sc_number_re(sc_t *sc, const sc_num_t *c, gr_re_t **re);
+/* Whether decimal v is a multiple of m as both Python's and Rust's
+ * validators see it (1 yes, 0 no, <0 undecidable: refuse). */
+int lp__gr_dec_multiple(const sc_dec_t *v, const sc_dec_t *m);
+
+/* ---- gr-schema-str.c ------------------------------------------------------------------ */
+
+/* A pattern's DFA over JSON string content (search semantics), cached. */
+int lp__gr_sc_pattern(sc_t *sc, const char *pat, size_t len, const sc_pat_t **out);
+/* Does the (UTF-8) string s match the pattern? */
+bool lp__gr_sc_pattern_match(const sc_pat_t *p, const char *s, size_t n);
+/* A format's content expression (JSON encoding): 0 and *re set (and
+ * *max_len, characters, 0 for none); 1 when the
+ * format is not asserted by validators (no constraint); ENOTSUP when it is
+ * asserted and not supported here. */
+int lp__gr_sc_format(sc_t *sc, const char *fmt, size_t len, gr_re_t **re, uint32_t *max_len);
+/* Does the literal string (UTF-8) satisfy the format? 1, 0, <0 (refuse). */
+int lp__gr_sc_format_check(sc_t *sc, const char *fmt, size_t flen, const char *s, size_t n);
+/* Any string content (JSON restricted encoding), as a DFA. */
+int lp__gr_sc_any_content(sc_t *sc, const gr_dfa_t **out);
+/* Number of characters (code points) of UTF-8 s. */
+size_t lp__gr_utf8_chars(const char *s, size_t n);
+/* Encode UTF-8 text as the content of a JSON string, JSON encoding
+ * (expression matching its canonical escapes). */
+gr_re_t *lp__gr_sc_text_re(sc_t *sc, const char *s, size_t n);
+
+/* ---- gr-schema-obj.c ---------------------------------------------------------------- */
+
+/* An object's rule: named properties (any order, each at most once),
+ * keys matching disjoint patterns, other keys. */
+typedef struct {
+    uint32_t n_named;
+    const char *const *names;  /* UTF-8 */
+    const size_t *name_lens;
+    const uint32_t *value_rule; /* per name; GR_NONE: the name may not appear */
+    const uint64_t *required;   /* bits over names (NULL: none) */
+    uint32_t n_pat;
+    const gr_dfa_t *const *pat_dfa; /* content DFAs, JSON encoding */
+    const uint32_t *pat_rule;
+    uint32_t other_rule;        /* GR_NONE: no other keys */
+    const gr_dfa_t *names_dfa;  /* propertyNames: content DFA (NULL: any) */
+    uint32_t min_props, max_props; /* max GR_NONE: none */
+    uint32_t n_deps;            /* dependentRequired: name index -> names */
+    const uint32_t *dep_key;
+    const uint64_t *dep_set;    /* n_deps * words(n_named) */
+} sc_objspec_t;
+int lp__gr_sc_object(sc_t *sc, const sc_objspec_t *o, uint32_t *rule);
+
+typedef struct {
+    uint32_t n_prefix;
+    const uint32_t *prefix_rule; /* GR_NONE: nothing can be at that index */
+    uint32_t rest_rule;          /* GR_NONE: nothing after the prefix */
+    uint32_t min_items, max_items; /* max GR_NONE: none */
+} sc_arrspec_t;
+/* *rule GR_NONE when no array satisfies the spec. */
+int lp__gr_sc_array(sc_t *sc, const sc_arrspec_t *a, uint32_t *rule);
+
+/* ---- gr-schema-lit.c ---------------------------------------------------------------- */
+
+/* Validate literal v against schema s (full semantics): 1 valid, 0 not,
+ * <0 when it cannot be decided (error set). */
+int lp__gr_sc_validate(sc_t *sc, const lp_json_t *v, const lp_json_t *s, int depth);
+/* Against a conjunction (keywords in skip ignored). */
+int lp__gr_sc_validate_conj(sc_t *sc, const lp_json_t *v, const sc_ref_t *items, uint32_t n);
+/* A rule matching exactly these literal values (any whitespace and key
+ * order JSON allows); *rule GR_NONE when n == 0. */
+int lp__gr_sc_literals(sc_t *sc, const lp_json_t *const *vals, uint32_t n, uint32_t *rule);
+/* JSON equality (numbers by value, objects by members). */
+bool lp__gr_sc_json_eq(sc_t *sc, const lp_json_t *a, const lp_json_t *b);
+
+#endif
