@@ -166,6 +166,20 @@ static int times_push(times_t *t, double x)
     return 0;
 }
 
+/* LMPIPE_GRAMMAR_TIMES=FILE: every mask time (us, one per line) is also
+ * appended there, for figures over all masks of a run (bench/). */
+static FILE *times_out(void)
+{
+    static FILE *f;
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        const char *p = getenv("LMPIPE_GRAMMAR_TIMES");
+        if (p && *p) f = fopen(p, "a");
+    }
+    return f;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -253,6 +267,11 @@ static void print_line(buf_t *b, const char *file, bool compiled, const char *er
             bputs(b, "null}");
     }
     double mean = 0, p50 = 0, p99 = 0, mx = 0;
+    FILE *tf = times_out();
+    if (tf) {
+        for (size_t i = 0; i < times->n; i++) fprintf(tf, "%.3f\n", times->v[i]);
+        fflush(tf);
+    }
     if (times->n) {
         qsort(times->v, times->n, sizeof(double), cmp_d);
         for (size_t i = 0; i < times->n; i++) mean += times->v[i];

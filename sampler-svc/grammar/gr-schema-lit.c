@@ -279,7 +279,8 @@ static int vnode(sc_t *sc, const lp_json_t *v, const lp_json_t *s, uint32_t skip
                         r = lp__gr_sc_validate(sc, &v->u.items[j], ai, depth + 1);
                 } else {
                     const lp_json_t *pi = lp__gr_sc_kw(s, "prefixItems");
-                    size_t from = pi && pi->type == LP_JSON_ARRAY ? pi->n : 0;
+                    /* no $schema: draft 7's reading (every item) as well */
+                    size_t from = pi && pi->type == LP_JSON_ARRAY && sc->draft ? pi->n : 0;
                     for (size_t j = from; j < v->n && r == 1; j++)
                         r = lp__gr_sc_validate(sc, &v->u.items[j], k, depth + 1);
                 }

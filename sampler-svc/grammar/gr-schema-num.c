@@ -382,7 +382,41 @@ static int mult_dfa(sc_t *sc, uint64_t m, gr_dfa_t **out)
     return 0;
 }
 
+int lp__gr_sc_number_budget(sc_t *sc, gr_re_t **re)
+{
+    static const char *budget =
+        "-?([0-9]{1,18}|(([0-9]{1,15})|[0-9]{1}\\.[0-9]{1,14}|[0-9]{2}\\.[0-9]{1,13}|[0-9]{3}\\.[0-9]{1,12}|"
+        "[0-9]{4}\\.[0-9]{1,11}|[0-9]{5}\\.[0-9]{1,10}|[0-9]{6}\\.[0-9]{1,9}|[0-9]{7}\\.[0-9]{1,8}|"
+        "[0-9]{8}\\.[0-9]{1,7}|[0-9]{9}\\.[0-9]{1,6}|[0-9]{10}\\.[0-9]{1,5}|[0-9]{11}\\.[0-9]{1,4}|"
+        "[0-9]{12}\\.[0-9]{1,3}|[0-9]{13}\\.[0-9]{1,2}|[0-9]{14}\\.[0-9])([eE][+-]?[0-9]{1,2})?)";
+    gr_rebuf_t *rb = &sc->J.rb;
+    gr_re_t *b;
+    gr_dfa_t *x = NULL, *y = NULL, *z = NULL;
+    int rc = lp__gr_re_parse(rb, budget, strlen(budget), &b);
+    if (!rc) rc = lp__gr_dfa_from_re(b, GR_ENC_UTF8, 2000, &x);
+    if (!rc) rc = lp__gr_dfa_from_re(*re, GR_ENC_UTF8, sc->J.max_dfa, &y);
+    if (!rc) rc = lp__gr_dfa_intersect(x, y, sc->J.max_dfa, &z);
+    lp__gr_dfa_unref(&x);
+    lp__gr_dfa_unref(&y);
+    if (rc) return rc;
+    if (GR_PUSH(sc->J.held, z)) {
+        lp__gr_dfa_unref(&z);
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    }
+    *re = lp__gr_re_dfa(rb, z);
+    return *re ? 0 : lp_error_set(LP_ERR(E2BIG), "expression too large");
+}
+
+static int number_re(sc_t *sc, const sc_num_t *c, gr_re_t **re);
+
 int lp__gr_sc_number_re(sc_t *sc, const sc_num_t *c, gr_re_t **re)
+{
+    int rc = number_re(sc, c, re);
+    if (rc || !*re || (!c->has_lo && !c->has_hi)) return rc;
+    return lp__gr_sc_number_budget(sc, re);
+}
+
+static int number_re(sc_t *sc, const sc_num_t *c, gr_re_t **re)
 {
     nb_t b = {sc, &sc->J.rb};
     bool integer = c->integer;

@@ -178,7 +178,8 @@ bool lp__gr_sc_pattern_match(const sc_pat_t *p, const char *s, size_t n)
 #define AUTHORITY "(([" UNRES SUBD ":]|" PCT ")*@)?([" UNRES SUBD "]|" PCT ")+(:" PORT ")?"
 #define QUERY "(\\?(" PCHAR "|[/?])*)?(#(" PCHAR "|[/?])*)?"
 #define SCHEME "[A-Za-z][A-Za-z0-9+.-]*"
-#define URI SCHEME ":(//" AUTHORITY "(/" PCHAR "*)*|/?(" PCHAR "+(/" PCHAR "*)*)?)" QUERY
+/* an empty authority only before a path ("file:///x"): validators differ on "http://" */
+#define URI SCHEME ":(//(" AUTHORITY "(/" PCHAR "*)*|(/" PCHAR "*)+)|/?(" PCHAR "+(/" PCHAR "*)*)?)" QUERY
 #define RELREF                                                                             \
     "(//" AUTHORITY "(/" PCHAR "*)*|/(" PCHAR "+(/" PCHAR "*)*)?|([" UNRES SUBD "@]|" PCT  \
     ")+(/" PCHAR "*)*|)" QUERY

@@ -705,11 +705,23 @@ static int memo_add(sc_t *sc, const sc_ref_t *v, uint32_t n, uint64_t h, uint32_
 
 typedef GR_VEC(sc_ref_t) refv_t;
 
+/* Add a conjunct; a node already there adds nothing (the conjunction is
+ * idempotent, and $ref cycles through it stop here). */
+static int push_new(refv_t *v, const lp_json_t *node, uint32_t skip)
+{
+    for (uint32_t i = 0; i < v->n; i++)
+        if (v->v[i].node == node) return 0;
+    sc_ref_t r = {node, skip};
+    return GR_PUSH(*v, r) ? lp_error_set(LP_ERR(ENOMEM), "out of memory") : 0;
+}
+
 static int push_ref(refv_t *v, const lp_json_t *node, uint32_t skip)
 {
     sc_ref_t r = {node, skip};
     return GR_PUSH(*v, r) ? lp_error_set(LP_ERR(ENOMEM), "out of memory") : 0;
 }
+
+static const lp_json_t true_node = {.type = LP_JSON_BOOL, .u.b = true};
 
 /* Expand $ref, allOf and not into the list; false when some part is the
  * false schema. */
@@ -734,24 +746,30 @@ static int flatten(sc_t *sc, refv_t *f, bool *is_false)
             if ((rc = lp__gr_sc_resolve(sc, k, &t))) return rc;
             f->v[i].skip |= SK_REF;
             if (sc->draft && sc->draft <= 7) { /* siblings ignored: this node is now its target */
+                bool have = false;
+                for (uint32_t j = 0; j < f->n && !have; j++) have = f->v[j].node == t;
+                if (have) { /* a cycle: true */
+                    f->v[i].node = &true_node;
+                    continue;
+                }
                 f->v[i].node = t;
                 f->v[i].skip = 0;
                 i--;
                 continue;
             }
-            if ((rc = push_ref(f, t, 0))) return rc;
+            if ((rc = push_new(f, t, 0))) return rc;
         }
         if ((k = lp_json_get(s, "allOf")) && !(f->v[i].skip & SK_ALLOF)) {
             if (k->type != LP_JSON_ARRAY) return lp_error_set(LP_ERR(EINVAL), "schema: \"allOf\" must be an array");
             f->v[i].skip |= SK_ALLOF;
             for (size_t j = 0; j < k->n; j++)
-                if ((rc = push_ref(f, &k->u.items[j], 0))) return rc;
+                if ((rc = push_new(f, &k->u.items[j], 0))) return rc;
         }
         if ((k = lp_json_get(s, "not")) && !(f->v[i].skip & SK_NOT)) {
             const lp_json_t *n;
             if ((rc = neg(sc, k, &n, 0))) return rc;
             f->v[i].skip |= SK_NOT;
-            if ((rc = push_ref(f, n, 0))) return rc;
+            if ((rc = push_new(f, n, 0))) return rc;
         }
         if (f->n > 4096) return lp_error_set(LP_ERR(E2BIG), "schema too complex (allOf/$ref expand past 4096 parts)");
     }
@@ -985,6 +1003,7 @@ typedef struct {
 typedef struct {
     const lp_json_t *prefix; /* array of schemas, or NULL */
     const lp_json_t *rest;   /* schema, or NULL (true) */
+    bool rest_all;           /* rest applies to the prefix positions too */
 } arrsrc_t;
 
 typedef struct {
@@ -1112,6 +1131,9 @@ static int merge_one(sc_t *sc, merged_t *m, const sc_ref_t *it)
                 if (!as.rest) as.rest = lp__gr_sc_kw(s, "additionalItems");
             } else {
                 as.rest = k;
+                /* no $schema: draft 7 reads a schema "items" as every item's,
+                 * 2020-12 as those after prefixItems; both must hold */
+                as.rest_all = !sc->draft;
             }
         } else if (kis(k, "prefixItems")) {
             if (k->type != LP_JSON_ARRAY) return lp_error_set(LP_ERR(EINVAL), "schema: \"prefixItems\" must be an array");
@@ -1671,8 +1693,12 @@ static int emit_array(sc_t *sc, merged_t *m, uint32_t *rule)
         parts.n = 0;
         for (uint32_t s = 0; s < m->arr.n && !rc; s++) {
             const arrsrc_t *a = &m->arr.v[s];
-            if (a->prefix && k < a->prefix->n) rc = push_ref(&parts, &a->prefix->u.items[k], 0);
-            else if (a->rest) rc = push_ref(&parts, a->rest, 0);
+            if (a->prefix && k < a->prefix->n) {
+                rc = push_ref(&parts, &a->prefix->u.items[k], 0);
+                if (!rc && a->rest && a->rest_all) rc = push_ref(&parts, a->rest, 0);
+            } else if (a->rest) {
+                rc = push_ref(&parts, a->rest, 0);
+            }
         }
         if (!rc) rc = lp__gr_sc_conj(sc, parts.v, parts.n, &pr[k]);
     }
@@ -1735,6 +1761,26 @@ static int merge_emit(sc_t *sc, const sc_ref_t *items, uint32_t n, uint32_t *rul
         }
         gr_re_t *nr = NULL;
         if (!rc) rc = lp__gr_sc_number_re(sc, &m.num, &nr);
+        if (!rc && nr && !(m.types & T_INT)) {
+            /* numbers that are not integers: a non-zero digit after the
+             * point, no exponent (1.5e1 is 15) */
+            gr_rebuf_t *rb = &j->rb;
+            const char *nonint = "-?(0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*";
+            if (!rc && !m.num.has_lo && !m.num.has_hi) rc = lp__gr_sc_number_budget(sc, &nr);
+            gr_re_t *ni;
+            gr_dfa_t *a = NULL, *b = NULL, *x = NULL;
+            rc = lp__gr_re_parse(rb, nonint, strlen(nonint), &ni);
+            if (!rc) rc = lp__gr_dfa_from_re(ni, GR_ENC_UTF8, 1000, &a);
+            if (!rc) rc = lp__gr_dfa_from_re(nr, GR_ENC_UTF8, j->max_dfa, &b);
+            if (!rc) rc = lp__gr_dfa_intersect(a, b, j->max_dfa, &x);
+            lp__gr_dfa_unref(&a);
+            lp__gr_dfa_unref(&b);
+            if (!rc && GR_PUSH(j->held, x)) {
+                lp__gr_dfa_unref(&x);
+                rc = LP_ERR(ENOMEM);
+            }
+            nr = rc ? NULL : lp__gr_re_dfa(rb, x);
+        }
         if (!rc && nr) {
             rc = GR_PUSH(scalars, nr) ? LP_ERR(ENOMEM) : 0;
         }

@@ -107,6 +107,11 @@ typedef struct {
     GR_VEC(sc_dec_t) mult; /* multipleOf */
 } sc_num_t;
 
+/* Compared with a bound, numbers keep to spellings a double holds exactly
+ * enough that Python's and Rust's float comparisons agree with exact ones:
+ * at most 15 digits with a fraction or exponent (exponent of 1 or 2 digits),
+ * at most 18 without.  *re is narrowed to those. */
+int lp__gr_sc_number_budget(sc_t *sc, gr_re_t **re);
 /* The number lexeme for these constraints: *re NULL when none exists. */
 int lp__gr_sc_number_re(sc_t *sc, const sc_num_t *c, gr_re_t **re);
 /* Whether decimal v is a multiple of m as both Python's and Rust's
