@@ -38,6 +38,26 @@ typedef struct {
     const lp_json_t *node; /* an object or a boolean */
     uint32_t skip;
 } sc_ref_t;
+typedef GR_VEC(sc_ref_t) sc_refv_t;
+
+/* JSON types as the compiler tracks them */
+enum {
+    T_NULL = 1,
+    T_BOOL = 2,
+    T_INT = 4,
+    T_NUM = 8, /* numbers that are not integers */
+    T_STR = 16,
+    T_ARR = 32,
+    T_OBJ = 64,
+    T_ALL = 127,
+};
+
+/* the negation of a schema node, once built */
+typedef struct {
+    const lp_json_t *node;
+    const lp_json_t *neg; /* NULL while being built */
+    uint32_t ref;         /* synthetic reference index, UINT32_MAX none */
+} sc_negmemo_t;
 
 typedef struct {
     uint64_t hash;
@@ -73,7 +93,9 @@ typedef struct sc {
     uint32_t n_compiles;
     int depth;
     GR_VEC(sc_pat_t) pats;  /* compiled patterns */
-    lp__gr_arena_t arena;   /* decimals, names */
+    lp__gr_arena_t arena;   /* decimals, names, synthetic schemas */
+    GR_VEC(const lp_json_t *) syn; /* schemas behind "$ref": "\x01N" (negations of themselves) */
+    GR_VEC(sc_negmemo_t) negs;
 } sc_t;
 
 #define SC_MAX_COMPILES 20000u
@@ -84,12 +106,34 @@ int lp__gr_sc_unsupported(const char *kw, const char *why);
 
 /* ---- gr-schema.c ------------------------------------------------------------------ */
 
+/* Add a conjunct. */
+int lp__gr_sc_push(sc_refv_t *v, const lp_json_t *node, uint32_t skip);
+
 /* Compile a conjunction to a rule; *rule = GR_NONE when it admits no value. */
 int lp__gr_sc_conj(sc_t *sc, const sc_ref_t *items, uint32_t n, uint32_t *rule);
 /* $ref target (JSON pointer in the document, "#" root, $anchor/$id "#name"). */
 int lp__gr_sc_resolve(sc_t *sc, const lp_json_t *ref, const lp_json_t **out);
 /* Keyword of a schema object (NULL if absent or not an object). */
 const lp_json_t *lp__gr_sc_kw(const lp_json_t *s, const char *k);
+
+/* ---- gr-schema-neg.c: negation, disjointness, synthetic schemas ----------------------- */
+
+/* A schema for "not s" (synthetic, in sc's arena); ENOTSUP naming what
+ * cannot be negated. */
+int lp__gr_sc_neg(sc_t *sc, const lp_json_t *s, const lp_json_t **out, int depth);
+/* Provably no value satisfies both a and b. */
+bool lp__gr_sc_disjoint(sc_t *sc, const lp_json_t *a, const lp_json_t *b);
+/* The T_ mask of a "type" value; -1 when it is not one. */
+int lp__gr_sc_type_mask(const lp_json_t *t);
+lp_json_t *lp__gr_sc_mk_bool(sc_t *sc, bool b);
+lp_json_t *lp__gr_sc_mk_obj2(sc_t *sc, const char *k1, const lp_json_t *v1, const char *k2, const lp_json_t *v2);
+lp_json_t *lp__gr_sc_mk_arr(sc_t *sc, lp_json_t *const *v, size_t n);
+
+/* ---- gr-schema-merge.c: what is left after enum, anyOf, oneOf, if ----------------------- */
+
+/* Merge the conjuncts' keywords per type and emit the rules of each type
+ * that remains; *rule GR_NONE when none does. */
+int lp__gr_sc_merge_emit(sc_t *sc, const sc_ref_t *items, uint32_t n, uint32_t *rule);
 
 /* ---- gr-schema-num.c ----------------------------------------------------------------- */
 
