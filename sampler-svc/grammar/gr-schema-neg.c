@@ -42,7 +42,7 @@ lp_json_t *lp__gr_sc_mk_bool(sc_t *sc, bool b)
     return v;
 }
 
-static lp_json_t *mk_str(sc_t *sc, const char *s, size_t n)
+lp_json_t *lp__gr_sc_mk_str(sc_t *sc, const char *s, size_t n)
 {
     lp_json_t *v = mk(sc, LP_JSON_STRING, n);
     if (v) v->u.str = s;
@@ -74,6 +74,7 @@ lp_json_t *lp__gr_sc_mk_arr(sc_t *sc, lp_json_t *const *v, size_t n)
 }
 
 #define mk_bool lp__gr_sc_mk_bool
+#define mk_str lp__gr_sc_mk_str
 #define mk_obj2 lp__gr_sc_mk_obj2
 #define mk_arr lp__gr_sc_mk_arr
 
@@ -481,3 +482,127 @@ bool lp__gr_sc_disjoint(sc_t *sc, const lp_json_t *a, const lp_json_t *b)
     return false;
 }
 
+
+/* ---- oneOf, type by type ------------------------------------------------------------------ */
+
+static bool kw_is(const lp_json_t *k, const char *x) { return k->key_len == strlen(x) && !memcmp(k->key, x, k->key_len); }
+
+/* The types s accepts in full (every value of them), following $ref and
+ * allOf; 0 where unsure. */
+static int full_types(sc_t *sc, const lp_json_t *s, int depth)
+{
+    if (depth > 20) return 0;
+    if (s->type == LP_JSON_BOOL) return s->u.b ? T_ALL : 0;
+    if (s->type != LP_JSON_OBJECT) return 0;
+    int acc = T_ALL;
+    for (size_t i = 0; i < s->n && acc; i++) {
+        const lp_json_t *k = &s->u.items[i];
+        if (kw_is(k, "type")) {
+            int t = lp__gr_sc_type_mask(k);
+            acc &= t < 0 ? 0 : t;
+        } else if (kw_is(k, "enum") || kw_is(k, "const") || kw_is(k, "anyOf") || kw_is(k, "oneOf") || kw_is(k, "not") ||
+                   kw_is(k, "if") || kw_is(k, K_NOTTYPE) || kw_is(k, K_NOTENUM)) {
+            return 0;
+        } else if (kw_is(k, "minLength") || kw_is(k, "maxLength") || kw_is(k, "pattern") || kw_is(k, "format") ||
+                   kw_is(k, K_NOTPATTERN) || kw_is(k, K_NOTFORMAT)) {
+            acc &= ~T_STR;
+        } else if (kw_is(k, "minimum") || kw_is(k, "maximum") || kw_is(k, "exclusiveMinimum") ||
+                   kw_is(k, "exclusiveMaximum") || kw_is(k, "multipleOf")) {
+            acc &= ~(T_INT | T_NUM);
+        } else if (kw_is(k, "items") || kw_is(k, "prefixItems") || kw_is(k, "additionalItems") || kw_is(k, "minItems") ||
+                   kw_is(k, "maxItems") || kw_is(k, "uniqueItems") || kw_is(k, "contains") || kw_is(k, "unevaluatedItems")) {
+            acc &= ~T_ARR;
+        } else if (kw_is(k, "properties") || kw_is(k, "required") || kw_is(k, "additionalProperties") ||
+                   kw_is(k, "patternProperties") || kw_is(k, "propertyNames") || kw_is(k, "minProperties") ||
+                   kw_is(k, "maxProperties") || kw_is(k, "dependencies") || kw_is(k, "dependentRequired") ||
+                   kw_is(k, "dependentSchemas") || kw_is(k, "unevaluatedProperties")) {
+            acc &= ~T_OBJ;
+        } else if (kw_is(k, "$ref")) {
+            const lp_json_t *t;
+            if (lp__gr_sc_resolve(sc, k, &t)) {
+                lp_error_clear();
+                return 0;
+            }
+            acc &= full_types(sc, t, depth + 1);
+        } else if (kw_is(k, "allOf") && k->type == LP_JSON_ARRAY) {
+            for (size_t j = 0; j < k->n; j++) acc &= full_types(sc, &k->u.items[j], depth + 1);
+        }
+    }
+    return acc;
+}
+
+/* b cannot have property p: false in its properties, or not listed where
+ * additionalProperties is false and no pattern matches. */
+static bool forbids(sc_t *sc, const lp_json_t *b, const char *p, size_t n)
+{
+    const lp_json_t *props = lp__gr_sc_kw(b, "properties"), *ap = lp__gr_sc_kw(b, "additionalProperties");
+    const lp_json_t *pp = lp__gr_sc_kw(b, "patternProperties");
+    if (props && props->type == LP_JSON_OBJECT)
+        for (size_t i = 0; i < props->n; i++)
+            if (props->u.items[i].key_len == n && !memcmp(props->u.items[i].key, p, n))
+                return props->u.items[i].type == LP_JSON_BOOL && !props->u.items[i].u.b;
+    if (!ap || ap->type != LP_JSON_BOOL || ap->u.b) return false;
+    if (pp && pp->type == LP_JSON_OBJECT)
+        for (size_t i = 0; i < pp->n; i++) {
+            const sc_pat_t *pat;
+            if (lp__gr_sc_pattern(sc, pp->u.items[i].key, pp->u.items[i].key_len, &pat)) {
+                lp_error_clear();
+                return false;
+            }
+            if (lp__gr_sc_pattern_match(pat, p, n)) return false;
+        }
+    return true;
+}
+
+/* No object satisfies both: a discriminator, or a property one requires
+ * and the other forbids. */
+static bool objects_disjoint(sc_t *sc, const lp_json_t *a, const lp_json_t *b)
+{
+    a = deref(sc, a);
+    b = deref(sc, b);
+    if (a->type != LP_JSON_OBJECT || b->type != LP_JSON_OBJECT) return false;
+    for (int side = 0; side < 2; side++) {
+        const lp_json_t *x = side ? b : a, *y = side ? a : b;
+        const lp_json_t *req = lp_json_get(x, "required");
+        if (!req || req->type != LP_JSON_ARRAY) continue;
+        for (size_t i = 0; i < req->n; i++) {
+            const lp_json_t *nm = &req->u.items[i];
+            if (nm->type != LP_JSON_STRING) continue;
+            if (forbids(sc, y, nm->u.str, nm->n)) return true;
+            size_t na, nb;
+            const lp_json_t *va = prop_values(sc, x, nm->u.str, nm->n, &na);
+            const lp_json_t *vb = prop_values(sc, y, nm->u.str, nm->n, &nb);
+            if (!va || !vb) continue;
+            bool common = false;
+            for (size_t p = 0; p < na && !common; p++)
+                for (size_t q = 0; q < nb && !common; q++) common = lp__gr_sc_json_eq(sc, &va[p], &vb[q]);
+            if (!common) return true;
+        }
+    }
+    return false;
+}
+
+int lp__gr_sc_oneof_types(sc_t *sc, const lp_json_t *alts, int *excluded)
+{
+    int ex = 0;
+    for (size_t i = 0; i < alts->n; i++)
+        for (size_t j = i + 1; j < alts->n; j++) {
+            const lp_json_t *a = &alts->u.items[i], *b = &alts->u.items[j];
+            if (lp__gr_sc_disjoint(sc, a, b)) continue;
+            int common = types_of(sc, a, 0) & types_of(sc, b, 0);
+            int both_full = full_types(sc, a, 0) & full_types(sc, b, 0);
+            for (int t = 1; t <= T_OBJ; t <<= 1) {
+                if (!(common & t)) continue;
+                if (t == T_OBJ && objects_disjoint(sc, a, b)) continue;
+                if (both_full & t) {
+                    ex |= t;
+                    continue;
+                }
+                return 0;
+            }
+        }
+    /* a type name for each excluded bit: "number" covers both number bits */
+    if ((ex & T_NUM) && !(ex & T_INT)) return 0;
+    *excluded = ex;
+    return 1;
+}

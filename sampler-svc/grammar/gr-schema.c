@@ -361,10 +361,28 @@ static int conj_body(sc_t *sc, sc_refv_t *f, uint32_t *rule)
         const lp_json_t *k = lp_json_get(f->v[i].node, "oneOf");
         if (!k || (f->v[i].skip & SK_ONEOF)) continue;
         if (k->type != LP_JSON_ARRAY) return lp_error_set(LP_ERR(EINVAL), "schema: \"oneOf\" must be an array");
-        bool all = true;
-        for (size_t a = 0; a < k->n && all; a++)
-            for (size_t b = a + 1; b < k->n && all; b++) all = lp__gr_sc_disjoint(sc, &k->u.items[a], &k->u.items[b]);
-        if (all) return distribute(sc, f, i, k, SK_ONEOF, NULL, 0, rule);
+        int excluded = 0;
+        if (lp__gr_sc_oneof_types(sc, k, &excluded)) {
+            if (excluded) { /* types every value of which two branches accept */
+                static const struct {
+                    int t;
+                    const char *name;
+                } names[] = {{T_NULL, "null"}, {T_BOOL, "boolean"}, {T_INT | T_NUM, "number"}, {T_INT, "integer"},
+                             {T_STR, "string"}, {T_ARR, "array"}, {T_OBJ, "object"}};
+                lp_json_t *tn[7];
+                size_t nn = 0;
+                int left = excluded;
+                for (size_t q = 0; q < 7; q++)
+                    if ((left & names[q].t) == names[q].t) {
+                        tn[nn++] = lp__gr_sc_mk_str(sc, names[q].name, strlen(names[q].name));
+                        left &= ~names[q].t;
+                    }
+                lp_json_t *not_types = lp__gr_sc_mk_obj2(sc, K_NOTTYPE, lp__gr_sc_mk_arr(sc, tn, nn), NULL, NULL);
+                if (!not_types) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+                if ((rc = lp__gr_sc_push(f, not_types, 0))) return rc;
+            }
+            return distribute(sc, f, i, k, SK_ONEOF, NULL, 0, rule);
+        }
         if (k->n > 8) return lp__gr_sc_unsupported("oneOf", "over 8 branches that may overlap");
         const lp_json_t **ex = calloc(k->n * k->n, sizeof(*ex));
         if (!ex) return lp_error_set(LP_ERR(ENOMEM), "out of memory");

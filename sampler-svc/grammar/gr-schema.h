@@ -123,9 +123,14 @@ const lp_json_t *lp__gr_sc_kw(const lp_json_t *s, const char *k);
 int lp__gr_sc_neg(sc_t *sc, const lp_json_t *s, const lp_json_t **out, int depth);
 /* Provably no value satisfies both a and b. */
 bool lp__gr_sc_disjoint(sc_t *sc, const lp_json_t *a, const lp_json_t *b);
+/* oneOf as anyOf, type by type: 1 when every pair of branches is
+ * disjoint, or overlaps only in whole types both accept in full (then no
+ * value of them satisfies exactly one branch: *excluded gets those types). */
+int lp__gr_sc_oneof_types(sc_t *sc, const lp_json_t *alts, int *excluded);
 /* The T_ mask of a "type" value; -1 when it is not one. */
 int lp__gr_sc_type_mask(const lp_json_t *t);
 lp_json_t *lp__gr_sc_mk_bool(sc_t *sc, bool b);
+lp_json_t *lp__gr_sc_mk_str(sc_t *sc, const char *s, size_t n);
 lp_json_t *lp__gr_sc_mk_obj2(sc_t *sc, const char *k1, const lp_json_t *v1, const char *k2, const lp_json_t *v2);
 lp_json_t *lp__gr_sc_mk_arr(sc_t *sc, lp_json_t *const *v, size_t n);
 
