@@ -410,86 +410,82 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Hopcroft's partition refinement: block[] of each live state; returns the
- * block count.  States start split by tag and by which classes count; dead
- * transitions go to an extra absorbing state. */
+ * block count.  States start split by tag, by which classes count and by
+ * which classes lead nowhere (so the dead state, left out, never needs to
+ * split anything). */
 static int64_t minimise(const raw_t *r, const uint8_t *live, uint32_t *block)
 {
-    uint32_t n = r->n, K = r->n_cls, D = n; /* D: the dead state */
-    uint32_t N = n + 1;
+    uint32_t n = r->n, K = r->n_cls;
     int64_t ret = -1;
-    uint32_t *elems = malloc(N * sizeof(uint32_t)), *loc = malloc(N * sizeof(uint32_t));
-    uint32_t *blk = malloc(N * sizeof(uint32_t));
-    uint32_t *bstart = malloc(N * sizeof(uint32_t)), *bend = malloc(N * sizeof(uint32_t));
-    uint32_t *marked = calloc(N, sizeof(uint32_t));
-    uint8_t *inw = calloc(N, 1);
-    uint32_t *work = malloc(N * sizeof(uint32_t));
-    uint64_t *sig = malloc(N * sizeof(uint64_t));
-    /* inverse transitions: for each target, (class, source) pairs */
-    uint32_t *ifirst = calloc(N + 1, sizeof(uint32_t));
-    uint32_t *isrc = NULL, *icls = NULL, *touched = NULL;
-    uint32_t *xcnt = calloc(K + 1, sizeof(uint32_t)), *xs = NULL, *xc = NULL;
-    if (!elems || !loc || !blk || !bstart || !bend || !marked || !inw || !work || !sig || !ifirst || !xcnt)
+    uint32_t *elems = malloc((n + 1) * sizeof(uint32_t)), *loc = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *blk = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *bstart = malloc((n + 1) * sizeof(uint32_t)), *bend = malloc((n + 1) * sizeof(uint32_t));
+    uint32_t *marked = calloc(n + 1, sizeof(uint32_t));
+    uint8_t *inw = calloc(n + 1, 1);
+    uint32_t *work = malloc((n + 1) * sizeof(uint32_t));
+    uint64_t *pairs = malloc((n + 1) * 2 * sizeof(uint64_t));
+    /* inverse transitions among live states: for each target, (class, source) */
+    uint32_t *ifirst = calloc(n + 1, sizeof(uint32_t));
+    uint32_t *isrc = NULL, *icls = NULL, *touched = NULL, *xs = NULL;
+    uint32_t *xcnt = calloc(K + 1, sizeof(uint32_t));
+    if (!elems || !loc || !blk || !bstart || !bend || !marked || !inw || !work || !pairs || !ifirst || !xcnt)
         goto out;
-#define TGT(s, k) ((s) == D ? D : (r->next.v[(size_t)(s) * K + (k)] >= 0 && live[r->next.v[(size_t)(s) * K + (k)]] ? (uint32_t)r->next.v[(size_t)(s) * K + (k)] : D))
+#define TGT(s, k) (r->next.v[(size_t)(s) * K + (k)])
     size_t ne = 0;
-    for (uint32_t s = 0; s < N; s++) {
-        if (s < n && !live[s]) continue;
-        for (uint32_t k = 0; k < K; k++) ifirst[TGT(s, k) + 1]++, ne++;
+    for (uint32_t s = 0; s < n; s++) {
+        if (!live[s]) continue;
+        for (uint32_t k = 0; k < K; k++) {
+            int32_t t = TGT(s, k);
+            if (t >= 0 && live[t]) ifirst[t + 1]++, ne++;
+        }
     }
-    for (uint32_t t = 0; t < N; t++) ifirst[t + 1] += ifirst[t];
+    for (uint32_t t = 0; t < n; t++) ifirst[t + 1] += ifirst[t];
     isrc = malloc((ne + 1) * sizeof(uint32_t));
     icls = malloc((ne + 1) * sizeof(uint32_t));
-    touched = malloc(N * sizeof(uint32_t));
+    touched = malloc((n + 1) * sizeof(uint32_t));
     xs = malloc((ne + 1) * sizeof(uint32_t));
-    xc = malloc((ne + 1) * sizeof(uint32_t));
-    if (!isrc || !icls || !touched || !xs || !xc) goto out;
+    if (!isrc || !icls || !touched || !xs) goto out;
     {
-        uint32_t *pos = malloc((N + 1) * sizeof(uint32_t));
+        uint32_t *pos = malloc((n + 1) * sizeof(uint32_t));
         if (!pos) goto out;
-        memcpy(pos, ifirst, (N + 1) * sizeof(uint32_t));
-        for (uint32_t s = 0; s < N; s++) {
-            if (s < n && !live[s]) continue;
+        memcpy(pos, ifirst, (n + 1) * sizeof(uint32_t));
+        for (uint32_t s = 0; s < n; s++) {
+            if (!live[s]) continue;
             for (uint32_t k = 0; k < K; k++) {
-                uint32_t t = TGT(s, k);
+                int32_t t = TGT(s, k);
+                if (t < 0 || !live[t]) continue;
                 isrc[pos[t]] = s;
                 icls[pos[t]++] = k;
             }
         }
         free(pos);
     }
-    /* initial blocks: by (tag, counted classes); the dead state alone */
+    /* initial blocks: by signature */
     uint32_t m = 0;
     for (uint32_t s = 0; s < n; s++) {
         if (!live[s]) continue;
         uint64_t h = lp__gr_mix(1, (uint64_t)(int64_t)r->tag.v[s]);
-        for (uint32_t k = 0; k < K; k++) h = lp__gr_mix(h, r->cnt.v[(size_t)s * K + k]);
-        sig[s] = h;
-        elems[m++] = s;
-    }
-    sig[D] = 0;
-    /* sort live states by signature (insertion into buckets via qsort on pairs) */
-    {
-        uint64_t *pairs = malloc((m + 1) * 2 * sizeof(uint64_t));
-        if (!pairs) goto out;
-        for (uint32_t i = 0; i < m; i++) {
-            pairs[2 * i] = sig[elems[i]];
-            pairs[2 * i + 1] = elems[i];
+        for (uint32_t k = 0; k < K; k++) {
+            int32_t t = TGT(s, k);
+            h = lp__gr_mix(h, (uint64_t)r->cnt.v[(size_t)s * K + k] * 2 + (t >= 0 && live[t]));
         }
-        qsort(pairs, m, 2 * sizeof(uint64_t), cmp_u64); /* by signature (first word) */
-        for (uint32_t i = 0; i < m; i++) elems[i] = (uint32_t)pairs[2 * i + 1];
-        free(pairs);
+        pairs[2 * m] = h;
+        pairs[2 * m + 1] = s;
+        m++;
     }
-    elems[m] = D;
+    qsort(pairs, m, 2 * sizeof(uint64_t), cmp_u64); /* by signature (first word) */
     uint32_t nb = 0, nw = 0;
-    for (uint32_t i = 0; i <= m; i++) {
-        if (i == 0 || i == m || sig[elems[i]] != sig[elems[i - 1]]) {
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t s = (uint32_t)pairs[2 * i + 1];
+        elems[i] = s;
+        if (i == 0 || pairs[2 * i] != pairs[2 * i - 2]) {
             if (nb) bend[nb - 1] = i;
             bstart[nb++] = i;
         }
-        blk[elems[i]] = nb - 1;
-        loc[elems[i]] = i;
+        blk[s] = nb - 1;
+        loc[s] = i;
     }
-    bend[nb - 1] = m + 1;
+    if (nb) bend[nb - 1] = m;
     for (uint32_t b = 0; b < nb; b++) {
         work[nw++] = b;
         inw[b] = 1;
@@ -499,10 +495,9 @@ static int64_t minimise(const raw_t *r, const uint8_t *live, uint32_t *block)
         inw[a] = 0;
         /* the preimage of block a, bucketed by class */
         memset(xcnt, 0, (K + 1) * sizeof(uint32_t));
-        uint32_t nx = 0;
         for (uint32_t i = bstart[a]; i < bend[a]; i++) {
             uint32_t t = elems[i];
-            for (uint32_t j = ifirst[t]; j < ifirst[t + 1]; j++) xcnt[icls[j] + 1]++, nx++;
+            for (uint32_t j = ifirst[t]; j < ifirst[t + 1]; j++) xcnt[icls[j] + 1]++;
         }
         for (uint32_t k = 0; k < K; k++) xcnt[k + 1] += xcnt[k];
         for (uint32_t i = bstart[a]; i < bend[a]; i++) {
@@ -549,21 +544,9 @@ static int64_t minimise(const raw_t *r, const uint8_t *live, uint32_t *block)
         }
     }
 #undef TGT
-    /* number the live blocks 0.. (the dead state's block is left out) */
-    {
-        uint32_t *ren = malloc(nb * sizeof(uint32_t));
-        if (!ren) goto out;
-        for (uint32_t b = 0; b < nb; b++) ren[b] = UINT32_MAX;
-        uint32_t cntb = 0;
-        for (uint32_t s = 0; s < n; s++) {
-            if (!live[s]) continue;
-            uint32_t b = blk[s];
-            if (ren[b] == UINT32_MAX) ren[b] = cntb++;
-            block[s] = ren[b];
-        }
-        free(ren);
-        ret = cntb;
-    }
+    for (uint32_t s = 0; s < n; s++)
+        if (live[s]) block[s] = blk[s];
+    ret = nb;
 out:
     free(elems);
     free(loc);
@@ -573,14 +556,13 @@ out:
     free(marked);
     free(inw);
     free(work);
-    free(sig);
+    free(pairs);
     free(ifirst);
     free(isrc);
     free(icls);
     free(touched);
     free(xcnt);
     free(xs);
-    free(xc);
     return ret;
 }
 

@@ -24,10 +24,13 @@ static int key_reach(gr_rule_t *r, uint32_t n_tags)
     if (!r->reach) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
     for (uint32_t q = 0; q < d->n_states; q++)
         if (d->tag[q] >= 0) lp__gr_bset(r->reach + (size_t)q * w, (size_t)d->tag[q]);
+    /* states are numbered breadth first: backwards, one pass settles all
+     * but the loops */
     bool ch = true;
     while (ch) {
         ch = false;
-        for (uint32_t q = 0; q < d->n_states; q++) {
+        for (uint32_t qq = d->n_states; qq-- > 0;) {
+            uint32_t q = qq;
             uint64_t *rq = r->reach + (size_t)q * w;
             for (uint32_t k = 0; k < d->n_cls; k++) {
                 int32_t t = d->next[(size_t)q * d->n_cls + k];

@@ -100,13 +100,17 @@ void lp__gr_bor(uint64_t *dst, const uint64_t *src, size_t nwords)
 
 uint64_t lp__gr_hash_bytes(const void *p, size_t n, uint64_t seed)
 {
-    /* FNV-1a, then a final mix */
+    /* eight bytes at a time, multiply-xorshift; the tail bytewise */
     const uint8_t *s = p;
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ull;
+    uint64_t h = 0xcbf29ce484222325ull ^ seed ^ (n * 0x9e3779b97f4a7c15ull);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
     }
+    for (; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
     return lp__gr_mix(h, n);
 }
 
