@@ -85,8 +85,8 @@ static gr_re_t *search_re(gr_rebuf_t *rb, gr_re_t *r, bool json)
 int lp__gr_sc_pattern(sc_t *sc, const char *pat, size_t len, const sc_pat_t **out)
 {
     for (uint32_t i = 0; i < sc->pats.n; i++)
-        if (sc->pats.v[i].len == len && !memcmp(sc->pats.v[i].pat, pat, len)) {
-            *out = &sc->pats.v[i];
+        if (sc->pats.v[i]->len == len && !memcmp(sc->pats.v[i]->pat, pat, len)) {
+            *out = sc->pats.v[i];
             return 0;
         }
     gr_rebuf_t rb = {0};
@@ -107,11 +107,12 @@ int lp__gr_sc_pattern(sc_t *sc, const char *pat, size_t len, const sc_pat_t **ou
         lp_error_prefix("\"pattern\": ");
         goto done;
     }
-    if (GR_PUSH(sc->pats, p)) {
+    sc_pat_t *keep = lp__gr_memdup(&sc->arena, &p, sizeof(p));
+    if (!keep || GR_PUSH(sc->pats, keep)) {
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
         goto done;
     }
-    *out = &sc->pats.v[sc->pats.n - 1];
+    *out = keep;
     p.search = NULL;
 done:
     lp__gr_dfa_unref(&p.search);

@@ -621,7 +621,7 @@ int lp__gr_compile_schema(gr_grammar_t *g, const char *text, size_t len, const g
     if (!rc) g->root = root;
 done:
     for (uint32_t i = 0; i < sc->pats.n; i++) {
-        lp__gr_dfa_unref(&sc->pats.v[i].search);
+        lp__gr_dfa_unref(&sc->pats.v[i]->search);
     }
     GR_FREE(sc->pats);
     GR_FREE(sc->memo);

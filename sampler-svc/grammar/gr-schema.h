@@ -92,7 +92,7 @@ typedef struct sc {
     uint32_t nslots;
     uint32_t n_compiles;
     int depth;
-    GR_VEC(sc_pat_t) pats;  /* compiled patterns */
+    GR_VEC(sc_pat_t *) pats; /* compiled patterns (pointers stay valid as more come) */
     lp__gr_arena_t arena;   /* decimals, names, synthetic schemas */
     GR_VEC(const lp_json_t *) syn; /* schemas behind "$ref": "\x01N" (negations of themselves) */
     GR_VEC(sc_negmemo_t) negs;
