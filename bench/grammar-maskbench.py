@@ -5,7 +5,8 @@ the targets next to the figures.
 
     bench/grammar-maskbench.py LMPIPE SHARED_DIR WORK_DIR [FILE.json...]
 
-The tarball is extracted under WORK_DIR (a build folder).  Mask times are
+The tarball is extracted under WORK_DIR (a build folder), where the lines
+of lmpipe grammar maskbench are kept too (maskbench.jsonl).  Mask times are
 over every mask of every compiled file (LMPIPE_GRAMMAR_TIMES), compile p50
 over compiled files, as MaskBench's README defines them.  Times are wall
 clock unless LMPIPE_GRAMMAR_CLOCK=cpu is set; the load average before and
@@ -46,6 +47,8 @@ def main():
     if out.returncode:
         print(out.stderr, file=sys.stderr)
         return 1
+    with open(os.path.join(work, "maskbench.jsonl"), "w") as f:
+        f.write(out.stdout)
     lines = [json.loads(l) for l in out.stdout.splitlines()]
     classes = {"passing": 0, "compile error": 0, "invalidation error": 0, "validation error": 0}
     compile_us = []
