@@ -13,6 +13,7 @@ clock unless LMPIPE_GRAMMAR_CLOCK=cpu is set; the load average before and
 after is printed, since the machine may be shared."""
 import json
 import os
+import resource
 import subprocess
 import sys
 import tarfile
@@ -43,6 +44,7 @@ def main():
     out = subprocess.run([lmpipe, "grammar", "maskbench", "--vocab", vocab] + files,
                          capture_output=True, text=True, env=env)
     wall = time.time() - t0
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     load1 = os.getloadavg()
     if out.returncode:
         print(out.stderr, file=sys.stderr)
@@ -69,7 +71,7 @@ def main():
     mean = sum(masks) / len(masks) if masks else float("nan")
     clock = "CPU" if os.environ.get("LMPIPE_GRAMMAR_CLOCK") == "cpu" else "wall"
     print(f"MaskBench: {n} files, {len(masks)} masks, {wall:.0f} s; {clock} clock; "
-          f"load average {load0[0]:.2f} before, {load1[0]:.2f} after")
+          f"load average {load0[0]:.2f} before, {load1[0]:.2f} after; peak memory {peak_mib:.0f} MiB")
     print()
     print("| | lmpipe | target |")
     print("|---|---:|---:|")

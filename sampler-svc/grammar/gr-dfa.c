@@ -325,11 +325,21 @@ typedef struct {
     gr_dfa_t *dfa;
 } centry_t;
 
+#define CACHE_BYTES ((size_t)256 << 20) /* automata and keys kept; emptied past it too */
+
 static struct {
     pthread_mutex_t lock;
     centry_t *e; /* open addressing */
     uint32_t n;
-} cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+    size_t bytes;
+} cache = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+static size_t dfa_bytes(const gr_dfa_t *d)
+{
+    size_t cells = (size_t)d->n_states * d->n_cls;
+    return sizeof(*d) + cells * (sizeof(int32_t) + (d->cnt ? 1 : 0)) +
+           d->n_states * (sizeof(int32_t) + 1 + (d->dmin ? 2 * sizeof(uint32_t) : 0));
+}
 
 static void cache_clear(void)
 {
@@ -339,6 +349,7 @@ static void cache_clear(void)
         memset(&cache.e[i], 0, sizeof(cache.e[i]));
     }
     cache.n = 0;
+    cache.bytes = 0;
 }
 
 int lp__gr_dfa_build(const gr_re_t *const *res, const int32_t *tags, uint32_t n, enum gr_enc enc,
@@ -385,7 +396,9 @@ int lp__gr_dfa_build(const gr_re_t *const *res, const int32_t *tags, uint32_t n,
     }
     pthread_mutex_lock(&cache.lock);
     if (cache.e) {
-        if (cache.n * 2 >= CACHE_SLOTS) cache_clear();
+        size_t nb = dfa_bytes(d) + key.n * sizeof(uint32_t);
+        if (cache.n * 2 >= CACHE_SLOTS || cache.bytes + nb > CACHE_BYTES) cache_clear();
+        cache.bytes += nb;
         uint32_t j = (uint32_t)h & (CACHE_SLOTS - 1);
         while (cache.e[j].dfa) j = (j + 1) & (CACHE_SLOTS - 1);
         cache.e[j].hash = h;
@@ -473,7 +486,7 @@ static int64_t minimise(const raw_t *r, const uint8_t *live, uint32_t *block)
         pairs[2 * m + 1] = s;
         m++;
     }
-    qsort(pairs, m, 2 * sizeof(uint64_t), cmp_u64); /* by signature (first word) */
+    if (m > 1) qsort(pairs, m, 2 * sizeof(uint64_t), cmp_u64); /* by signature (first word) */
     uint32_t nb = 0, nw = 0;
     for (uint32_t i = 0; i < m; i++) {
         uint32_t s = (uint32_t)pairs[2 * i + 1];
@@ -742,7 +755,7 @@ done:
 
 /* ---- counted characters to an accepting state ---------------------------------- */
 
-int lp__gr_dfa_lengths(gr_dfa_t *d)
+static int lengths_locked(gr_dfa_t *d)
 {
     uint32_t n = d->n_states, K = d->n_cls;
     if (!d->cnt || d->dmin) return 0;
@@ -817,6 +830,22 @@ int lp__gr_dfa_lengths(gr_dfa_t *d)
     free(st);
     free(stk);
     return 0;
+}
+
+/* The DFA may be shared (the build cache) by grammars compiled on other
+ * threads: one lock, and a failure leaves no half-filled arrays. */
+int lp__gr_dfa_lengths(gr_dfa_t *d)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    int rc = lengths_locked(d);
+    if (rc) {
+        free(d->dmin);
+        free(d->dmax);
+        d->dmin = d->dmax = NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 /* ---- products, runs, lifetime ---------------------------------------------------- */

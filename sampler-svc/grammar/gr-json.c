@@ -49,7 +49,7 @@ gr_re_t *lp__gr_json_lit(gr_json_t *j, const char *s)
 static gr_re_t *hexd(gr_json_t *j, const char *a, const char *b)
 {
     /* hex digits from the pairs (lo,hi) in a and b: "09af" style */
-    gr_re_t *k[4];
+    gr_re_t *k[8]; /* at most 8 pairs between a and b */
     uint32_t n = 0;
     for (const char *p = a; p && p[0] && p[1]; p += 2) k[n++] = B(j, p[0], p[1], false);
     for (const char *p = b; p && p[0] && p[1]; p += 2) k[n++] = B(j, p[0], p[1], false);

@@ -440,7 +440,7 @@ ok:
         static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
         pthread_mutex_lock(&lock);
         sort_v = v;
-        qsort(b.ex.v, b.ex.n, sizeof(entry_t), cmp_entry_ex);
+        if (b.ex.n > 1) qsort(b.ex.v, b.ex.n, sizeof(entry_t), cmp_entry_ex);
         pthread_mutex_unlock(&lock);
         uint32_t ng = 0;
         for (uint32_t i = 0; i < b.ex.n; i++)
@@ -565,6 +565,8 @@ typedef struct {
 typedef struct {
     sentry_t *e;
     uint32_t n, cap;
+    uint32_t *idx; /* open addressing over e by hash: entry + 1, 0 free */
+    uint32_t nidx; /* a power of two, at least 2 n */
     size_t bytes;
 } shared_t;
 
@@ -605,6 +607,7 @@ void lp__gr_shared_free(lp_grammar_vocab_t *v)
         free(s->e[i].canon);
     }
     free(s->e);
+    free(s->idx);
     free(s);
     v->shared = NULL;
 }
@@ -615,8 +618,9 @@ static int shared_get(lp_grammar_vocab_t *v, const gr_dfa_t *d, int32_t q, bool 
 {
     shared_t *s = v->shared;
     *owned = false;
-    for (uint32_t i = 0; i < s->n; i++) {
-        sentry_t *e = &s->e[i];
+    for (uint32_t j = s->nidx ? (uint32_t)sub->hash & (s->nidx - 1) : 0; s->nidx && s->idx[j];
+         j = (j + 1) & (s->nidx - 1)) {
+        sentry_t *e = &s->e[s->idx[j] - 1];
         if (e->hash != sub->hash || e->tail != tail || e->grouped != grouped || e->ncanon != sub->ncanon ||
             memcmp(e->canon, sub->canon, sub->ncanon * sizeof(uint32_t)))
             continue;
@@ -649,13 +653,26 @@ static int shared_get(lp_grammar_vocab_t *v, const gr_dfa_t *d, int32_t q, bool 
     if (s->n == s->cap) {
         uint32_t nc = s->cap ? s->cap * 2 : 64;
         sentry_t *ne = realloc(s->e, nc * sizeof(*ne));
-        if (!ne) {
+        uint32_t *ni = ne ? calloc(2 * nc, sizeof(uint32_t)) : NULL;
+        if (!ni) {
+            if (ne) s->e = ne;
             ltab_free(t);
             return LP_ERR(ENOMEM);
         }
         s->e = ne;
         s->cap = nc;
+        free(s->idx);
+        s->idx = ni;
+        s->nidx = 2 * nc;
+        for (uint32_t i = 0; i < s->n; i++) {
+            uint32_t j = (uint32_t)s->e[i].hash & (s->nidx - 1);
+            while (s->idx[j]) j = (j + 1) & (s->nidx - 1);
+            s->idx[j] = i + 1;
+        }
     }
+    uint32_t j = (uint32_t)sub->hash & (s->nidx - 1);
+    while (s->idx[j]) j = (j + 1) & (s->nidx - 1);
+    s->idx[j] = s->n + 1;
     sentry_t *e = &s->e[s->n++];
     e->hash = sub->hash;
     e->canon = sub->canon;

@@ -441,7 +441,7 @@ void lp_grammar_matcher_destroy(lp_grammar_matcher_t **mp)
 static int cfgs_copy(gr_cfgs_t *dst, const gr_cfgs_t *src)
 {
     if (lp__gr_cfgs_reserve(dst, src->n)) return LP_ERR(ENOMEM);
-    memcpy(dst->v, src->v, src->n * sizeof(gr_cfg_t));
+    if (src->n) memcpy(dst->v, src->v, src->n * sizeof(gr_cfg_t));
     dst->n = src->n;
     dst->end = src->end;
     return 0;

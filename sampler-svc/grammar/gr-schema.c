@@ -276,7 +276,7 @@ static int flatten(sc_t *sc, sc_refv_t *f, bool *is_false)
     for (uint32_t i = 0; i < f->n; i++)
         if (f->v[i].node->type == LP_JSON_OBJECT) f->v[w++] = f->v[i];
     f->n = w;
-    qsort(f->v, f->n, sizeof(sc_ref_t), cmp_ref);
+    if (f->n > 1) qsort(f->v, f->n, sizeof(sc_ref_t), cmp_ref);
     w = 0;
     for (uint32_t i = 0; i < f->n; i++)
         if (!w || cmp_ref(&f->v[w - 1], &f->v[i])) f->v[w++] = f->v[i];

@@ -49,6 +49,9 @@ int main(int argc, char **argv)
     lp_grammar_t *g;
     if (lp_grammar_compile(gv, &spec, &g)) {
         printf("{\"refused\": true}\n");
+        free(schema);
+        lp_grammar_vocab_destroy(&gv);
+        lp_tokenizer_destroy(&tok);
         return 0;
     }
     int32_t n_tok = lp_grammar_vocab_n_tokens(gv);
