@@ -166,6 +166,8 @@ static int merge_one(sc_t *sc, merged_t *m, const sc_ref_t *it)
             if (m->max_items == GR_NONE || v < m->max_items) m->max_items = v;
         } else if (kis(k, "uniqueItems")) {
             if (k->type == LP_JSON_BOOL && k->u.b) m->unique = true;
+        } else if (kis(k, "dependentSchemas") && (it->skip & SK_DEPS)) {
+            /* rewritten as conjuncts (schema_deps) */
         } else if (kis(k, "contains") || kis(k, "unevaluatedItems") || kis(k, "unevaluatedProperties") ||
                    kis(k, "dependentSchemas") || kis(k, "$dynamicRef") || kis(k, "$recursiveRef")) {
             /* these constrain only their own type: refused once all types are
@@ -195,8 +197,9 @@ static int merge_one(sc_t *sc, merged_t *m, const sc_ref_t *it)
         } else if (kis(k, "dependencies") || kis(k, "dependentRequired")) {
             if (k->type != LP_JSON_OBJECT) return lp_error_set(LP_ERR(EINVAL), "schema: \"dependencies\" must be an object");
             for (size_t j = 0; j < k->n; j++)
-                if (k->u.items[j].type != LP_JSON_ARRAY)
-                    return lp__gr_sc_unsupported("dependencies", "a schema dependency (dependentSchemas)");
+                if (k->u.items[j].type != LP_JSON_ARRAY && (kis(k, "dependentRequired") || !(it->skip & SK_DEPS)))
+                    return lp_error_set(LP_ERR(EINVAL), "schema: \"%s\" values must be arrays",
+                                        kis(k, "dependentRequired") ? "dependentRequired" : "dependencies");
             has_obj = true;
             if (kis(k, "dependencies")) os.deps = k;
             else os.dreq = k;
@@ -459,6 +462,7 @@ static int emit_object(sc_t *sc, merged_t *m, uint32_t *rule)
             if (dl[d])
                 for (size_t i = 0; i < dl[d]->n; i++) {
                     const lp_json_t *e = &dl[d]->u.items[i];
+                    if (e->type != LP_JSON_ARRAY) continue; /* a schema: schema_deps */
                     ADD_NAME(e->key, e->key_len);
                     for (size_t q = 0; q < e->n; q++)
                         if (e->u.items[q].type == LP_JSON_STRING) ADD_NAME(e->u.items[q].u.str, e->u.items[q].n);
@@ -518,6 +522,7 @@ static int emit_object(sc_t *sc, merged_t *m, uint32_t *rule)
             if (dl[d])
                 for (size_t i = 0; i < dl[d]->n && !rc; i++) {
                     const lp_json_t *e = &dl[d]->u.items[i];
+                    if (e->type != LP_JSON_ARRAY) continue;
                     uint32_t kq = 0;
                     for (uint32_t q = 0; q < nn; q++)
                         if (lens.v[q] == e->key_len && !memcmp(names.v[q], e->key, e->key_len)) kq = q;

@@ -321,6 +321,59 @@ static int distribute(sc_t *sc, const sc_refv_t *f, uint32_t at, const lp_json_t
     return rc;
 }
 
+static bool is_schema(const lp_json_t *v) { return v->type == LP_JSON_OBJECT || v->type == LP_JSON_BOOL; }
+#define KEY_IS(k, x) ((k)->key_len == strlen(x) && !memcmp((k)->key, x, (k)->key_len))
+
+/* "a present implies S" (dependentSchemas, and dependencies with a schema)
+ * becomes one more conjunct: anyOf [{type object, required [a], allOf [S]},
+ * {properties {a: false}}], the two branches disjoint. */
+static int schema_deps(sc_t *sc, sc_refv_t *f)
+{
+    for (uint32_t i = 0; i < f->n; i++) {
+        if (f->v[i].skip & SK_DEPS) continue;
+        const lp_json_t *s = f->v[i].node;
+        if (s->type != LP_JSON_OBJECT) continue;
+        bool any = false;
+        for (size_t j = 0; j < s->n; j++) {
+            const lp_json_t *k = &s->u.items[j];
+            bool ds = KEY_IS(k, "dependentSchemas");
+            if (!ds && !KEY_IS(k, "dependencies")) continue;
+            if (k->type != LP_JSON_OBJECT)
+                return lp_error_set(LP_ERR(EINVAL), "schema: \"%s\" must be an object", ds ? "dependentSchemas" : "dependencies");
+            for (size_t q = 0; q < k->n; q++) {
+                const lp_json_t *e = &k->u.items[q];
+                if (is_schema(e)) any = true;
+                else if (ds || e->type != LP_JSON_ARRAY)
+                    return lp_error_set(LP_ERR(EINVAL), "schema: \"%s\" values must be %s", ds ? "dependentSchemas" : "dependencies",
+                                        ds ? "schemas" : "arrays or schemas");
+            }
+        }
+        if (!any) continue;
+        f->v[i].skip |= SK_DEPS;
+        for (size_t j = 0; j < s->n; j++) {
+            const lp_json_t *k = &s->u.items[j];
+            if (!KEY_IS(k, "dependentSchemas") && !KEY_IS(k, "dependencies")) continue;
+            for (size_t q = 0; q < k->n; q++) {
+                const lp_json_t *e = &k->u.items[q];
+                if (!is_schema(e)) continue;
+                char *name = lp__gr_strndup(&sc->arena, e->key, e->key_len);
+                lp_json_t *no = name ? lp__gr_sc_mk_obj2(sc, name, lp__gr_sc_mk_bool(sc, false), NULL, NULL) : NULL;
+                if (no) no->u.items[0].key_len = e->key_len;
+                no = lp__gr_sc_mk_obj2(sc, "properties", no, NULL, NULL);
+                lp_json_t *nm = lp__gr_sc_mk_str(sc, e->key, e->key_len);
+                lp_json_t *req = lp__gr_sc_mk_obj2(sc, "required", lp__gr_sc_mk_arr(sc, &nm, 1), NULL, NULL);
+                lp_json_t *both[2] = {req, (lp_json_t *)e};
+                lp_json_t *yes = lp__gr_sc_mk_obj2(sc, "type", lp__gr_sc_mk_str(sc, "object", 6), "allOf",
+                                                   lp__gr_sc_mk_arr(sc, both, 2));
+                lp_json_t *alts[2] = {yes, no};
+                lp_json_t *c = lp__gr_sc_mk_obj2(sc, "anyOf", lp__gr_sc_mk_arr(sc, alts, 2), NULL, NULL);
+                if (!c || lp__gr_sc_push(f, c, 0)) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+            }
+        }
+    }
+    return 0;
+}
+
 static int conj_body(sc_t *sc, sc_refv_t *f, uint32_t *rule)
 {
     int rc;
@@ -349,6 +402,7 @@ static int conj_body(sc_t *sc, sc_refv_t *f, uint32_t *rule)
         GR_FREE(keep);
         return rc;
     }
+    if ((rc = schema_deps(sc, f))) return rc;
     /* anyOf */
     for (uint32_t i = 0; i < f->n; i++) {
         const lp_json_t *k = lp_json_get(f->v[i].node, "anyOf");

@@ -32,6 +32,7 @@ enum {
     SK_IF = 8,
     SK_REF = 16,
     SK_NOT = 32,
+    SK_DEPS = 64, /* schema dependencies, rewritten as anyOf */
 };
 
 typedef struct {
