@@ -391,42 +391,8 @@ static int types_of(sc_t *sc, const lp_json_t *s, int depth)
     return m;
 }
 
-/* The values a required property must take (const/enum), or NULL. */
-static const lp_json_t *prop_values(sc_t *sc, const lp_json_t *s, const char *name, size_t n, size_t *count)
-{
-    if (s->type != LP_JSON_OBJECT) return NULL;
-    const lp_json_t *req = lp_json_get(s, "required"), *props = lp_json_get(s, "properties");
-    bool required = false;
-    if (req && req->type == LP_JSON_ARRAY)
-        for (size_t i = 0; i < req->n; i++)
-            if (req->u.items[i].type == LP_JSON_STRING && req->u.items[i].n == n && !memcmp(req->u.items[i].u.str, name, n))
-                required = true;
-    if (!required || !props || props->type != LP_JSON_OBJECT) return NULL;
-    for (size_t i = 0; i < props->n; i++) {
-        const lp_json_t *p = &props->u.items[i];
-        if (p->key_len != n || memcmp(p->key, name, n)) continue;
-        const lp_json_t *ref = lp_json_get(p, "$ref");
-        if (ref) {
-            const lp_json_t *t;
-            if (lp__gr_sc_resolve(sc, ref, &t)) {
-                lp_error_clear();
-                return NULL;
-            }
-            p = t;
-        }
-        const lp_json_t *c = lp_json_get(p, "const");
-        if (c) {
-            *count = 1;
-            return c;
-        }
-        c = lp_json_get(p, "enum");
-        if (c && c->type == LP_JSON_ARRAY) {
-            *count = c->n;
-            return c->u.items;
-        }
-    }
-    return NULL;
-}
+/* The schema of property name when s requires it, or NULL. */
+static const lp_json_t *req_prop(sc_t *sc, const lp_json_t *s, const char *name, size_t n);
 
 static const lp_json_t *deref(sc_t *sc, const lp_json_t *s)
 {
@@ -443,30 +409,72 @@ static const lp_json_t *deref(sc_t *sc, const lp_json_t *s)
     return s;
 }
 
-/* Provably no value satisfies both a and b. */
-bool lp__gr_sc_disjoint(sc_t *sc, const lp_json_t *a, const lp_json_t *b)
+static const lp_json_t *req_prop(sc_t *sc, const lp_json_t *s, const char *name, size_t n)
 {
+    if (s->type != LP_JSON_OBJECT) return NULL;
+    const lp_json_t *req = lp_json_get(s, "required"), *props = lp_json_get(s, "properties");
+    bool required = false;
+    if (req && req->type == LP_JSON_ARRAY)
+        for (size_t i = 0; i < req->n; i++)
+            if (req->u.items[i].type == LP_JSON_STRING && req->u.items[i].n == n && !memcmp(req->u.items[i].u.str, name, n))
+                required = true;
+    if (!required || !props || props->type != LP_JSON_OBJECT) return NULL;
+    for (size_t i = 0; i < props->n; i++) {
+        const lp_json_t *p = &props->u.items[i];
+        if (p->key_len == n && !memcmp(p->key, name, n)) return deref(sc, p);
+    }
+    return NULL;
+}
+
+static bool disjoint_d(sc_t *sc, const lp_json_t *a, const lp_json_t *b, int depth);
+
+/* A property both require, with values that cannot agree: no object
+ * satisfies both a and b. */
+static bool discriminated(sc_t *sc, const lp_json_t *a, const lp_json_t *b, int depth)
+{
+    const lp_json_t *req = lp_json_get(a, "required");
+    if (!req || req->type != LP_JSON_ARRAY) return false;
+    for (size_t i = 0; i < req->n; i++) {
+        const lp_json_t *nm = &req->u.items[i];
+        if (nm->type != LP_JSON_STRING) continue;
+        const lp_json_t *pa = req_prop(sc, a, nm->u.str, nm->n), *pb = req_prop(sc, b, nm->u.str, nm->n);
+        if (pa && pb && disjoint_d(sc, pa, pb, depth + 1)) return true;
+    }
+    return false;
+}
+
+/* Every value of s satisfies one of its anyOf/oneOf branches and all of its
+ * allOf members: s is disjoint from b when each branch, or one member, is. */
+static bool parts_disjoint(sc_t *sc, const lp_json_t *s, const lp_json_t *b, int depth)
+{
+    if (s->type != LP_JSON_OBJECT) return false;
+    static const char *alts[] = {"anyOf", "oneOf"};
+    for (int i = 0; i < 2; i++) {
+        const lp_json_t *k = lp_json_get(s, alts[i]);
+        if (!k || k->type != LP_JSON_ARRAY) continue;
+        bool all = true;
+        for (size_t j = 0; j < k->n && all; j++) all = disjoint_d(sc, &k->u.items[j], b, depth + 1);
+        if (all) return true;
+    }
+    const lp_json_t *k = lp_json_get(s, "allOf");
+    if (k && k->type == LP_JSON_ARRAY)
+        for (size_t j = 0; j < k->n; j++)
+            if (disjoint_d(sc, &k->u.items[j], b, depth + 1)) return true;
+    return false;
+}
+
+/* Provably no value satisfies both a and b. */
+static bool disjoint_d(sc_t *sc, const lp_json_t *a, const lp_json_t *b, int depth)
+{
+    if (depth > 8) return false;
     int ta = types_of(sc, a, 0), tb = types_of(sc, b, 0);
     if (!(ta & tb)) return true;
     a = deref(sc, a);
     b = deref(sc, b);
-    if ((ta & tb) == T_OBJ && a->type == LP_JSON_OBJECT) {
-        /* a discriminator: a property required in both with disjoint values */
-        const lp_json_t *req = lp_json_get(a, "required");
-        if (req && req->type == LP_JSON_ARRAY)
-            for (size_t i = 0; i < req->n; i++) {
-                const lp_json_t *nm = &req->u.items[i];
-                if (nm->type != LP_JSON_STRING) continue;
-                size_t na, nb;
-                const lp_json_t *va = prop_values(sc, a, nm->u.str, nm->n, &na);
-                const lp_json_t *vb = prop_values(sc, b, nm->u.str, nm->n, &nb);
-                if (!va || !vb) continue;
-                bool common = false;
-                for (size_t x = 0; x < na && !common; x++)
-                    for (size_t y = 0; y < nb && !common; y++) common = lp__gr_sc_json_eq(sc, &va[x], &vb[y]);
-                if (!common) return true;
-            }
-    }
+    if ((ta & tb) == T_OBJ && a->type == LP_JSON_OBJECT && b->type == LP_JSON_OBJECT &&
+        (discriminated(sc, a, b, depth) || discriminated(sc, b, a, depth)))
+        return true;
+    if (parts_disjoint(sc, a, b, depth) || parts_disjoint(sc, b, a, depth)) return true;
     /* two value lists */
     const lp_json_t *ea = lp__gr_sc_kw(a, "enum"), *eb = lp__gr_sc_kw(b, "enum");
     const lp_json_t *ca = lp__gr_sc_kw(a, "const"), *cb = lp__gr_sc_kw(b, "const");
@@ -481,6 +489,8 @@ bool lp__gr_sc_disjoint(sc_t *sc, const lp_json_t *a, const lp_json_t *b)
     }
     return false;
 }
+
+bool lp__gr_sc_disjoint(sc_t *sc, const lp_json_t *a, const lp_json_t *b) { return disjoint_d(sc, a, b, 0); }
 
 
 /* ---- oneOf, type by type ------------------------------------------------------------------ */
@@ -561,22 +571,14 @@ static bool objects_disjoint(sc_t *sc, const lp_json_t *a, const lp_json_t *b)
     a = deref(sc, a);
     b = deref(sc, b);
     if (a->type != LP_JSON_OBJECT || b->type != LP_JSON_OBJECT) return false;
+    if (discriminated(sc, a, b, 0) || discriminated(sc, b, a, 0)) return true;
     for (int side = 0; side < 2; side++) {
         const lp_json_t *x = side ? b : a, *y = side ? a : b;
         const lp_json_t *req = lp_json_get(x, "required");
         if (!req || req->type != LP_JSON_ARRAY) continue;
         for (size_t i = 0; i < req->n; i++) {
             const lp_json_t *nm = &req->u.items[i];
-            if (nm->type != LP_JSON_STRING) continue;
-            if (forbids(sc, y, nm->u.str, nm->n)) return true;
-            size_t na, nb;
-            const lp_json_t *va = prop_values(sc, x, nm->u.str, nm->n, &na);
-            const lp_json_t *vb = prop_values(sc, y, nm->u.str, nm->n, &nb);
-            if (!va || !vb) continue;
-            bool common = false;
-            for (size_t p = 0; p < na && !common; p++)
-                for (size_t q = 0; q < nb && !common; q++) common = lp__gr_sc_json_eq(sc, &va[p], &vb[q]);
-            if (!common) return true;
+            if (nm->type == LP_JSON_STRING && forbids(sc, y, nm->u.str, nm->n)) return true;
         }
     }
     return false;
