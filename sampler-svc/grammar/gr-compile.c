@@ -12,6 +12,10 @@ uint64_t lp_grammar_spec_hash(const lp_grammar_spec_t *spec)
     return lp__gr_hash_bytes(spec->text, spec->text ? spec->len : 0, h);
 }
 
+/* automaton steps one compile may take (about 3 s on one core; the
+ * costliest MaskBench schema takes 21 million) */
+uint64_t lp__gr_compile_work = 50000000ull;
+
 int lp_grammar_compile(lp_grammar_vocab_t *v, const lp_grammar_spec_t *spec, lp_grammar_t **out)
 {
     lp_grammar_t *G = calloc(1, sizeof(*G));
@@ -24,6 +28,7 @@ int lp_grammar_compile(lp_grammar_vocab_t *v, const lp_grammar_spec_t *spec, lp_
     const char *t = spec->text ? spec->text : "";
     size_t n = spec->text ? spec->len : 0;
     int rc;
+    lp__gr_dfa_budget(lp__gr_compile_work);
     switch (spec->kind) {
     case LP_GRAMMAR_JSON_SCHEMA: rc = lp__gr_compile_schema(&G->g, t, n, &o); break;
     case LP_GRAMMAR_JSON_OBJECT: rc = lp__gr_compile_json_object(&G->g, &o); break;
@@ -33,6 +38,7 @@ int lp_grammar_compile(lp_grammar_vocab_t *v, const lp_grammar_spec_t *spec, lp_
     default: rc = lp_error_set(LP_ERR(EINVAL), "grammar: unknown kind %d", (int)spec->kind);
     }
     if (!rc) rc = lp__gr_finalize(&G->g);
+    lp__gr_dfa_budget(0);
     if (rc) {
         lp_grammar_unref(&G);
         return rc;

@@ -143,7 +143,7 @@ static pthread_once_t ucd_once = PTHREAD_ONCE_INIT;
 
 static void ucd_build(void)
 {
-    uint32_t start[8];
+    uint32_t start[8] = {0};
     uint8_t prev = 0;
     for (uint32_t cp = 0; cp <= GR_CP_MAX + 1; cp++) {
         uint8_t f = cp <= GR_CP_MAX && (cp < 0xD800 || cp > 0xDFFF) ? lp__ucd_flags(cp) : 0;

@@ -184,6 +184,13 @@ static int32_t set_tag(nfa_ctx_t *c, const uint32_t *v, uint32_t n, bool bol, in
 
 static int finish(raw_t *r, uint32_t max_states, gr_dfa_t **out);
 
+/* Subset construction's work (NFA states handled), counted per compile on
+ * the compiling thread; outside a compile, per automaton. */
+#define DFA_WORK_ONE 50000000ull
+static _Thread_local uint64_t work_left; /* 0: no compile budget set */
+
+void lp__gr_dfa_budget(uint64_t steps) { work_left = steps; }
+
 int lp__gr_dfa_from_nfa(const gr_nfa_t *n, uint32_t max_states, gr_dfa_t **out)
 {
     if (!max_states) max_states = 20000;
@@ -242,8 +249,10 @@ int lp__gr_dfa_from_nfa(const gr_nfa_t *n, uint32_t max_states, gr_dfa_t **out)
     /* bucket the byte-edge targets of a set by class */
     lp__gr_u32v_t bucket[256];
     memset(bucket, 0, sizeof(bucket));
+    uint64_t spent = 0, limit = work_left ? work_left : DFA_WORK_ONE;
     for (uint32_t d = 0; d < r.n; d++) {
         uint32_t lo = sm.off.v[d], hi = sm.off.v[d + 1];
+        spent += hi - lo;
         for (uint32_t k = 0; k < r.n_cls; k++) bucket[k].n = 0;
         memset(cnt_per_cls, 0, r.n_cls * sizeof(uint32_t));
         for (uint32_t i = lo; i < hi; i++) {
@@ -269,6 +278,13 @@ int lp__gr_dfa_from_nfa(const gr_nfa_t *n, uint32_t max_states, gr_dfa_t **out)
                 if (GR_PUSH(work, t)) goto oom_b;
             }
             if (closure(&c, &work, false, false) < 0) goto oom_b;
+            spent += work.n;
+            if (spent > limit) {
+                rc = lp_error_set(LP_ERR(E2BIG), "grammar too costly to compile (over %u million automaton steps)",
+                                  (unsigned)(DFA_WORK_ONE / 1000000));
+                for (int k = 0; k < 256; k++) GR_FREE(bucket[k]);
+                goto fail;
+            }
             uint32_t idx;
             int ins = sm_get(&sm, work.v, work.n, &idx);
             if (ins < 0) goto oom_b;
@@ -288,6 +304,7 @@ int lp__gr_dfa_from_nfa(const gr_nfa_t *n, uint32_t max_states, gr_dfa_t **out)
         }
     }
     for (int k = 0; k < 256; k++) GR_FREE(bucket[k]);
+    if (work_left) work_left = work_left > spent ? work_left - spent : 1;
     rc = finish(&r, max_states, out);
     goto done;
 oom_b:

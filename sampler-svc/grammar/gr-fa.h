@@ -167,6 +167,9 @@ static inline bool lp__gr_dfa_final(const gr_dfa_t *d, int32_t q) { return d->ta
 /* Determinise, trim, minimise.  LP_ERR(E2BIG) past max_states (the message
  * says so); an empty language gives a DFA with no states (n_states 0). */
 int lp__gr_dfa_from_nfa(const gr_nfa_t *n, uint32_t max_states, gr_dfa_t **out);
+/* The work all automata built from now on this thread may take together
+ * (lp_grammar_compile sets it; 0: each automaton its own bound). */
+void lp__gr_dfa_budget(uint64_t steps);
 /* Convenience: one regex, tag 0. */
 int lp__gr_dfa_from_re(const gr_re_t *re, enum gr_enc enc, uint32_t max_states, gr_dfa_t **out);
 /* Regexes res[i] accepting with tags[i], through a process-wide cache of

@@ -569,7 +569,7 @@ static int nb_build(gp_t *p, nb_t *nb, const gnode_t *x, uint32_t s, uint32_t e,
     int rc;
     if (nb->b.final.n > 200000) return gfail(p, LP_ERR(E2BIG), "grammar too large");
     if (node_regular(p, x)) {
-        uint32_t id;
+        uint32_t id = 0;
         if ((rc = lex_of(p, to_re(p, x), name, &id))) return rc;
         return lp__gr_seqb_edge(&nb->b, s, (gr_edge_t){id, GR_TAG_ANY, e, 0, 0, 0, 0});
     }

@@ -141,6 +141,8 @@ typedef struct {
     bool compact;
 } gr_json_opts_t;
 
+/* Automaton steps one lp_grammar_compile may take (tests lower it). */
+extern uint64_t lp__gr_compile_work;
 int lp__gr_compile_schema(gr_grammar_t *g, const char *text, size_t len, const gr_json_opts_t *o);
 int lp__gr_compile_json_object(gr_grammar_t *g, const gr_json_opts_t *o);
 int lp__gr_compile_gbnf(gr_grammar_t *g, const char *text, size_t len);

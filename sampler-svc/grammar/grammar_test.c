@@ -290,6 +290,12 @@ static void test_refusals(void)
     refused(LP_GRAMMAR_REGEX, "(a{1000}b){1000}", LP_ERR(E2BIG), "large");
     refused(LP_GRAMMAR_GBNF, "root ::= (\"ab\" [a-z]{3000}){3000}\n", LP_ERR(E2BIG), "large");
     refused(S, "{\"type\":\"string\",\"pattern\":\"^(.{0,50}x){50}$\"}", LP_ERR(E2BIG), "large");
+    /* the work of building automata is bounded per compile (lowered here
+     * so that a small expression reaches it) */
+    uint64_t work = lp__gr_compile_work;
+    lp__gr_compile_work = 20000;
+    refused(LP_GRAMMAR_REGEX, "(.*q.{5}){2}", LP_ERR(E2BIG), "costly");
+    lp__gr_compile_work = work;
     /* nesting deeper than the JSON reader takes */
     char deep[1024];
     size_t k = 0;

@@ -28,17 +28,38 @@ def valid(schema, text):
     return all(c(schema, format_checker=c.FORMAT_CHECKER).is_valid(value) for c in classes)
 
 
+def formats(schema):
+    """Every "format" value in a schema."""
+    if isinstance(schema, dict):
+        out = {schema["format"]} if isinstance(schema.get("format"), str) else set()
+        for v in schema.values():
+            out |= formats(v)
+        return out
+    if isinstance(schema, list):
+        return set().union(*(formats(v) for v in schema)) if schema else set()
+    return set()
+
+
 def main():
     cases = json.load(open(sys.argv[1], encoding="utf-8"))
-    bad = 0
+    # Older jsonschema releases (Debian 12's 4.10) check fewer formats
+    # (date-time needs a module Debian does not ship): an invalid text that
+    # only such a format rejects cannot be judged by them.
+    checked = set(jsonschema.Draft7Validator.FORMAT_CHECKER.checkers)
+    bad = unjudged = 0
     for c in cases:
+        unchecked = formats(c["schema"]) - checked
         for want, key in ((True, "valid"), (False, "invalid"), (True, "stricter")):
             for text in c.get(key, []):
                 if valid(c["schema"], text) != want:
+                    if key == "invalid" and unchecked:
+                        unjudged += 1
+                        continue
                     print(f"{c['name']}: {text!r} is listed as {key}, the validator disagrees")
                     bad += 1
     n = sum(len(c.get(k, [])) for c in cases for k in ("valid", "invalid", "stricter"))
-    print(f"{n} texts, {bad} disagreements")
+    note = f" ({unjudged} invalid texts not judged: this jsonschema does not check their format)" if unjudged else ""
+    print(f"{n} texts, {bad} disagreements{note}")
     return 1 if bad else 0
 
 
