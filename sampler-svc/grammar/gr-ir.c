@@ -110,6 +110,44 @@ int lp__gr_set_seq(gr_grammar_t *g, uint32_t id, gr_seqb_t *b)
 
 /* ---- checks ------------------------------------------------------------------------ */
 
+/* Whether a final state is reachable from state 0 through edges whose
+ * callee is marked in via; a dispatch edge leads to every state where
+ * dispatch is set, and is not taken otherwise. */
+static int reaches_final(const gr_rule_t *r, const uint8_t *via, bool dispatch, bool *ok)
+{
+    uint32_t ns = r->n_states;
+    *ok = false;
+    if (!ns) return 0;
+    uint8_t *seen = calloc(ns, 1);
+    uint32_t *q = malloc(ns * sizeof(uint32_t));
+    if (!seen || !q) {
+        free(seen);
+        free(q);
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory checking a grammar");
+    }
+    uint32_t qh = 0, qt = 0;
+    seen[0] = 1;
+    q[qt++] = 0;
+    while (qh < qt && !*ok) {
+        uint32_t s = q[qh++];
+        if (r->final[s]) *ok = true;
+        for (uint32_t k = r->efirst[s]; k < r->efirst[s + 1]; k++) {
+            const gr_edge_t *e = &r->edges[k];
+            if (!via[e->callee] || (e->tag == GR_TAG_DISPATCH && !dispatch)) continue;
+            uint32_t lo = e->to, hi = e->tag == GR_TAG_DISPATCH ? ns : e->to + 1;
+            for (uint32_t t = lo; t < hi; t++)
+                if (!seen[t]) {
+                    seen[t] = 1;
+                    q[qt++] = t;
+                }
+        }
+    }
+    free(seen);
+    free(q);
+    return 0;
+}
+
+
 static bool lex_nonempty(const gr_rule_t *r)
 {
     if (!r->dfa->n_states) return false;
@@ -208,37 +246,8 @@ int lp__gr_finalize(gr_grammar_t *g)
             gr_rule_t *r = &g->rules.v[i];
             if (r->kind != GR_SEQ || prod[i]) continue;
             /* reachability from 0 through productive callees */
-            uint32_t ns = r->n_states;
-            uint8_t *seen = calloc(ns ? ns : 1, 1);
-            uint32_t *q = malloc((ns ? ns : 1) * sizeof(uint32_t));
-            if (!seen || !q) {
-                free(seen);
-                free(q);
-                rc = lp_error_set(LP_ERR(ENOMEM), "out of memory checking a grammar");
-                goto out;
-            }
-            uint32_t qh = 0, qt = 0;
-            if (ns) {
-                seen[0] = 1;
-                q[qt++] = 0;
-            }
-            bool ok = false;
-            while (qh < qt && !ok) {
-                uint32_t s = q[qh++];
-                if (r->final[s]) ok = true;
-                for (uint32_t k = r->efirst[s]; k < r->efirst[s + 1]; k++) {
-                    const gr_edge_t *e = &r->edges[k];
-                    if (!prod[e->callee]) continue;
-                    uint32_t lo = e->to, hi = e->tag == GR_TAG_DISPATCH ? ns : e->to + 1;
-                    for (uint32_t t = lo; t < hi; t++)
-                        if (!seen[t]) {
-                            seen[t] = 1;
-                            q[qt++] = t;
-                        }
-                }
-            }
-            free(seen);
-            free(q);
+            bool ok;
+            if ((rc = reaches_final(r, prod, true, &ok))) goto out;
             if (ok) {
                 prod[i] = 1;
                 ch = true;
@@ -269,33 +278,8 @@ int lp__gr_finalize(gr_grammar_t *g)
         for (uint32_t i = 0; i < n; i++) {
             gr_rule_t *r = &g->rules.v[i];
             if (r->kind != GR_SEQ || nullable[i] || !prod[i]) continue;
-            uint32_t ns = r->n_states;
-            uint8_t *seen = calloc(ns, 1);
-            uint32_t *q = malloc(ns * sizeof(uint32_t));
-            if (!seen || !q) {
-                free(seen);
-                free(q);
-                rc = lp_error_set(LP_ERR(ENOMEM), "out of memory checking a grammar");
-                goto out;
-            }
-            uint32_t qh = 0, qt = 0;
-            seen[0] = 1;
-            q[qt++] = 0;
-            bool ok = false;
-            while (qh < qt && !ok) {
-                uint32_t s = q[qh++];
-                if (r->final[s]) ok = true;
-                for (uint32_t k = r->efirst[s]; k < r->efirst[s + 1]; k++) {
-                    const gr_edge_t *e = &r->edges[k];
-                    if (!nullable[e->callee] || e->tag == GR_TAG_DISPATCH) continue;
-                    if (!seen[e->to]) {
-                        seen[e->to] = 1;
-                        q[qt++] = e->to;
-                    }
-                }
-            }
-            free(seen);
-            free(q);
+            bool ok;
+            if ((rc = reaches_final(r, nullable, false, &ok))) goto out;
             if (ok) {
                 nullable[i] = 1;
                 ch = true;

@@ -995,9 +995,9 @@ static int tab_mask(walk_t *w, const gr_cfg_t *c, const gr_ltab_t *t, const int3
     return w->err;
 }
 
-int lp__gr_fill_mask(const lp_grammar_t *G, const gr_cfgs_t *cur, gr_scratch_t *s, uint64_t *mask)
+/* An empty mask, and a level of configurations per byte of the longest token. */
+static int mask_start(const lp_grammar_vocab_t *v, gr_scratch_t *s, uint64_t *mask)
 {
-    const lp_grammar_vocab_t *v = G->vocab;
     memset(mask, 0, v->words * sizeof(uint64_t));
     uint32_t need = v->max_len + 2;
     if (s->nlvl < need) {
@@ -1007,6 +1007,14 @@ int lp__gr_fill_mask(const lp_grammar_t *G, const gr_cfgs_t *cur, gr_scratch_t *
         s->lvl = l;
         s->nlvl = need;
     }
+    return 0;
+}
+
+int lp__gr_fill_mask(const lp_grammar_t *G, const gr_cfgs_t *cur, gr_scratch_t *s, uint64_t *mask)
+{
+    const lp_grammar_vocab_t *v = G->vocab;
+    int rc = mask_start(v, s, mask);
+    if (rc) return rc;
     if (!s->excl && !(s->excl = malloc(v->words * sizeof(uint64_t))))
         return lp_error_set(LP_ERR(ENOMEM), "grammar: out of memory");
     walk_t w = {G, mask, s, NULL, 0};
@@ -1017,15 +1025,8 @@ int lp__gr_fill_mask(const lp_grammar_t *G, const gr_cfgs_t *cur, gr_scratch_t *
 int lp__gr_fill_mask_naive(const lp_grammar_t *G, const gr_cfgs_t *cur, gr_scratch_t *s, uint64_t *mask)
 {
     const lp_grammar_vocab_t *v = G->vocab;
-    memset(mask, 0, v->words * sizeof(uint64_t));
-    uint32_t need = v->max_len + 2;
-    if (s->nlvl < need) {
-        gr_cfgs_t *l = realloc(s->lvl, need * sizeof(*l));
-        if (!l) return lp_error_set(LP_ERR(ENOMEM), "grammar: out of memory");
-        memset(l + s->nlvl, 0, (need - s->nlvl) * sizeof(*l));
-        s->lvl = l;
-        s->nlvl = need;
-    }
+    int rc = mask_start(v, s, mask);
+    if (rc) return rc;
     walk_t w = {G, mask, s, NULL, 0};
     walk(&w, &v->trie, 0, 0, cur);
     return w.err;

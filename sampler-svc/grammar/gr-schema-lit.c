@@ -373,13 +373,7 @@ static gr_re_t *num_re(sc_t *sc, const lp_json_t *v)
     if (lp__gr_dec_parse(sc, v->num_text, v->n, &d)) return NULL;
     gr_re_t *as_written = lp__gr_re_bytes(rb, v->num_text, v->n);
     if (lp__gr_dec_split(sc, &d, &I, &ni, &F, &nf)) return as_written;
-    gr_re_t *zeros = lp__gr_re_rep(rb, lp__gr_re_byte(rb, '0', '0', false), nf ? 0 : 1, GR_RE_INF);
-    gr_re_t *frac = lp__gr_re_cat2(rb, lp__gr_re_byte(rb, '.', '.', false), lp__gr_re_cat2(rb, lp__gr_re_bytes(rb, F, nf), zeros));
-    gr_re_t *canon = lp__gr_re_cat2(rb, lp__gr_re_bytes(rb, I, ni), nf ? frac : lp__gr_re_rep(rb, frac, 0, 1));
-    gr_re_t *sign = d.neg ? lp__gr_re_byte(rb, '-', '-', false)
-                  : d.nd ? lp__gr_re_new(rb, GR_RE_EMPTY)
-                         : lp__gr_re_rep(rb, lp__gr_re_byte(rb, '-', '-', false), 0, 1);
-    return lp__gr_re_alt2(rb, as_written, lp__gr_re_cat2(rb, sign, canon));
+    return lp__gr_re_alt2(rb, as_written, lp__gr_dec_plain_re(rb, &d, I, ni, F, nf));
 }
 
 static gr_re_t *scalar_re(sc_t *sc, const lp_json_t *v)

@@ -257,13 +257,7 @@ static int notvals_dfa(sc_t *sc, const merged_t *m, int types, gr_dfa_t **out)
             gr_rebuf_t *rb = &sc->J.rb;
             /* its plain spellings [-]I[.F0*]; numbers are written without an
              * exponent where values are excluded (see merge_emit) */
-            gr_re_t *zeros = lp__gr_re_rep(rb, lp__gr_re_byte(rb, '0', '0', false), nf ? 0 : 1, GR_RE_INF);
-            gr_re_t *frac = lp__gr_re_cat2(rb, lp__gr_re_byte(rb, '.', '.', false), lp__gr_re_cat2(rb, lp__gr_re_bytes(rb, F, nf), zeros));
-            gr_re_t *plain = lp__gr_re_cat2(rb, lp__gr_re_bytes(rb, I, ni), nf ? frac : lp__gr_re_rep(rb, frac, 0, 1));
-            gr_re_t *sign = d.neg ? lp__gr_re_byte(rb, '-', '-', false)
-                          : d.nd ? lp__gr_re_new(rb, GR_RE_EMPTY)
-                                 : lp__gr_re_rep(rb, lp__gr_re_byte(rb, '-', '-', false), 0, 1);
-            r = lp__gr_re_cat2(rb, sign, plain);
+            r = lp__gr_dec_plain_re(rb, &d, I, ni, F, nf);
             break;
         }
         default: break;

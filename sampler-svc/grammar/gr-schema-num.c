@@ -236,6 +236,17 @@ static gr_re_t *mag_cmp_re(nb_t *b, int op, const char *I, size_t ni, const char
     return r;
 }
 
+gr_re_t *lp__gr_dec_plain_re(gr_rebuf_t *rb, const sc_dec_t *d, const char *I, size_t ni, const char *F, size_t nf)
+{
+    gr_re_t *zeros = lp__gr_re_rep(rb, lp__gr_re_byte(rb, '0', '0', false), nf ? 0 : 1, GR_RE_INF);
+    gr_re_t *frac = lp__gr_re_cat2(rb, lp__gr_re_byte(rb, '.', '.', false), lp__gr_re_cat2(rb, lp__gr_re_bytes(rb, F, nf), zeros));
+    gr_re_t *plain = lp__gr_re_cat2(rb, lp__gr_re_bytes(rb, I, ni), nf ? frac : lp__gr_re_rep(rb, frac, 0, 1));
+    gr_re_t *sign = d->neg ? lp__gr_re_byte(rb, '-', '-', false)
+                  : d->nd  ? lp__gr_re_new(rb, GR_RE_EMPTY)
+                           : lp__gr_re_rep(rb, lp__gr_re_byte(rb, '-', '-', false), 0, 1);
+    return lp__gr_re_cat2(rb, sign, plain);
+}
+
 /* I and F of |d| */
 int lp__gr_dec_split(sc_t *sc, const sc_dec_t *d, const char **I, size_t *ni, const char **F, size_t *nf)
 {

@@ -148,6 +148,8 @@ int lp__gr_dec_cmp(const sc_dec_t *a, const sc_dec_t *b);
 bool lp__gr_dec_is_int(const sc_dec_t *d);
 /* |d| as integer digits I and fraction digits F (no trailing zeros). */
 int lp__gr_dec_split(sc_t *sc, const sc_dec_t *d, const char **I, size_t *ni, const char **F, size_t *nf);
+/* d's spellings without an exponent: [-]I[.F0*] (the sign optional for 0). */
+gr_re_t *lp__gr_dec_plain_re(gr_rebuf_t *rb, const sc_dec_t *d, const char *I, size_t ni, const char *F, size_t nf);
 
 typedef struct {
     bool has_lo, has_hi, lo_excl, hi_excl;
