@@ -47,6 +47,8 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
     /* Paged KV as the first ready group has it (0: not paged). */
     mine->kv_block = g0->s.paged ? (uint32_t)g0->s.kv_block : 0;
     mine->kv_blocks = g0->s.paged ? (uint32_t)g0->s.kv_blocks : 0;
+    mine->kv_swa_window = g0->s.swa ? (uint32_t)g0->s.swa_window : 0;
+    mine->kv_blocks_swa = g0->s.swa ? (uint32_t)g0->s.kv_blocks_swa : 0;
     return lp_hello_check_vocab(mine, peer);
 }
 
@@ -81,9 +83,16 @@ static int set_stops(lp__req_t *r, const Lmpipe__GenerateRequest *g, const lp_js
  * is refused here, before anything is queued. */
 #define MAX_CHAT_MESSAGES 4096
 
+/* A chat request: typed messages, or the conversation as chat_json (which
+ * tokenizer-svc checks as it renders it). */
+static bool is_chat(const Lmpipe__GenerateRequest *g)
+{
+    return g->n_messages || (g->chat_json && g->chat_json[0]);
+}
+
 static int check_messages(const Lmpipe__GenerateRequest *g)
 {
-    if (!g->n_messages) {
+    if (!is_chat(g)) {
         if (g->chat_template && g->chat_template[0])
             return lp_error_set(LP_ERR(EINVAL), "chat_template: only with messages");
         return 0;
@@ -91,6 +100,8 @@ static int check_messages(const Lmpipe__GenerateRequest *g)
     if (g->prompt.len || g->n_prompt_ids)
         return lp_error_set(LP_ERR(EINVAL), "messages: not together with %s",
                             g->prompt.len ? "prompt" : "prompt_ids");
+    if (g->n_messages && g->chat_json && g->chat_json[0])
+        return lp_error_set(LP_ERR(EINVAL), "messages: give them typed or in chat_json, not both");
     if (g->n_messages > MAX_CHAT_MESSAGES)
         return lp_error_set(LP_ERR(EINVAL), "messages: %zu messages (at most %d)", g->n_messages,
                             MAX_CHAT_MESSAGES);
@@ -143,7 +154,7 @@ static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, int32_t
     if (g->n_predict == 0 && f.has_n_predict) r->s.n_predict = f.n_predict;
     r->ignore_eos = r->ignore_eos || f.ignore_eos;
     if ((rc = set_stops(r, g, f.stop)) != 0) goto out;
-    if (g->n_messages && lp_json_get(root, "prompt")) {
+    if (is_chat(g) && lp_json_get(root, "prompt")) {
         rc = lp_error_set(LP_ERR(EINVAL), "messages: not together with params_json's prompt");
         goto out;
     }
@@ -223,14 +234,22 @@ void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
 /* Who a request counts against in the waiting queue: the one place that
  * says it.  Over CURVE the peer's public key, so that one key gets one
  * share however many connections it opens; on ipc:// and plain TCP the
- * connection's routing id (a client that reconnects is another client). */
-static void client_key(const lp_frame_t *f, uint8_t *key, size_t *len)
+ * connection's routing id (a client that reconnects is another client).
+ * A request's tenant (a gateway's API key, the bridge's request subject)
+ * divides that further: each tenant of a client is a client of its own. */
+static void client_key(const lp_frame_t *f, const ProtobufCBinaryData *tenant, uint8_t *key, size_t *len)
 {
     size_t uid = strlen(f->user_id);
     const uint8_t *src = uid ? (const uint8_t *)f->user_id : f->peer;
     size_t n = uid ? uid : f->peer_len;
     *len = n < LP__FAIR_KEY_MAX ? n : LP__FAIR_KEY_MAX;
     memcpy(key, src, *len);
+    if (tenant->len && *len + 1 < LP__FAIR_KEY_MAX) {
+        size_t room = LP__FAIR_KEY_MAX - *len - 1, t = tenant->len < room ? tenant->len : room;
+        key[(*len)++] = '/';
+        memcpy(key + *len, tenant->data, t);
+        *len += t;
+    }
 }
 
 /* Requests of this client not yet given a slot (tokenizing or queued). */
@@ -257,14 +276,15 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     /* One client alone cannot fill the queue: the others keep their share. */
     uint8_t key[LP__FAIR_KEY_MAX];
     size_t key_len;
-    client_key(f, key, &key_len);
+    client_key(f, &g->tenant, key, &key_len);
     size_t max_client = c->p.max_queued_per_client > 0 ? (size_t)c->p.max_queued_per_client
                                                        : max_req / 4 > 0 ? max_req / 4 : 1;
     size_t waiting = client_waiting(c, key, key_len);
     if (waiting >= max_client)
         return lp_error_set(LP_ERR(EBUSY),
-                            "generate: this client has %zu requests waiting for a slot "
+                            "generate: this client%s has %zu requests waiting for a slot "
                             "(max_queued_per_client = %zu); send more as they finish",
+                            g->tenant.len ? " (its API key, address or subject)" : "",
                             waiting, max_client);
     lp__req_t *r = calloc(1, sizeof(*r));
     if (!r) return LP_ERR(ENOMEM);
@@ -295,15 +315,16 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
         return rc;
     }
     lp__deadline_set(c, r, g->deadline_ms);
-    if (g->n_messages || !g->n_prompt_ids) {
+    if (is_chat(g) || !g->n_prompt_ids) {
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__ChatTemplateRequest ct = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;
         Lmpipe__TokenizeRequest t = LMPIPE__TOKENIZE_REQUEST__INIT;
-        if (g->n_messages) {
+        if (is_chat(g)) {
             /* The chat template's text, tokenized with special-token parsing
              * (and BOS where the model adds it), is the prompt. */
             ct.n_messages = g->n_messages;
             ct.messages = g->messages;
+            ct.chat_json = g->chat_json ? g->chat_json : "";
             ct.template_ = g->chat_template ? g->chat_template : "";
             ct.add_assistant = true;
             ct.tokenize = true;

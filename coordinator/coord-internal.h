@@ -81,6 +81,7 @@ typedef struct lp__link {
     struct lp_coord *owner;
     struct lp__group *group; /* NULL for a tokenizer */
     bool down;               /* dropped; reopened by its retry timer */
+    uint64_t deaths;         /* times the service dropped out (poison.c) */
     unsigned backoff_ms;     /* the next retry's delay */
     uv_timer_t timer;        /* the retry */
     bool timer_open;
@@ -171,6 +172,12 @@ typedef struct lp__req {
     uint8_t client[LP__FAIR_KEY_MAX]; /* who it counts against in the waiting queue */
     size_t client_len;
     enum lp__rstate state;
+    /* Poison pills (poison.c): the stage (link) that last died with this
+     * request in flight, and that death's number; a suspect runs again
+     * alone among suspects, so that a second death names it. */
+    const struct lp__link *crash_link;
+    uint64_t crash_death;
+    bool suspect;
     int32_t *prompt;
     int32_t n_prompt;          /* the prompt's tokens (s.n_prompt is what is prefilled) */
     int32_t *gen;              /* the tokens generated so far (s.n_gen of them) */
@@ -257,6 +264,7 @@ struct lp_coord {
     uint64_t epoch;            /* Hello.controller_epoch: a newer coordinator's is higher */
     uint64_t restarts[3];      /* services seen back with a new pid: tokenizer, engine, sampler */
     uint64_t n_redriven;       /* requests moved back to the queue after a stage died */
+    uint64_t n_poisoned;       /* requests failed for having crashed a stage twice */
     Lmpipe__KindCount kc_restarts[3], *kcp_restarts[3];
     /* The SamplerControls that succeeded, packed, in order: replayed to a
      * sampler that comes back with an older strategy. */
@@ -298,6 +306,15 @@ void lp__coord_fail_retryable(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind
 /* Send the final event and free the request, once it is done and nothing
  * is pending. */
 void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r);
+
+/* ---- poison pills (poison.c) ---- */
+/* Stage link l died: a request in flight there that was in flight at its
+ * previous death too is failed ("crashed the sampler twice") and not
+ * re-driven; the others in flight become suspects. Call before the
+ * requests are re-driven. */
+void lp__poison_on_death(lp_coord_t *c, lp__link_t *l);
+/* Whether a suspect is running: then the waiting suspects wait. */
+bool lp__poison_suspect_running(const lp_coord_t *c);
 /* Send a done request's final event now, without what is still due (the
  * close's flush); the request stays until then (or lp_coord_destroy). */
 void lp__req_final_now(lp_coord_t *c, lp__req_t *r);

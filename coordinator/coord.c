@@ -129,6 +129,7 @@ void lp__coord_on_link_down(lp_coord_t *c, lp__link_t *l)
 {
     char why[600];
     snprintf(why, sizeof(why), "%s %s dropped out", l->name, l->endpoint);
+    lp__poison_on_death(c, l);
     if (l->group) {
         lp__group_down(c, l->group, why);
     } else {

@@ -54,6 +54,8 @@ int lp__group_ready(lp_coord_t *c, lp__group_t *g)
         g->s.kv_blocks = c->p.kv_blocks > 0 && (uint32_t)c->p.kv_blocks < e->kv_blocks
                              ? c->p.kv_blocks : (int32_t)e->kv_blocks;
         g->s.prefix_cache = !c->p.no_prefix_cache;
+        g->s.swa_window = (int32_t)e->kv_swa_window;
+        g->s.kv_blocks_swa = (int32_t)e->kv_blocks_swa;
     }
     /* The ring only where engine and sampler share a host: a sampler
      * elsewhere gets the rows inline. */
@@ -81,6 +83,10 @@ int lp__group_ready(lp_coord_t *c, lp__group_t *g)
     if (g->s.paged)
         LP_INFO("coordinator: group %s: KV pool of %d blocks of %d positions, prefix cache %s", g->name,
                 g->s.kv_blocks, g->s.kv_block, g->s.prefix_cache ? "on" : "off");
+    if (g->s.swa)
+        LP_INFO("coordinator: group %s: sliding-window layers (window %d): a pool of %d blocks, "
+                "at most %d per request", g->name, g->s.swa_window, g->s.kv_blocks_swa,
+                lp__sched_swa_per_seq(&g->s));
     return 0;
 }
 
@@ -225,6 +231,14 @@ void lp__groups_stats(lp_coord_t *c, Lmpipe__StatsReply *out, Lmpipe__GroupStats
             s->kv_blocks_used = (uint32_t)g->s.kv.n_used;
             s->kv_blocks_total = (uint32_t)g->s.kv.n_blocks;
             s->kv_blocks_cached = (uint32_t)g->s.kv.n_cached;
+            s->kv_blocks_peak = (uint32_t)g->s.peak_used;
+        }
+        if (g->state == G_READY && g->s.swa) {
+            s->kv_swa_window = (uint32_t)g->s.swa_window;
+            s->kv_swa_blocks_used = (uint32_t)g->s.kv_swa.n_used;
+            s->kv_swa_blocks_total = (uint32_t)g->s.kv_swa.n_blocks;
+            s->kv_swa_blocks_cached = (uint32_t)g->s.kv_swa.n_cached;
+            s->kv_swa_blocks_peak = (uint32_t)g->s.peak_swa_used;
         }
         s->prefix_cache_hits = g->prefix_hits;
         gp[i] = s;

@@ -97,6 +97,7 @@ static void unhash(lp__kv_t *kv, int32_t id)
     *at = b->hnext;
     b->hnext = LP__KV_NONE;
     b->hashed = false;
+    b->is_twin = false;
 }
 
 /* The cached block for toks (one block's worth) after `parent`: the same
@@ -106,7 +107,7 @@ static int32_t find(const lp__kv_t *kv, uint64_t h, int32_t parent, const int32_
 {
     for (int32_t id = kv->buckets[h & (kv->n_buckets - 1)]; id != LP__KV_NONE; id = kv->b[id].hnext) {
         const lp__kv_block_t *b = &kv->b[id];
-        if (b->hash != h || b->parent != parent) continue;
+        if (b->is_twin || b->hash != h || b->parent != parent) continue;
         if (parent != LP__KV_NONE &&
             (!kv->b[parent].hashed || kv->b[parent].gen != b->parent_gen)) continue;
         if (memcmp(kv->toks + (size_t)id * (size_t)kv->block, toks, (size_t)kv->block * sizeof(int32_t)))
@@ -175,6 +176,7 @@ int lp__kv_alloc(lp__kv_t *kv, uint32_t *id)
     b->gen++;
     b->ref = 1;
     b->parent = LP__KV_NONE;
+    b->is_twin = false;
     kv->n_used++;
     *id = (uint32_t)k;
     return 0;
@@ -210,6 +212,49 @@ uint32_t lp__kv_commit(lp__kv_t *kv, uint32_t id, int32_t parent, uint64_t paren
     b->hashed = true;
     memcpy(kv->toks + (size_t)id * (size_t)kv->block, toks, (size_t)kv->block * sizeof(int32_t));
     int32_t *head = &kv->buckets[h & (kv->n_buckets - 1)];
+    b->hnext = *head;
+    *head = (int32_t)id;
+    return id;
+}
+
+/* ---- twins ---------------------------------------------------------------- */
+
+static uint64_t twin_hash(int32_t twin, uint32_t gen)
+{
+    const int32_t key[2] = {twin, (int32_t)gen};
+    return lp__kv_hash(0x74776976ull, key, 2); /* "twin": apart from the chains' seeds */
+}
+
+int32_t lp__kv_find_twin(const lp__kv_t *kv, int32_t twin, uint32_t twin_gen)
+{
+    uint64_t h = twin_hash(twin, twin_gen);
+    for (int32_t id = kv->buckets[h & (kv->n_buckets - 1)]; id != LP__KV_NONE; id = kv->b[id].hnext) {
+        const lp__kv_block_t *b = &kv->b[id];
+        if (b->is_twin && b->twin == twin && b->twin_gen == twin_gen) return id;
+    }
+    return LP__KV_NONE;
+}
+
+void lp__kv_acquire(lp__kv_t *kv, uint32_t id) { acquire(kv, (int32_t)id); }
+
+uint32_t lp__kv_commit_twin(lp__kv_t *kv, uint32_t id, int32_t twin, uint32_t twin_gen)
+{
+    lp__kv_block_t *b = &kv->b[id];
+    if (b->is_twin && b->twin == twin && b->twin_gen == twin_gen) return id;
+    int32_t same = lp__kv_find_twin(kv, twin, twin_gen);
+    if (same != LP__KV_NONE) {
+        acquire(kv, same);
+        lp__kv_release(kv, id);
+        return (uint32_t)same;
+    }
+    if (b->hashed) unhash(kv, (int32_t)id); /* registered for another twin: now this one's */
+    b->hash = twin_hash(twin, twin_gen);
+    b->parent = LP__KV_NONE;
+    b->hashed = true;
+    b->is_twin = true;
+    b->twin = twin;
+    b->twin_gen = twin_gen;
+    int32_t *head = &kv->buckets[b->hash & (kv->n_buckets - 1)];
     b->hnext = *head;
     *head = (int32_t)id;
     return id;

@@ -33,6 +33,9 @@ typedef struct lp__kv_block {
     int32_t hnext;        /* next in its hash bucket */
     int32_t prev, next;   /* the LRU list (cached blocks) */
     bool hashed;
+    bool is_twin;         /* hashed as the twin of another pool's block (below) */
+    int32_t twin;         /* is_twin: that block, and its gen when registered */
+    uint32_t twin_gen;
 } lp__kv_block_t;
 
 /* The hash function; a test may swap it to force collisions. */
@@ -97,5 +100,24 @@ void lp__kv_release(lp__kv_t *kv, uint32_t id);
  * block's chain hash. */
 uint32_t lp__kv_commit(lp__kv_t *kv, uint32_t id, int32_t parent, uint64_t parent_hash,
                        const int32_t *toks, uint64_t *hash);
+
+/* Twins: a pool whose blocks hold other layers' KV of the same positions
+ * as another pool's blocks (the sliding-window layers' pool beside the
+ * full-attention one, docs/ARCHITECTURE.md "Sliding windows").  A block is
+ * registered as the twin of block `twin` of the other pool at generation
+ * `twin_gen`: it is found again exactly while that block holds the same
+ * content (same id, same gen), so the other pool's verified hash chain
+ * vouches for it.  Registered twins are cached and evicted like hashed
+ * blocks. */
+
+/* Register the referenced block `id` as the twin of (twin, twin_gen).
+ * Returns the block the sequence should hold from now on: `id`, or the
+ * block already registered for that twin (then `id` is released and that
+ * one referenced). */
+uint32_t lp__kv_commit_twin(lp__kv_t *kv, uint32_t id, int32_t twin, uint32_t twin_gen);
+/* The block registered as the twin of (twin, twin_gen), or LP__KV_NONE. */
+int32_t lp__kv_find_twin(const lp__kv_t *kv, int32_t twin, uint32_t twin_gen);
+/* Take one more reference on a block (a cached one leaves the LRU). */
+void lp__kv_acquire(lp__kv_t *kv, uint32_t id);
 
 #endif

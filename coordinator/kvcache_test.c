@@ -1,7 +1,10 @@
 /* kvcache_test.c - the KV block manager alone: the hash chain, reference
  * counts, LRU eviction order, a block computed twice, a parent that was
  * evicted and reused, and hash collisions forced through the test hook,
- * which must never give a block whose tokens or prefix differ. */
+ * which must never give a block whose tokens or prefix differ; twins (a
+ * second pool's blocks registered against the first pool's blocks and
+ * generations): found exactly, cached and evicted, stale once the twin's
+ * block gets new content, deduplicated, never confused with a chain. */
 #include "kvcache.h"
 
 #include "../tests/check.h"
@@ -225,6 +228,57 @@ static void test_bad_init(void)
     CHECK_RC(lp__kv_init(&kv, 16, 0), LP_ERR(EINVAL));
 }
 
+static void test_twins(void)
+{
+    lp__kv_t kv, sw;
+    CHECK_RC(lp__kv_init(&kv, B, 8), 0);
+    CHECK_RC(lp__kv_init(&sw, B, 3), 0);
+    int32_t toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    seq_t a;
+    fill(&kv, &a, toks, 8);
+    uint32_t t0, t1;
+    CHECK_RC(lp__kv_alloc(&sw, &t0), 0);
+    CHECK_RC(lp__kv_alloc(&sw, &t1), 0);
+    CHECK(lp__kv_commit_twin(&sw, t0, (int32_t)a.ids[0], kv.b[a.ids[0]].gen) == t0);
+    CHECK(lp__kv_commit_twin(&sw, t1, (int32_t)a.ids[1], kv.b[a.ids[1]].gen) == t1);
+    CHECK(lp__kv_find_twin(&sw, (int32_t)a.ids[1], kv.b[a.ids[1]].gen) == (int32_t)t1);
+    CHECK(lp__kv_find_twin(&sw, (int32_t)a.ids[1], kv.b[a.ids[1]].gen + 1) == LP__KV_NONE,
+          "another generation of the block finds nothing");
+    CHECK(lp__kv_match(&sw, toks, 8, 2) == 0, "twins are no chain");
+    /* released twins are cached, and taken back */
+    lp__kv_release(&sw, t0);
+    lp__kv_release(&sw, t1);
+    CHECK(sw.n_cached == 2 && sw.n_used == 0);
+    lp__kv_acquire(&sw, t1);
+    CHECK(sw.n_cached == 1 && sw.n_used == 1 && sw.b[t1].ref == 1);
+    /* a second block registered for the same twin: the sequence moves to
+     * the registered one */
+    uint32_t t2;
+    CHECK_RC(lp__kv_alloc(&sw, &t2), 0);
+    CHECK(lp__kv_commit_twin(&sw, t2, (int32_t)a.ids[1], kv.b[a.ids[1]].gen) == t1);
+    CHECK(sw.b[t1].ref == 2 && sw.b[t2].ref == 0);
+    lp__kv_release(&sw, t1);
+    lp__kv_release(&sw, t1);
+    /* the pool runs out: the least recently released twin is evicted */
+    uint32_t x[3];
+    for (int i = 0; i < 3; i++) CHECK_RC(lp__kv_alloc(&sw, &x[i]), 0);
+    CHECK(lp__kv_find_twin(&sw, (int32_t)a.ids[0], kv.b[a.ids[0]].gen) == LP__KV_NONE &&
+          lp__kv_find_twin(&sw, (int32_t)a.ids[1], kv.b[a.ids[1]].gen) == LP__KV_NONE,
+          "evicted twins are forgotten");
+    for (int i = 0; i < 3; i++) lp__kv_release(&sw, x[i]);
+    /* the twin's block reused for other content: the old twin is stale */
+    CHECK_RC(lp__kv_alloc(&sw, &t0), 0);
+    CHECK(lp__kv_commit_twin(&sw, t0, (int32_t)a.ids[0], kv.b[a.ids[0]].gen) == t0);
+    lp__kv_release(&sw, t0);
+    uint32_t old_gen = kv.b[a.ids[0]].gen;
+    drop(&kv, &a);
+    for (int i = 0; i < 8; i++) CHECK_RC(lp__kv_alloc(&kv, &x[0]), 0); /* evicts a's blocks */
+    CHECK(lp__kv_find_twin(&sw, (int32_t)a.ids[0], kv.b[a.ids[0]].gen) == LP__KV_NONE &&
+          kv.b[a.ids[0]].gen != old_gen, "new content in the block: its old twin is not found");
+    lp__kv_free(&kv);
+    lp__kv_free(&sw);
+}
+
 int main(void)
 {
     test_hash();
@@ -235,5 +289,6 @@ int main(void)
     test_twice_and_stale_parent(collide);
     test_collisions();
     test_bad_init();
+    test_twins();
     return CHECK_DONE();
 }

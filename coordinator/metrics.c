@@ -121,6 +121,12 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out)
         out->kv_blocks_used += (uint32_t)g->s.kv.n_used;
         out->kv_blocks_total += (uint32_t)g->s.kv.n_blocks;
         out->kv_blocks_cached += (uint32_t)g->s.kv.n_cached;
+        out->kv_blocks_peak += (uint32_t)g->s.peak_used;
+        if (!g->s.swa) continue;
+        out->kv_swa_blocks_used += (uint32_t)g->s.kv_swa.n_used;
+        out->kv_swa_blocks_total += (uint32_t)g->s.kv_swa.n_blocks;
+        out->kv_swa_blocks_cached += (uint32_t)g->s.kv_swa.n_cached;
+        out->kv_swa_blocks_peak += (uint32_t)g->s.peak_swa_used;
     }
     out->kv_preemptions = m->preemptions;
     for (int i = 0; i < F_COUNT; i++) m->kc_fin[i].n = m->finished[i];
@@ -139,4 +145,9 @@ void lp__metrics_fill(lp_coord_t *c, Lmpipe__StatsReply *out)
     out->n_stage_restarts = 3;
     out->stage_restarts = c->kcp_restarts;
     out->requests_redriven = c->n_redriven;
+    out->requests_poisoned = c->n_poisoned;
+    for (size_t i = 0; i < c->n_groups; i++) {
+        const lp__link_t *l = &c->groups[i].samp;
+        if (l->hello && l->hello->hello) out->sampler_plugin_fallbacks += l->hello->hello->plugin_fallbacks;
+    }
 }

@@ -74,6 +74,7 @@ void lp__req_free(lp__req_t *r)
     free(r->tail);
     free(r->s.hist);
     free(r->s.blocks);
+    free(r->s.swa);
     free(r);
 }
 

@@ -17,6 +17,8 @@ int lp__sched_group_init(lp__sched_group_t *g)
     if (g->paged) {
         int rc = lp__kv_init(&g->kv, g->kv_block, g->kv_blocks);
         if (rc) return rc;
+        g->swa = g->swa_window > 0 && g->kv_blocks_swa > 0;
+        if (g->swa && (rc = lp__kv_init(&g->kv_swa, g->kv_block, g->kv_blocks_swa))) return rc;
         /* A request never needs more positions than the pool holds. */
         int64_t pool = (int64_t)g->kv_block * g->kv_blocks;
         if (pool < g->n_ctx) g->n_ctx = (int32_t)pool;
@@ -35,6 +37,14 @@ void lp__sched_group_free(lp__sched_group_t *g)
     g->slot_used = NULL;
     g->tokbuf = NULL;
     if (g->paged) lp__kv_free(&g->kv);
+    if (g->swa) lp__kv_free(&g->kv_swa);
+    g->swa = false;
+}
+
+int32_t lp__sched_swa_per_seq(const lp__sched_group_t *g)
+{
+    const int32_t B = g->kv_block;
+    return (g->swa_window - 1 + g->max_batch_tokens + B - 1) / B + 1;
 }
 
 int lp__sched_place(const lp__sched_place_t *groups, size_t n)
@@ -81,6 +91,44 @@ int lp__sched_place_prefix(const lp__sched_place_t *groups, const int32_t *prefi
 
 /* ---- paged KV ---------------------------------------------------------------- */
 
+#define SWA_NONE UINT32_MAX
+
+/* The first block a query at position `pos` or later can see with the
+ * sliding window. */
+static int32_t swa_first(const lp__sched_group_t *g, int32_t pos)
+{
+    int32_t p = pos - g->swa_window + 1;
+    return p > 0 ? p / g->kv.block : 0;
+}
+
+/* Give back the sliding-window blocks no query from position `pos` on can
+ * see.  A step in flight may still read them: the engine runs steps in
+ * order, so whatever a later step writes into them comes after.  With the
+ * prefix cache, one whose tokens are known is first registered as the twin
+ * of its full-attention block, even before the step that fills them is
+ * confirmed: it can only be found through that block at this generation,
+ * which the cache holds only once the step is confirmed (and a failed step
+ * frees the block, whose next generation finds nothing). */
+static void slide(lp__sched_group_t *g, lp__sched_seq_t *s, int32_t pos)
+{
+    if (!g->swa) return;
+    int32_t lo = swa_first(g, pos);
+    for (; s->swa_lo < lo && s->swa_lo < s->n_blocks; s->swa_lo++) {
+        const int32_t i = s->swa_lo;
+        if (g->prefix_cache && i >= s->n_hashed && (i + 1) * g->kv.block <= s->n_hist)
+            s->swa[i] = lp__kv_commit_twin(&g->kv_swa, s->swa[i], (int32_t)s->blocks[i],
+                                           g->kv.b[s->blocks[i]].gen);
+        lp__kv_release(&g->kv_swa, s->swa[i]);
+        s->swa[i] = SWA_NONE;
+    }
+}
+
+static void track_peaks(lp__sched_group_t *g)
+{
+    if (g->kv.n_used > g->peak_used) g->peak_used = g->kv.n_used;
+    if (g->swa && g->kv_swa.n_used > g->peak_swa_used) g->peak_swa_used = g->kv_swa.n_used;
+}
+
 /* Register the request's full blocks whose KV is confirmed and whose
  * tokens are known.  A block computed twice moves to the cached copy. */
 static void commit_blocks(lp__sched_group_t *g, lp__sched_seq_t *s)
@@ -93,6 +141,11 @@ static void commit_blocks(lp__sched_group_t *g, lp__sched_seq_t *s)
         int32_t parent = i ? (int32_t)s->blocks[i - 1] : LP__KV_NONE;
         s->blocks[i] = lp__kv_commit(&g->kv, s->blocks[i], parent, s->chain_hash,
                                      s->hist + (size_t)i * (size_t)B, &s->chain_hash);
+        /* the sliding layers' block of the same positions, while held, as
+         * its twin: a prefix that ends within a window of it needs it */
+        if (g->swa && i >= s->swa_lo)
+            s->swa[i] = lp__kv_commit_twin(&g->kv_swa, s->swa[i], (int32_t)s->blocks[i],
+                                           g->kv.b[s->blocks[i]].gen);
         s->n_hashed++;
     }
 }
@@ -101,9 +154,12 @@ static void commit_blocks(lp__sched_group_t *g, lp__sched_seq_t *s)
  * leave the cache before its earlier ones. */
 static void drop_blocks(lp__sched_group_t *g, lp__sched_seq_t *s)
 {
+    if (g->swa)
+        for (int32_t i = s->n_blocks; i-- > s->swa_lo;) lp__kv_release(&g->kv_swa, s->swa[i]);
     while (s->n_blocks > 0) lp__kv_release(&g->kv, s->blocks[--s->n_blocks]);
     s->n_hashed = 0;
     s->chain_hash = 0;
+    s->swa_lo = 0;
 }
 
 /* Take the longest cached prefix of hist[0..n) within max_blocks. */
@@ -112,8 +168,35 @@ static void reuse_prefix(lp__sched_group_t *g, lp__sched_seq_t *s, int32_t n, in
     int32_t got = 0;
     if (g->prefix_cache)
         got = lp__kv_acquire_prefix(&g->kv, s->hist, n, max_blocks, s->blocks, &s->chain_hash);
+    s->swa_lo = 0;
+    if (g->swa) {
+        /* The sliding layers need the window before the first position to
+         * compute: the longest reused prefix whose twins of those blocks
+         * are all cached. */
+        int32_t m = got, lo = 0;
+        for (; m > 0; m--) {
+            lo = swa_first(g, m * g->kv.block);
+            int32_t i = lo;
+            while (i < m && lp__kv_find_twin(&g->kv_swa, (int32_t)s->blocks[i],
+                                             g->kv.b[s->blocks[i]].gen) != LP__KV_NONE)
+                i++;
+            if (i == m) break;
+        }
+        while (got > m) lp__kv_release(&g->kv, s->blocks[--got]);
+        if (m == 0) lo = 0;
+        for (int32_t i = 0; i < m; i++) {
+            int32_t t = i < lo ? LP__KV_NONE
+                               : lp__kv_find_twin(&g->kv_swa, (int32_t)s->blocks[i],
+                                                  g->kv.b[s->blocks[i]].gen);
+            if (t != LP__KV_NONE) lp__kv_acquire(&g->kv_swa, (uint32_t)t);
+            s->swa[i] = t == LP__KV_NONE ? SWA_NONE : (uint32_t)t;
+        }
+        s->swa_lo = lo;
+        s->chain_hash = got ? g->kv.b[s->blocks[got - 1]].hash : 0;
+    }
     s->n_blocks = s->n_hashed = got;
     s->n_past = s->n_done = got * g->kv.block;
+    track_peaks(g);
 }
 
 int lp__sched_seq_start(lp__sched_group_t *g, lp__sched_seq_t *s)
@@ -125,13 +208,17 @@ int lp__sched_seq_start(lp__sched_group_t *g, lp__sched_seq_t *s)
     /* Positions stop at n_ctx; chained steps may sample a few past it. */
     s->cap_hist = (s->n_prompt > g->n_ctx ? s->n_prompt : g->n_ctx) + LP__SCHED_MAX_STEPS + 2;
     s->cap_blocks = lp__kv_blocks_for(&g->kv, s->cap_hist);
+    free(s->swa);
     s->hist = malloc((size_t)s->cap_hist * sizeof(int32_t));
     s->blocks = malloc((size_t)s->cap_blocks * sizeof(uint32_t));
-    if (!s->hist || !s->blocks) {
+    s->swa = g->swa ? malloc((size_t)s->cap_blocks * sizeof(uint32_t)) : NULL;
+    if (!s->hist || !s->blocks || (g->swa && !s->swa)) {
         free(s->hist);
         free(s->blocks);
+        free(s->swa);
         s->hist = NULL;
         s->blocks = NULL;
+        s->swa = NULL;
         return lp_error_set(LP_ERR(ENOMEM), "coordinator: out of memory");
     }
     memcpy(s->hist, s->prompt, (size_t)s->n_prompt * sizeof(int32_t));
@@ -181,17 +268,25 @@ static bool grow(lp__sched_group_t *g, lp__sched_seq_t *s, int32_t n_pos)
     int32_t want = lp__kv_blocks_for(&g->kv, n_pos);
     if (want > s->cap_blocks) return false;
     while (s->n_blocks < want) {
-        uint32_t id;
+        uint32_t id, sid = SWA_NONE;
         if (lp__kv_alloc(&g->kv, &id)) return false;
+        if (g->swa && lp__kv_alloc(&g->kv_swa, &sid)) {
+            lp__kv_release(&g->kv, id);
+            return false;
+        }
+        if (g->swa) s->swa[s->n_blocks] = sid;
         s->blocks[s->n_blocks++] = id;
     }
+    track_peaks(g);
     return true;
 }
 
-/* Positions the request may cover with its blocks and the pool's. */
+/* Positions the request may cover with its blocks and the pools'. */
 static int32_t room(const lp__sched_group_t *g, const lp__sched_seq_t *s)
 {
-    int64_t blocks = (int64_t)s->n_blocks + lp__kv_available(&g->kv);
+    int64_t avail = lp__kv_available(&g->kv);
+    if (g->swa && lp__kv_available(&g->kv_swa) < avail) avail = lp__kv_available(&g->kv_swa);
+    int64_t blocks = (int64_t)s->n_blocks + avail;
     if (blocks > s->cap_blocks) blocks = s->cap_blocks;
     return (int32_t)(blocks * g->kv.block);
 }
@@ -232,8 +327,10 @@ void lp__sched_release(lp__sched_group_t *g, lp__sched_seq_t *s)
     }
     free(s->hist);
     free(s->blocks);
+    free(s->swa);
     s->hist = NULL;
     s->blocks = NULL;
+    s->swa = NULL;
     s->n_hist = s->cap_hist = s->n_blocks = s->cap_blocks = 0;
 }
 
@@ -311,12 +408,16 @@ lp__sched_step_t *lp__sched_plan(lp__sched_group_t *g, lp__sched_seq_t *const *s
                  * again makes no progress. */
                 int32_t need = lp__kv_blocks_for(&g->kv, (r->has_next ? r->n_hist : r->n_prompt) + 1);
                 if (need > g->kv.n_blocks) need = g->kv.n_blocks;
+                int32_t need_swa = need < lp__sched_swa_per_seq(g) ? need : lp__sched_swa_per_seq(g);
+                if (g->swa && need_swa > g->kv_swa.n_blocks) need_swa = g->kv_swa.n_blocks;
                 if (r->row_pending || r->fed_ahead > 0) continue;
                 /* Like any request, it takes the blocks of younger ones. */
                 lp__sched_seq_t *v;
-                while (lp__kv_available(&g->kv) < need && (v = victim(seqs, n, idx, owner, n_seqs)))
-                    lp__sched_preempt(g, v);
-                if (lp__kv_available(&g->kv) < need) continue;
+#define SHORT() (lp__kv_available(&g->kv) < need || \
+                 (g->swa && lp__kv_available(&g->kv_swa) < need_swa))
+                while (SHORT() && (v = victim(seqs, n, idx, owner, n_seqs))) lp__sched_preempt(g, v);
+                if (SHORT()) continue;
+#undef SHORT
                 resume(g, r);
             }
             int32_t fill = r->n_refill > 0 ? r->n_refill : r->n_prompt;
@@ -337,8 +438,10 @@ lp__sched_step_t *lp__sched_plan(lp__sched_group_t *g, lp__sched_seq_t *const *s
                 if (k > budget) k = budget;
             }
             if (g->paged) {
-                /* Short of blocks: take those of younger requests, then
-                 * a prefill chunk makes do with what there is. */
+                /* The window's blocks this entry no longer reads go back
+                 * first; short of blocks, take those of younger requests,
+                 * then a prefill chunk makes do with what there is. */
+                slide(g, r, r->n_past);
                 lp__sched_seq_t *v;
                 while (room(g, r) < r->n_past + k && (v = victim(seqs, n, idx, owner, n_seqs)))
                     lp__sched_preempt(g, v);
@@ -361,6 +464,7 @@ lp__sched_step_t *lp__sched_plan(lp__sched_group_t *g, lp__sched_seq_t *const *s
             if (g->paged) {
                 e->blocks = r->blocks;
                 e->n_blocks = lp__kv_blocks_for(&g->kv, r->n_past + k);
+                e->swa = g->swa ? r->swa : NULL;
             }
             if (chained) {
                 e->chain_slot = r->row_slot;

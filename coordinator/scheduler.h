@@ -43,6 +43,11 @@ typedef struct lp__sched_seq {
     int32_t n_hist, cap_hist;
     uint32_t *blocks;       /* the block table from position 0 (owned, cap_blocks) */
     int32_t n_blocks, cap_blocks;
+    /* A group with sliding-window layers: their table in the group's second
+     * pool, as long as `blocks`; entries below swa_lo are out of the window
+     * of every position still to come, given back, UINT32_MAX (owned). */
+    uint32_t *swa;
+    int32_t swa_lo;
     int32_t n_hashed;       /* leading blocks registered in the cache */
     uint64_t chain_hash;    /* the chain hash of the last of them */
     int32_t n_done;         /* positions whose KV a step has confirmed */
@@ -68,6 +73,7 @@ typedef struct lp__sched_entry {
     const uint32_t *blocks; /* paged: the block table (borrowed from the request,
                              * valid until the step is sent), n_blocks long */
     int32_t n_blocks;
+    const uint32_t *swa;    /* sliding-window layers: their table, n_blocks long; NULL */
     uint32_t epoch;         /* the request's epoch when planned */
 } lp__sched_entry_t;
 
@@ -101,6 +107,14 @@ typedef struct lp__sched_group {
     bool prefix_cache;      /* full blocks are kept and shared by their hash */
     int32_t kv_block, kv_blocks;
     lp__kv_t kv;
+    /* Sliding-window layers (the engine's Hello.kv_swa_window > 0): a
+     * second pool of kv_blocks_swa blocks, one block of it per block of kv
+     * but only for the positions some query can still see (docs/
+     * ARCHITECTURE.md "Sliding windows"); set with kv_block, kv_blocks. */
+    int32_t swa_window, kv_blocks_swa;
+    bool swa;               /* set by lp__sched_group_init */
+    lp__kv_t kv_swa;
+    int32_t peak_used, peak_swa_used; /* most blocks of each pool held at once */
     uint64_t n_preempted;   /* requests preempted for blocks, total */
     int32_t *tokbuf;        /* max_batch_tokens + max_seqs: the tokens of the step being planned */
     lp__sched_step_t steps[LP__SCHED_MAX_STEPS];
@@ -130,6 +144,10 @@ int lp__sched_place(const lp__sched_place_t *groups, size_t n);
  * waiting.  Where none has room, only the most free ones compete, the same
  * way. */
 int lp__sched_place_prefix(const lp__sched_place_t *groups, const int32_t *prefix, size_t n);
+
+/* The blocks of a sliding-window pool one request holds at most: those of
+ * a window and of the longest step. */
+int32_t lp__sched_swa_per_seq(const lp__sched_group_t *g);
 
 /* Allocate the group's buffers for its max_seqs and max_batch_tokens
  * (set by the caller, with ring, ring_slots and ring_seq). */

@@ -4,7 +4,11 @@
  * block of the last prompt token; a pool too small for the running
  * requests: the youngest is preempted, then recomputed from its prompt and
  * sampled tokens without a new row; decode tokens in every step while a
- * long prompt fills in; placement toward the group holding the prefix. */
+ * long prompt fills in; placement toward the group holding the prefix;
+ * sliding-window layers: a request decoding to 8 windows holds only a
+ * window's blocks of their pool (the counters read at each step), tables
+ * name no block before the window, and a cached prefix is taken only as
+ * far as the twins of its last window are cached. */
 #include "scheduler.h"
 
 #include "../tests/check.h"
@@ -40,6 +44,7 @@ static lp__sched_seq_t *req(lp__sched_group_t *g, int i, const int32_t *p, int32
     /* A request left over from a group the test has freed: only its memory. */
     free(s->hist);
     free(s->blocks);
+    free(s->swa);
     memcpy(prompts[i], p, (size_t)n * sizeof(int32_t));
     *s = (lp__sched_seq_t){.key = (uint64_t)i + 1, .prompt = prompts[i], .n_prompt = n, .n_predict = -1};
     s->slot = lp__sched_take_slot(g);
@@ -277,6 +282,117 @@ static void test_place_prefix(void)
     CHECK(lp__sched_place_prefix(h, hp, 2) == 1, "beyond the slack: load");
 }
 
+/* ---- sliding-window layers ------------------------------------------- */
+
+enum { SWA_W = 6 };
+
+/* An entry's sliding table: nothing named before the window of its first
+ * position, distinct blocks of the pool from there on. */
+static void check_swa_table(const lp__sched_group_t *g, const lp__sched_entry_t *e)
+{
+    int32_t lo = e->pos - SWA_W + 1 > 0 ? (e->pos - SWA_W + 1) / BLK : 0;
+    CHECK(e->swa != NULL);
+    for (int32_t k = 0; e->swa && k < e->n_blocks; k++) {
+        if (k < lo) {
+            CHECK(e->swa[k] == UINT32_MAX, "entry %d before the window names block %u", k, e->swa[k]);
+            continue;
+        }
+        CHECK(e->swa[k] < (uint32_t)g->kv_blocks_swa && g->kv_swa.b[e->swa[k]].ref > 0);
+        for (int32_t j = lo; j < k; j++) CHECK(e->swa[j] != e->swa[k]);
+    }
+}
+
+static void swa_group(lp__sched_group_t *g, int32_t n_swa_blocks)
+{
+    memset(g, 0, sizeof(*g));
+    g->max_seqs = 4;
+    g->max_batch_tokens = 8;
+    g->n_ctx = 4096;
+    g->paged = true;
+    g->prefix_cache = true;
+    g->kv_block = BLK;
+    g->kv_blocks = 64;
+    g->swa_window = SWA_W;
+    g->kv_blocks_swa = n_swa_blocks;
+    CHECK_RC(lp__sched_group_init(g), 0);
+    CHECK(g->swa && lp__sched_swa_per_seq(g) == 5, "(6 - 1 + 8) / 4 rounded up, + 1");
+}
+
+static void test_swa(void)
+{
+    lp__sched_group_t g;
+    swa_group(&g, 16);
+    int32_t p[64];
+    seq_n(p, 5, 300);
+    lp__sched_seq_t *a = req(&g, 0, p, 5);
+    /* to 8 windows: 48 positions, 12 blocks of the full-attention pool, and
+     * of the sliding one never more than a window and a step needs */
+    while (a->n_past < 8 * SWA_W) {
+        lp__sched_step_t *st = plan(&g, 1);
+        const lp__sched_entry_t *e = entry_of(st, a);
+        CHECK(e != NULL);
+        if (!e) break;
+        check_swa_table(&g, e);
+        const int32_t lo = e->pos - SWA_W + 1 > 0 ? (e->pos - SWA_W + 1) / BLK : 0;
+        CHECK(g.kv.n_used == (e->pos + e->n_tokens + BLK - 1) / BLK);
+        CHECK(g.kv_swa.n_used == e->n_blocks - lo, "sliding blocks held %d at %d, table from %d",
+              g.kv_swa.n_used, e->pos, lo);
+        CHECK(g.kv_swa.n_used <= (SWA_W - 1 + e->n_tokens + BLK - 1) / BLK + 1);
+        ran(&g, st, 1);
+    }
+    CHECK(a->n_past == 8 * SWA_W && g.kv.n_used == 12, "48 positions: %d blocks", g.kv.n_used);
+    CHECK(g.kv_swa.n_used <= 3 && g.peak_swa_used <= 4 && g.peak_used == 12,
+          "at 8 windows: %d sliding blocks held (peak %d), %d full-attention (peak %d)",
+          g.kv_swa.n_used, g.peak_swa_used, g.kv.n_used, g.peak_used);
+    int32_t a_hist[64];
+    memcpy(a_hist, a->hist, (size_t)a->n_hist * sizeof(int32_t));
+    lp__sched_release(&g, a);
+    CHECK(g.kv_swa.n_used == 0 && g.kv.n_used == 0);
+
+    /* B repeats A's first 45 tokens: 11 full blocks could come back, and
+     * they do where the twins of the window before them are cached */
+    memcpy(p, a_hist, 45 * sizeof(int32_t));
+    seq_n(p + 45, 3, 900);
+    lp__sched_seq_t *b = req(&g, 1, p, 48);
+    CHECK(b->n_reused == 44, "B reused %d positions", b->n_reused);
+    const int32_t lo = (b->n_reused - SWA_W + 1) / BLK;
+    for (int32_t i = 0; i < b->n_blocks; i++) {
+        if (i < lo) {
+            CHECK(b->swa[i] == UINT32_MAX);
+            continue;
+        }
+        const lp__kv_block_t *t = &g.kv_swa.b[b->swa[i]];
+        CHECK(b->swa[i] != UINT32_MAX && t->is_twin && t->twin == (int32_t)b->blocks[i] &&
+              t->twin_gen == g.kv.b[b->blocks[i]].gen, "block %d's sliding twin", i);
+    }
+    lp__sched_step_t *st = plan(&g, 2);
+    const lp__sched_entry_t *e = entry_of(st, b);
+    CHECK(e && e->pos == 44 && e->n_tokens == 4);
+    if (e) check_swa_table(&g, e);
+    ran(&g, st, 2);
+    lp__sched_release(&g, b);
+    lp__sched_group_free(&g);
+
+    /* A sliding pool of 5 blocks: the twins of A's early blocks are
+     * evicted as it runs, and a prompt that ends there is computed again
+     * (only blocks whose window's twins are cached come back). */
+    swa_group(&g, 5);
+    seq_n(p, 5, 300);
+    a = req(&g, 0, p, 5);
+    while (a->n_past < 8 * SWA_W) ran(&g, plan(&g, 1), 1);
+    memcpy(a_hist, a->hist, (size_t)a->n_hist * sizeof(int32_t));
+    lp__sched_release(&g, a);
+    memcpy(p, a_hist, 21 * sizeof(int32_t));
+    b = req(&g, 1, p, 21);
+    CHECK(b->n_reused == 0, "the twins of blocks 3 and 4 are gone: %d reused", b->n_reused);
+    lp__sched_release(&g, b);
+    memcpy(p, a_hist, 48 * sizeof(int32_t));
+    b = req(&g, 1, p, 48);
+    CHECK(b->n_reused == 44, "the last window's twins are cached: %d reused", b->n_reused);
+    lp__sched_release(&g, b);
+    lp__sched_group_free(&g);
+}
+
 int main(void)
 {
     test_reuse();
@@ -284,9 +400,11 @@ int main(void)
     test_preempt_in_flight();
     test_decode_not_starved();
     test_place_prefix();
+    test_swa();
     for (int i = 0; i < MAX_REQS; i++) {
         free(seqs[i].hist);
         free(seqs[i].blocks);
+        free(seqs[i].swa);
     }
     return CHECK_DONE();
 }

@@ -23,9 +23,10 @@ static lp__req_t *next_waiting(lp_coord_t *c, lp__group_t *g)
 {
     lp__fair_pick_t pick;
     lp__fair_pick_begin(&pick, &c->fair);
+    bool hold_suspects = lp__poison_suspect_running(c);
     for (size_t i = 0; i < c->n_reqs; i++) {
         const lp__req_t *r = c->reqs[i];
-        if (r->state == R_WAIT_SLOT && r->group == g)
+        if (r->state == R_WAIT_SLOT && r->group == g && !(r->suspect && hold_suspects))
             lp__fair_offer(&pick, i, r->client, r->client_len);
     }
     size_t at = lp__fair_pick_end(&pick);
@@ -163,6 +164,8 @@ bool lp__steps_send(lp_coord_t *c, lp__group_t *g)
         seqs[i].n_logits = e->n_logits;
         seqs[i].n_blocks = (size_t)e->n_blocks;
         seqs[i].blocks = (uint32_t *)e->blocks;
+        seqs[i].n_swa_blocks = e->swa ? (size_t)e->n_blocks : 0;
+        seqs[i].swa_blocks = (uint32_t *)e->swa;
         if (e->tokens) {
             seqs[i].n_tokens = (size_t)e->n_tokens;
             seqs[i].tokens = (int32_t *)e->tokens;

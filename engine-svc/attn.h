@@ -20,6 +20,9 @@ typedef struct lp_attn_batch {
     const float *q;         /* (n_tok, n_head, head_dim) */
     const int32_t *tok_seq; /* (n_tok) index into k and v of the cache each token reads */
     const int32_t *tok_pos; /* (n_tok) position: token t sees cache positions 0 .. tok_pos[t] */
+    const int32_t *tok_lo;  /* (n_tok) or NULL: token t sees only positions from tok_lo[t] on
+                             * (a sliding window); positions below the lowest tok_lo of a
+                             * cache's tokens are never read */
     const float *const *k;  /* per cache: KV head g, position j of one layer at
                              * g * head_stride + j * key_stride, head_dim floats
                              * (with key_off: g * head_stride + key_off[i][j]); borrowed */
@@ -34,7 +37,8 @@ typedef struct lp_attn_batch {
     float scale;            /* applied to q . k before the softmax */
 } lp_attn_batch_t;
 
-/* out[t][h] = softmax_{j <= tok_pos[t]}(scale * q[t][h] . k_j) . v_j, with
+/* out[t][h] = softmax_{lo_t <= j <= tok_pos[t]}(scale * q[t][h] . k_j) . v_j (lo_t
+ * tok_lo[t], or 0), with
  * k_j, v_j the rows of KV head h / (n_head / n_head_kv) at position j of
  * cache tok_seq[t].  Head h of the output is computed in float with an
  * exp accurate to about 2^-23 (not bit-equal to lp_op_attn_head).  Runs on

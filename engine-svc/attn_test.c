@@ -171,7 +171,7 @@ static void check_kernel(const lp__attn_kern_t *kern)
             op[r] = out[r];
             n_keys[r] = r % 3 == 0 ? 0 : r % 3 == 1 ? 1 : NK;
         }
-        kern->tile(nr, qp, op, n_keys, k, v, off, HD, 0.25f, scratch);
+        kern->tile(nr, qp, op, NULL, n_keys, k, v, off, HD, 0.25f, scratch);
         for (int32_t r = 0; r < nr; r++) {
             for (int i = 0; i < HD; i++) {
                 if (n_keys[r] == 0)

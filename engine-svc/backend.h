@@ -15,7 +15,8 @@
  * n_ctx positions per seq_id (blocks = max_seqs), the contiguous layout. */
 typedef struct lp_kv_pool {
     int32_t kv_block;
-    int32_t kv_blocks;
+    int32_t kv_blocks;     /* of the full-attention layers' pool */
+    int32_t kv_blocks_swa; /* of the sliding-window layers' pool (lp_batch_seq_t.swa_blocks) */
 } lp_kv_pool_t;
 
 typedef struct lp_backend_ops {
@@ -23,6 +24,10 @@ typedef struct lp_backend_ops {
     /* 1 when the backend reads KV through the entries' block tables; 0 when
      * it keeps one n_ctx stretch per seq_id (tables are then never given). */
     int paged;
+    /* The model features (enum lp_feat, arch/arch.h) the backend
+     * implements: engine.c refuses a model that uses another one, naming
+     * the key or tensor that brings it, before create. */
+    uint32_t features;
     /* 1 when the backend can run here (a device is present). */
     int (*available)(void);
     int (*create)(const lp_model_t *model, const lp_engine_params_t *params,

@@ -19,23 +19,33 @@
 
 /* ---- model ------------------------------------------------------------ */
 
-enum lp_arch { LP_ARCH_LLAMA, LP_ARCH_QWEN2 };
-
+/* Model-wide hyperparameters.  Where layers differ (Gemma's sliding and
+ * global layers), the per-layer values are internal (model.h) and these
+ * hold the largest or the first global layer's, as said. */
 typedef struct lp_hparams {
-    enum lp_arch arch;
+    const char *arch;      /* general.architecture, e.g. "llama" (static string) */
     int32_t n_vocab;       /* logit row length: rows of token_embd / output */
     int32_t n_tokens_real; /* tokenizer tokens up to the last one not unused/padding */
     int32_t n_embd;
     int32_t n_layer;
     int32_t n_head;
-    int32_t n_head_kv;     /* GQA: n_head % n_head_kv == 0 */
-    int32_t head_dim;      /* n_embd / n_head */
-    int32_t n_ff;
-    int32_t n_rot;         /* rotated dims per head (rope.dimension_count) */
+    int32_t n_head_kv;     /* the largest of any layer; GQA: n_head % n_head_kv == 0 */
+    int32_t head_dim;      /* the largest of any layer (n_embd / n_head unless the
+                              file gives attention.key_length) */
+    int32_t n_ff;          /* the largest of any layer */
+    int32_t n_rot;         /* rotated dims per head of the first global layer */
     int32_t n_ctx_train;   /* context_length */
-    float rope_base;       /* rope.freq_base; 10000 when absent */
-    bool rope_neox;        /* NEOX (qwen2): rotate pairs (i, i+n_rot/2) */
+    float rope_base;       /* the first global layer's; 10000 when absent */
+    bool rope_neox;        /* NEOX (qwen2, qwen3, gemma): rotate pairs (i, i+n_rot/2) */
     float rms_eps;
+    int32_t n_swa;         /* sliding window in positions (a query sees the last
+                              n_swa); 0 when no layer slides */
+    int32_t n_layer_swa;   /* layers with the window */
+    int64_t kv_floats;     /* K floats per position over all layers (V the same) */
+    int64_t kv_floats_swa; /* the part of kv_floats in sliding layers */
+    float embd_scale;      /* embeddings are multiplied by it (1: none) */
+    float logit_softcap;   /* logits = cap * tanh(logits / cap); 0: none */
+    uint32_t features;     /* enum lp_feat (arch/arch.h) the model uses */
     int32_t bos_id, eos_id; /* -1 when absent */
 } lp_hparams_t;
 
@@ -73,6 +83,9 @@ typedef struct lp_engine_params {
     int64_t kv_pool_mb;       /* pool size in MiB, rounded down to blocks; 0 = default.
                                  Default (both 0): max_seqs * n_ctx positions, which
                                  gives each seq_id its own fallback table */
+    int64_t kv_pool_swa_tokens; /* the sliding-window layers' pool (models with
+                                 n_swa), rounded up to blocks; 0 = default: per seq_id
+                                 the blocks of a window and of the longest step */
 } lp_engine_params_t;
 
 typedef struct lp_engine lp_engine_t;
@@ -100,6 +113,11 @@ const void *lp_engine_weight_copy(const lp_engine_t *e, const void *w, size_t *b
  * blocks (0 when it does not page). */
 int32_t lp_engine_kv_block(const lp_engine_t *e);
 int32_t lp_engine_kv_blocks(const lp_engine_t *e);
+/* The sliding-window layers' pool (lp_batch_seq_t.swa_blocks): blocks, and
+ * the window in positions; both 0 when the engine does not page or the
+ * model has no sliding layers. */
+int32_t lp_engine_kv_blocks_swa(const lp_engine_t *e);
+int32_t lp_engine_kv_swa_window(const lp_engine_t *e);
 
 /* Forget a sequence's KV cache (a new request can then use the slot).  On a
  * paged engine this is the seq_id's fallback table (below). */
@@ -131,12 +149,19 @@ typedef struct lp_batch_seq {
     int32_t n_logits;      /* logits for the last n_logits tokens (0..n_tokens) */
     const uint32_t *blocks; /* (n_blocks) block table, or NULL; borrowed for the call */
     int32_t n_blocks;
+    /* The sliding-window layers' table (models with lp_hparams_t.n_swa),
+     * in their own pool: NULL to use `blocks` for them too. */
+    const uint32_t *swa_blocks;
+    int32_t n_swa_blocks;
 } lp_batch_seq_t;
 
 /* Check an entry's KV addressing as lp_engine_step will: its block table
  * (paged engine, every index < kv_blocks, long enough for pos + n_tokens,
- * no longer than the context needs, no block twice) or, without one, that
- * the fallback table exists and pos is within the seq_id's length.  The
+ * no longer than the context needs, no block twice) and, for a model with
+ * sliding layers, its swa_blocks table (required with a table, as long,
+ * the same rules for the entries from the block of pos - n_swa + 1 on, the
+ * ones before not read) or, without tables, that the fallback tables exist
+ * and pos is within the seq_id's length.  The
  * message names the field ("blocks[3] = 70 is not in 0..63") without the
  * entry; the caller prefixes it.  seq_id must be in range. */
 int lp_engine_check_kv(lp_engine_t *e, const lp_batch_seq_t *s);

@@ -22,7 +22,7 @@ static float max_diff(const float *a, const float *b, int32_t n)
 static void solo(lp_engine_t *e, const int32_t *ids, int32_t n, float *row)
 {
     lp_engine_seq_reset(e, 0);
-    lp_batch_seq_t b = {0, 0, n, ids, 1, NULL, 0};
+    lp_batch_seq_t b = {0, 0, n, ids, 1, NULL, 0, NULL, 0};
     CHECK(lp_engine_step(e, &b, 1, &row) == 0, "solo step: %s", lp_error_msg());
 }
 
@@ -47,7 +47,7 @@ static void test_batching(const char *dir)
     /* a (prefill of 6, seq 1) and b (prefill of 4, seq 2) in one step */
     lp_engine_seq_reset(e, 1);
     lp_engine_seq_reset(e, 2);
-    lp_batch_seq_t batch[2] = {{1, 0, 6, a, 1, NULL, 0}, {2, 0, 4, b, 1, NULL, 0}};
+    lp_batch_seq_t batch[2] = {{1, 0, 6, a, 1, NULL, 0, NULL, 0}, {2, 0, 4, b, 1, NULL, 0, NULL, 0}};
     float *rows[2] = {got, got + nv};
     CHECK(lp_engine_step(e, batch, 2, rows) == 0, "batched prefill: %s", lp_error_msg());
     CHECK(max_diff(got, ra + nv, nv) < 1e-4, "batched prefill of a differs from solo");
@@ -55,14 +55,14 @@ static void test_batching(const char *dir)
 
     /* mixed: a decodes its 7th token while a new sequence c prefills b */
     lp_engine_seq_reset(e, 3);
-    lp_batch_seq_t mixed[2] = {{1, 6, 1, a + 6, 1, NULL, 0}, {3, 0, 4, b, 1, NULL, 0}};
+    lp_batch_seq_t mixed[2] = {{1, 6, 1, a + 6, 1, NULL, 0, NULL, 0}, {3, 0, 4, b, 1, NULL, 0, NULL, 0}};
     CHECK(lp_engine_step(e, mixed, 2, rows) == 0, "mixed step: %s", lp_error_msg());
     CHECK(max_diff(got, ra, nv) < 1e-4, "decode row of a in a mixed batch differs from solo");
     CHECK(max_diff(got + nv, rb, nv) < 1e-4, "prefill row of c in a mixed batch differs");
     CHECK(lp_engine_seq_len(e, 1) == 7 && lp_engine_seq_len(e, 3) == 4, "sequence lengths");
 
     /* rewind seq 1 to position 6 and replay token 7: same row again */
-    lp_batch_seq_t rew = {1, 6, 1, a + 6, 1, NULL, 0};
+    lp_batch_seq_t rew = {1, 6, 1, a + 6, 1, NULL, 0, NULL, 0};
     float *r0 = got;
     CHECK(lp_engine_step(e, &rew, 1, &r0) == 0, "rewind: %s", lp_error_msg());
     CHECK(max_diff(got, ra, nv) < 1e-4, "rewound sequence differs");
@@ -70,7 +70,7 @@ static void test_batching(const char *dir)
     /* several logit rows of one entry, scattered row pointers */
     float *scattered[3] = {got + 2 * nv, got, got + 5 * nv};
     lp_engine_seq_reset(e, 0);
-    lp_batch_seq_t all = {0, 0, 7, a, 3, NULL, 0};
+    lp_batch_seq_t all = {0, 0, 7, a, 3, NULL, 0, NULL, 0};
     CHECK(lp_engine_step(e, &all, 1, scattered) == 0, "multi-row: %s", lp_error_msg());
     CHECK(max_diff(got + 5 * nv, ra, nv) < 1e-4, "last of three rows differs from solo");
     CHECK(max_diff(got, ra + nv, nv) < 1e-4, "middle row differs from the 6-token solo");
@@ -78,12 +78,12 @@ static void test_batching(const char *dir)
     /* malformed batches are refused with a message, and change nothing */
     int32_t bad_tok[] = {nv};
     lp_batch_seq_t bad[] = {
-        {9, 0, 1, a, 1, NULL, 0},      /* seq id out of range */
-        {0, 50, 1, a, 1, NULL, 0},     /* position past the end */
-        {0, 0, 1, bad_tok, 1, NULL, 0},/* token outside the vocabulary */
-        {0, 0, 2, a, 3, NULL, 0},      /* more logits than tokens */
-        {0, 0, 0, a, 0, NULL, 0},      /* no tokens */
-        {0, 0, 65, a, 1, NULL, 0},     /* more than max_batch_tokens (and a is shorter) */
+        {9, 0, 1, a, 1, NULL, 0, NULL, 0},      /* seq id out of range */
+        {0, 50, 1, a, 1, NULL, 0, NULL, 0},     /* position past the end */
+        {0, 0, 1, bad_tok, 1, NULL, 0, NULL, 0},/* token outside the vocabulary */
+        {0, 0, 2, a, 3, NULL, 0, NULL, 0},      /* more logits than tokens */
+        {0, 0, 0, a, 0, NULL, 0, NULL, 0},      /* no tokens */
+        {0, 0, 65, a, 1, NULL, 0, NULL, 0},     /* more than max_batch_tokens (and a is shorter) */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int32_t keep = lp_engine_seq_len(e, 0);
@@ -91,16 +91,16 @@ static void test_batching(const char *dir)
         CHECK(rc < 0, "malformed batch %zu accepted", i);
         CHECK(lp_engine_seq_len(e, 0) == keep, "malformed batch %zu changed the sequence", i);
     }
-    lp_batch_seq_t dup[2] = {{1, 7, 1, a, 1, NULL, 0}, {1, 7, 1, a, 1, NULL, 0}};
+    lp_batch_seq_t dup[2] = {{1, 7, 1, a, 1, NULL, 0, NULL, 0}, {1, 7, 1, a, 1, NULL, 0, NULL, 0}};
     CHECK(lp_engine_step(e, dup, 2, rows) < 0, "duplicate sequence accepted");
     CHECK(strstr(lp_error_msg(), "twice") != NULL, "message names the duplicate: %s",
           lp_error_msg());
     lp_engine_params_t over = {.n_ctx = 8, .max_seqs = 1, .max_batch_tokens = 64};
     lp_engine_t *small;
     CHECK(lp_engine_new(m, &over, &small) == 0, "small engine");
-    lp_batch_seq_t longb = {0, 0, 7, a, 1, NULL, 0};
+    lp_batch_seq_t longb = {0, 0, 7, a, 1, NULL, 0, NULL, 0};
     CHECK(lp_engine_step(small, &longb, 1, rows) == 0, "7 tokens fit in 8");
-    lp_batch_seq_t past = {0, 7, 2, a, 1, NULL, 0};
+    lp_batch_seq_t past = {0, 7, 2, a, 1, NULL, 0, NULL, 0};
     CHECK(lp_engine_step(small, &past, 1, rows) == LP_ERR(E2BIG), "context overflow refused");
     lp_engine_destroy(&small);
     free(ra); free(rb); free(got);

@@ -1,17 +1,22 @@
-/* forward-cpu.c - the CPU backend: the reference forward pass of llama and
- * qwen2 over a batch of sequences.
+/* forward-cpu.c - the CPU backend: the reference forward pass over a batch
+ * of sequences, for every architecture (each layer is its arch's layer
+ * function, arch/arch.h, run on the ops below).
  *
- * Layout: activations are row-major [token][n_embd]; q is [token][head][dim],
- * k and v are [token][kv_head][dim].  The KV cache is a pool of blocks of
- * kv_block positions, [layer][block][kv_head][pos in block][dim] in float32
- * (head-major inside a block, so attention streams one head's positions of
- * a block); an entry reaches position p through its block table, block
- * blocks[p / kv_block].  The contiguous layout is the same pool with one
+ * Layout: activations are row-major [token][width]; q is [token][head][dim],
+ * k and v are [token][kv_head][dim].  The KV cache is two pools of blocks of
+ * kv_block positions, float32: group 0 holds the full-attention layers,
+ * group 1 the sliding-window layers (its own block tables: a sliding layer
+ * needs only the blocks of its window).  Within a pool a layer's part is
+ * [block][kv_head][pos in block][dim] (head-major inside a block, so
+ * attention streams one head's positions of a block), the layers one after
+ * another; an entry reaches position p through its table's block
+ * blocks[p / kv_block].  The contiguous layout is the same pools with one
  * block of n_ctx positions per seq_id.  Each step turns every entry's table
- * into one offset per position (seq_off), which the cache writes, the
- * blocked attention and the exact path share.  Tokens of one batch are laid
- * out entry after entry, oldest first; token t of the batch belongs to batch
- * entry tok_seq[t] at position tok_pos[t].
+ * into one offset per position for each KV geometry (pool, KV heads, head
+ * size), which the cache writes, the blocked attention and the exact path
+ * share.  Tokens of one batch are laid out entry after entry, oldest
+ * first; token t of the batch belongs to batch entry tok_seq[t] at position
+ * tok_pos[t].
  *
  * Attention: the fast path is attn.c's blocked attention (tiles of the
  * query rows of one GQA group over consecutive tokens of one sequence,
@@ -20,6 +25,7 @@
  * in double. */
 #include "backend.h"
 
+#include "arch/arch.h"
 #include "attn.h"
 #include "error.h"
 #include "gguf.h"
@@ -36,37 +42,42 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#define MAX_GEOM 8
+
+/* A KV geometry: layers of one pool with the same KV heads and head size
+ * share their positions' offsets. */
+typedef struct kv_geom {
+    int32_t group, n_head_kv, head_dim;
+    int64_t head_stride;  /* floats per KV head of a block: kv_block * head_dim */
+    int64_t block_stride; /* floats per block of one layer: n_head_kv * head_stride */
+    int64_t **seq_off;    /* (max_seqs) each batch entry's offsets, positions 0 .. end-1 */
+} kv_geom_t;
+
+typedef struct kv_pool {
+    float *k, *v;         /* mapped, not reserved: pages become resident as written */
+    size_t bytes;         /* of each mapping */
+    int32_t blocks;
+} kv_pool_t;
+
 typedef struct cpu_ctx {
     const lp_model_t *m;
     lp_engine_params_t p;
     lp_threadpool_t *pool;
-    /* KV pool: mapped, not reserved, so pages become resident only as
-     * positions are written; K and V alike. */
-    float *kv_k, *kv_v;   /* (n_layer, kv_blocks, n_head_kv, kv_block, head_dim) */
-    size_t kv_bytes;      /* of each mapping */
-    int64_t kv_layer;     /* floats per layer: kv_blocks * block_stride */
-    int64_t block_stride; /* floats per block of one layer: n_head_kv * kv_block * head_dim */
-    int64_t head_stride;  /* floats per KV head of a block: kv_block * head_dim */
+    kv_pool_t kv[2];      /* group 0: full attention; 1: sliding window */
     int32_t kv_block;
-    int64_t *key_off;     /* (key_off_cap) offsets of each entry's positions, entry after entry */
+    int64_t *layer_base;  /* (n_layer) floats from the start of its pool's mappings */
+    int32_t *layer_geom;  /* (n_layer) index into geom */
+    kv_geom_t geom[MAX_GEOM];
+    int32_t n_geom;
+    int64_t *key_off;     /* (key_off_cap) the geometries' offsets, entry after entry */
     size_t key_off_cap;
-    int64_t **seq_off;    /* (max_seqs) each batch entry's part of key_off */
-    int32_t kv_dim;       /* n_head_kv * head_dim */
-    int32_t q_dim;        /* n_head * head_dim */
     /* scratch, sized for max_batch_tokens */
-    float *x;             /* (T, n_embd) residual stream */
-    float *xn;            /* (T, n_embd) normalised */
-    float *q;             /* (T, q_dim) */
-    float *k;             /* (T, kv_dim) */
-    float *v;             /* (T, kv_dim) */
-    float *att;           /* (T, q_dim) attention output */
-    float *proj;          /* (T, n_embd) output of wo and ffn_down */
+    float *buf[LP_BUF_COUNT]; /* (T, the widest row each holds) */
+    float *ones;          /* (max(n_embd, head_dim)) the weight of a norm without one */
     lp_matmul_pack_t **pk; /* (n_layer * N_LAYER_MATS + 1): packed matrices, the
                               output last; NULL when not packing */
     uint8_t *pk_arena;    /* their bytes, in that order (the order of use) */
     size_t pk_bytes;      /* of the arena's mapping */
-    float *gate;          /* (T, n_ff) */
-    float *up;            /* (T, n_ff) */
     float *scores;        /* (n_threads, n_ctx), exact attention only */
     float *gather;        /* (n_threads, 2, n_ctx, head_dim): an exact head's K and V rows
                              when they span blocks */
@@ -74,7 +85,10 @@ typedef struct cpu_ctx {
     float *logit_tmp;     /* (LOGIT_CHUNK, n_vocab) when rows are scattered */
     int32_t *tok_seq;     /* (T) batch entry of each token */
     int32_t *tok_pos;     /* (T) */
-    float *rope_cs, *rope_sn; /* (T, n_rot/2) RoPE angles of each token's position */
+    int32_t *tok_lo;      /* (T) first position a sliding layer's query sees */
+    float *rope_cs[LP_MAX_ROPES], *rope_sn[LP_MAX_ROPES]; /* (T, n_rot/2) each RoPE's angles */
+    int32_t n_tok;        /* tokens of the step being run */
+    int32_t n_seqs;       /* its entries */
 } cpu_ctx_t;
 
 #define LOGIT_CHUNK 8
@@ -98,15 +112,23 @@ static void cpu_destroy(void *vctx)
             lp_matmul_pack_free(&c->pk[i]);
     free(c->pk);
     if (c->pk_arena) munmap(c->pk_arena, c->pk_bytes);
-    if (c->kv_k) munmap(c->kv_k, c->kv_bytes);
-    if (c->kv_v) munmap(c->kv_v, c->kv_bytes);
+    for (int g = 0; g < 2; g++) {
+        if (c->kv[g].k) munmap(c->kv[g].k, c->kv[g].bytes);
+        if (c->kv[g].v) munmap(c->kv[g].v, c->kv[g].bytes);
+    }
+    for (int32_t i = 0; i < c->n_geom; i++) free(c->geom[i].seq_off);
+    free(c->layer_base);
+    free(c->layer_geom);
     free(c->key_off);
-    free(c->seq_off);
     lp_threadpool_destroy(&c->pool);
-    free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->att); free(c->proj);
-    free(c->gate); free(c->up); free(c->scores); free(c->gather); free(c->logit_tmp);
+    for (int i = 0; i < LP_BUF_COUNT; i++) free(c->buf[i]);
+    for (int i = 0; i < LP_MAX_ROPES; i++) {
+        free(c->rope_cs[i]);
+        free(c->rope_sn[i]);
+    }
+    free(c->ones); free(c->scores); free(c->gather); free(c->logit_tmp);
     free(c->k_layer); free(c->v_layer);
-    free(c->tok_seq); free(c->tok_pos); free(c->rope_cs); free(c->rope_sn);
+    free(c->tok_seq); free(c->tok_pos); free(c->tok_lo);
     free(c);
 }
 
@@ -125,6 +147,11 @@ static const lp_weight_t *mat_at(const cpu_ctx_t *c, int32_t i)
                                  layer_mats[i % N_LAYER_MATS]);
 }
 
+static size_t pack_size(const lp_weight_t *w)
+{
+    return w->data ? lp_matmul_pack_size(w->type, w->n_in, w->n_out) : 0;
+}
+
 #define PK_ALIGN ((size_t)2 << 20)
 
 /* Pack every matrix that has a packed form (lp_matmul_pack), one after
@@ -134,10 +161,7 @@ static int pack_weights(cpu_ctx_t *c)
 {
     const int32_t n = c->m->hp.n_layer * N_LAYER_MATS + 1;
     size_t total = 0;
-    for (int32_t i = 0; i < n; i++) {
-        const lp_weight_t *w = mat_at(c, i);
-        total += (lp_matmul_pack_size(w->type, w->n_in, w->n_out) + 63) & ~(size_t)63;
-    }
+    for (int32_t i = 0; i < n; i++) total += (pack_size(mat_at(c, i)) + 63) & ~(size_t)63;
     if (!total) return 0;
     if (!(c->pk = calloc((size_t)n, sizeof(*c->pk))))
         return lp_error_set(LP_ERR(ENOMEM), "out of memory");
@@ -154,7 +178,7 @@ static int pack_weights(cpu_ctx_t *c)
     uint8_t *at = base;
     for (int32_t i = 0; i < n; i++) {
         const lp_weight_t *w = mat_at(c, i);
-        size_t bytes = lp_matmul_pack_size(w->type, w->n_in, w->n_out);
+        size_t bytes = pack_size(w);
         if (!bytes) continue;
         int rc = lp_matmul_pack(c->pool, w->type, w->data, w->n_in, w->n_out, at, &c->pk[i]);
         if (rc) return rc;
@@ -192,6 +216,56 @@ static const lp_matmul_pack_t *pack_of(const cpu_ctx_t *c, const lp_weight_t *w)
     return NULL;
 }
 
+/* ---- create: the KV pools and their geometries, the scratch ------------ */
+
+static int plan_kv(cpu_ctx_t *c, const lp_kv_pool_t *kv)
+{
+    const lp_model_t *m = c->m;
+    const int32_t n_layer = m->hp.n_layer;
+    c->kv_block = kv->kv_block;
+    c->kv[0].blocks = kv->kv_blocks;
+    c->kv[1].blocks = kv->kv_blocks_swa;
+    c->layer_base = calloc((size_t)n_layer, sizeof(*c->layer_base));
+    c->layer_geom = calloc((size_t)n_layer, sizeof(*c->layer_geom));
+    if (!c->layer_base || !c->layer_geom) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    int64_t floats[2] = {0, 0};
+    for (int32_t l = 0; l < n_layer; l++) {
+        const lp_layer_hp_t *L = &m->layers[l].hp;
+        int32_t g = 0;
+        while (g < c->n_geom && (c->geom[g].group != L->kv_group ||
+                                 c->geom[g].n_head_kv != L->n_head_kv ||
+                                 c->geom[g].head_dim != L->head_dim))
+            g++;
+        if (g == c->n_geom) {
+            if (g == MAX_GEOM)
+                return lp_error_set(LP_ERR(ENOTSUP), "CPU backend: more than %d KV layouts",
+                                    MAX_GEOM);
+            kv_geom_t *G = &c->geom[c->n_geom++];
+            G->group = L->kv_group;
+            G->n_head_kv = L->n_head_kv;
+            G->head_dim = L->head_dim;
+            G->head_stride = (int64_t)kv->kv_block * L->head_dim;
+            G->block_stride = L->n_head_kv * G->head_stride;
+            if (!(G->seq_off = calloc((size_t)c->p.max_seqs, sizeof(*G->seq_off))))
+                return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+        }
+        c->layer_geom[l] = g;
+        c->layer_base[l] = floats[L->kv_group];
+        floats[L->kv_group] += (int64_t)c->kv[L->kv_group].blocks * c->geom[g].block_stride;
+    }
+    for (int g = 0; g < 2; g++) {
+        if (!floats[g]) continue;
+        c->kv[g].bytes = sizeof(float) * (size_t)floats[g];
+        c->kv[g].k = map_pool(c->kv[g].bytes);
+        c->kv[g].v = c->kv[g].k ? map_pool(c->kv[g].bytes) : NULL;
+        if (!c->kv[g].k || !c->kv[g].v)
+            return lp_error_set(LP_ERR(ENOMEM), "cannot map a KV pool of %d blocks of %d positions "
+                                "(2 x %zu MB): give a smaller --kv-pool-tokens or --kv-pool-mb",
+                                c->kv[g].blocks, kv->kv_block, c->kv[g].bytes >> 20);
+    }
+    return 0;
+}
+
 static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp_kv_pool_t *kv,
                       void **out)
 {
@@ -200,50 +274,49 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp
     if (!c) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
     c->m = m;
     c->p = *p;
-    c->kv_dim = hp->n_head_kv * hp->head_dim;
-    c->q_dim = hp->n_head * hp->head_dim;
-    size_t T = (size_t)p->max_batch_tokens;
-    c->kv_block = kv->kv_block;
-    c->head_stride = (int64_t)kv->kv_block * hp->head_dim;
-    c->block_stride = hp->n_head_kv * c->head_stride;
-    c->kv_layer = (int64_t)kv->kv_blocks * c->block_stride;
-    c->kv_bytes = sizeof(float) * (size_t)hp->n_layer * (size_t)c->kv_layer;
-    c->kv_k = map_pool(c->kv_bytes);
-    c->kv_v = c->kv_k ? map_pool(c->kv_bytes) : NULL;
-    if (!c->kv_k || !c->kv_v) {
-        int rc = lp_error_set(LP_ERR(ENOMEM), "cannot map a KV pool of %d blocks of %d positions "
-                              "(2 x %zu MB): give a smaller --kv-pool-tokens or --kv-pool-mb",
-                              kv->kv_blocks, kv->kv_block, c->kv_bytes >> 20);
+    const size_t T = (size_t)p->max_batch_tokens, F = sizeof(float);
+    int rc = plan_kv(c, kv);
+    if (rc) {
         cpu_destroy(c);
         return rc;
     }
-    c->seq_off = calloc((size_t)p->max_seqs, sizeof(*c->seq_off));
-    c->x = malloc(sizeof(float) * T * (size_t)hp->n_embd);
-    c->xn = malloc(sizeof(float) * T * (size_t)hp->n_embd);
-    c->q = malloc(sizeof(float) * T * (size_t)c->q_dim);
-    c->k = malloc(sizeof(float) * T * (size_t)c->kv_dim);
-    c->v = malloc(sizeof(float) * T * (size_t)c->kv_dim);
-    c->att = malloc(sizeof(float) * T * (size_t)c->q_dim);
-    c->proj = malloc(sizeof(float) * T * (size_t)hp->n_embd);
-    c->gate = malloc(sizeof(float) * T * (size_t)hp->n_ff);
-    c->up = malloc(sizeof(float) * T * (size_t)hp->n_ff);
-    if (p->exact) c->scores = malloc(sizeof(float) * (size_t)p->n_threads * (size_t)p->n_ctx);
-    if (p->exact && kv->kv_block < p->n_ctx)
-        c->gather = malloc(sizeof(float) * 2 * (size_t)p->n_threads * (size_t)p->n_ctx *
-                           (size_t)hp->head_dim);
-    c->logit_tmp = malloc(sizeof(float) * LOGIT_CHUNK * (size_t)hp->n_vocab);
+    const size_t q_max = (size_t)hp->n_head * (size_t)hp->head_dim;
+    size_t kv_max = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const size_t w = (size_t)m->layers[l].hp.n_head_kv * (size_t)m->layers[l].hp.head_dim;
+        if (w > kv_max) kv_max = w;
+    }
+    const size_t widths[LP_BUF_COUNT] = {
+        [LP_BUF_X] = (size_t)hp->n_embd, [LP_BUF_XN] = (size_t)hp->n_embd, [LP_BUF_Q] = q_max,
+        [LP_BUF_K] = kv_max, [LP_BUF_V] = kv_max, [LP_BUF_ATT] = q_max,
+        [LP_BUF_PROJ] = (size_t)hp->n_embd, [LP_BUF_GATE] = (size_t)hp->n_ff,
+        [LP_BUF_UP] = (size_t)hp->n_ff,
+    };
+    bool oom = false;
+    for (int i = 0; i < LP_BUF_COUNT; i++) oom |= !(c->buf[i] = malloc(F * T * widths[i]));
+    const size_t n_ones = (size_t)(hp->n_embd > hp->head_dim ? hp->n_embd : hp->head_dim);
+    if ((c->ones = malloc(F * n_ones)))
+        for (size_t i = 0; i < n_ones; i++) c->ones[i] = 1.0f;
+    if (p->exact) {
+        c->scores = malloc(F * (size_t)p->n_threads * (size_t)p->n_ctx);
+        c->gather = malloc(F * 2 * (size_t)p->n_threads * (size_t)p->n_ctx * (size_t)hp->head_dim);
+        oom |= !c->scores || !c->gather;
+    }
+    c->logit_tmp = malloc(F * LOGIT_CHUNK * (size_t)hp->n_vocab);
     c->k_layer = calloc((size_t)p->max_seqs, sizeof(*c->k_layer));
     c->v_layer = calloc((size_t)p->max_seqs, sizeof(*c->v_layer));
     c->tok_seq = malloc(sizeof(int32_t) * T);
     c->tok_pos = malloc(sizeof(int32_t) * T);
-    c->rope_cs = malloc(sizeof(float) * T * (size_t)(hp->n_rot / 2));
-    c->rope_sn = malloc(sizeof(float) * T * (size_t)(hp->n_rot / 2));
-    int rc = 0;
-    if (!c->seq_off || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->proj || !c->gate || !c->up ||
-        (p->exact && !c->scores) || (p->exact && kv->kv_block < p->n_ctx && !c->gather) ||
-        !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq || !c->tok_pos ||
-        !c->rope_cs || !c->rope_sn)
+    c->tok_lo = malloc(sizeof(int32_t) * T);
+    for (int32_t r = 0; r < m->n_ropes; r++) {
+        c->rope_cs[r] = malloc(F * T * (size_t)(m->ropes[r].n_rot / 2));
+        c->rope_sn[r] = malloc(F * T * (size_t)(m->ropes[r].n_rot / 2));
+        oom |= !c->rope_cs[r] || !c->rope_sn[r];
+    }
+    if (oom || !c->ones || !c->logit_tmp || !c->k_layer || !c->v_layer || !c->tok_seq ||
+        !c->tok_pos || !c->tok_lo)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
+    if (hp->features & LP_FEAT_GEGLU) lp_op_gelu_table(); /* built once, before any step */
     /* decode reads every weight once per token: 2 MiB pages spare the TLB */
     if (!rc)
         LP_DEBUG("weights in huge pages: %s", lp_gguf_map_huge(lp_model_gguf(m)) ? "yes" : "no");
@@ -264,22 +337,25 @@ static void cpu_seq_truncate(void *vctx, int32_t seq_id, int32_t len)
     (void)vctx; (void)seq_id; (void)len;
 }
 
-/* Offsets (floats, from a layer's pool) of positions 0 .. n-1 of a block
- * table; key and value pools share them. */
-static void table_offsets(const cpu_ctx_t *c, const uint32_t *blocks, int32_t n, int64_t *off)
+/* Offsets (floats, from a layer's part of its pool) of positions 0 .. n-1
+ * of a block table, for one geometry; key and value pools share them.
+ * Entries of a sliding table below the window may name no block: their
+ * offsets are computed but never read. */
+static void table_offsets(const cpu_ctx_t *c, const kv_geom_t *G, const uint32_t *blocks, int32_t n,
+                          int64_t *off)
 {
-    const int64_t hd = c->m->hp.head_dim;
     for (int32_t k = 0, p = 0; p < n; k++) {
-        const int64_t base = (int64_t)blocks[k] * c->block_stride;
-        for (int32_t r = 0; r < c->kv_block && p < n; r++, p++) off[p] = base + r * hd;
+        const int64_t base = (int64_t)blocks[k] * G->block_stride;
+        for (int32_t r = 0; r < c->kv_block && p < n; r++, p++) off[p] = base + r * G->head_dim;
     }
 }
 
-/* Every entry's offsets, for positions 0 .. pos + n_tokens - 1. */
+/* Every entry's offsets for every geometry, positions 0 .. pos + n_tokens - 1. */
 static int entry_offsets(cpu_ctx_t *c, const lp_batch_seq_t *seqs, int32_t n_seqs)
 {
     size_t need = 0;
     for (int32_t i = 0; i < n_seqs; i++) need += (size_t)(seqs[i].pos + seqs[i].n_tokens);
+    need *= (size_t)c->n_geom;
     if (need > c->key_off_cap) {
         int64_t *o = realloc(c->key_off, need * sizeof(*o));
         if (!o)
@@ -288,10 +364,15 @@ static int entry_offsets(cpu_ctx_t *c, const lp_batch_seq_t *seqs, int32_t n_seq
         c->key_off_cap = need;
     }
     int64_t *o = c->key_off;
-    for (int32_t i = 0; i < n_seqs; i++) {
-        c->seq_off[i] = o;
-        table_offsets(c, seqs[i].blocks, seqs[i].pos + seqs[i].n_tokens, o);
-        o += seqs[i].pos + seqs[i].n_tokens;
+    for (int32_t g = 0; g < c->n_geom; g++) {
+        kv_geom_t *G = &c->geom[g];
+        for (int32_t i = 0; i < n_seqs; i++) {
+            const int32_t n = seqs[i].pos + seqs[i].n_tokens;
+            const uint32_t *t = G->group && seqs[i].swa_blocks ? seqs[i].swa_blocks : seqs[i].blocks;
+            G->seq_off[i] = o;
+            table_offsets(c, G, t, n, o);
+            o += n;
+        }
     }
     return 0;
 }
@@ -312,32 +393,227 @@ static int matmul(cpu_ctx_t *c, const lp_weight_t *w, const float *x, int64_t n_
     return lp_matmul(c->pool, &mm, c->p.exact);
 }
 
-/* ---- exact attention, split over (token, head) pairs across the pool ---- */
+/* ---- token-wise ops, split over the pool ------------------------------ */
+
+typedef struct tok_job tok_job_t;
+typedef void (*tok_fn)(cpu_ctx_t *c, const tok_job_t *j, int32_t t);
+
+struct tok_job {
+    cpu_ctx_t *c;
+    tok_fn fn;
+    enum lp_buf a, b, d;
+    const float *w;
+    int32_t n_groups, width, layer;
+    float s;
+};
+
+static void tok_worker(void *arg, int ith, int nth)
+{
+    const tok_job_t *j = arg;
+    for (int32_t t = ith; t < j->c->n_tok; t += nth) j->fn(j->c, j, t);
+}
+
+/* Small batches run on the calling thread: waking the pool costs more. */
+static int run_tokens(cpu_ctx_t *c, tok_job_t *j)
+{
+    j->c = c;
+    if (c->n_tok < 4) tok_worker(j, 0, 1);
+    else lp_threadpool_run(c->pool, tok_worker, j);
+    return 0;
+}
+
+static inline float *row(const cpu_ctx_t *c, enum lp_buf b, int32_t t, int64_t width)
+{
+    return c->buf[b] + (int64_t)t * width;
+}
+
+static void norm_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    const float eps = c->m->hp.rms_eps, *w = j->w ? j->w : c->ones;
+    const int64_t n = (int64_t)j->n_groups * j->width;
+    float *x = row(c, j->a, t, n), *y = row(c, j->d, t, n);
+    for (int32_t g = 0; g < j->n_groups; g++) {
+        float *xg = x + (int64_t)g * j->width, *yg = y + (int64_t)g * j->width;
+        if (c->p.exact) lp_op_rmsnorm(yg, xg, w, j->width, eps);
+        else lp_vec_add_rmsnorm(yg, xg, NULL, w, j->width, eps); /* in place is safe */
+    }
+}
+
+static void add_norm_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    const int64_t n = c->m->hp.n_embd;
+    (c->p.exact ? lp_op_add_rmsnorm : lp_vec_add_rmsnorm)(row(c, j->d, t, n), row(c, j->a, t, n),
+                                                           row(c, j->b, t, n), j->w, n,
+                                                           c->m->hp.rms_eps);
+}
+
+static void add_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    const int64_t n = c->m->hp.n_embd;
+    float *x = row(c, j->a, t, n);
+    const float *r = row(c, j->b, t, n);
+    for (int64_t i = 0; i < n; i++) x[i] += r[i];
+}
+
+static void scale_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    const int64_t n = c->m->hp.n_embd;
+    float *x = row(c, j->a, t, n);
+    for (int64_t i = 0; i < n; i++) x[i] *= j->s;
+}
+
+static void bias_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    float *x = row(c, j->a, t, j->width);
+    for (int32_t i = 0; i < j->width; i++) x[i] += j->w[i];
+}
+
+static void copy_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    memcpy(row(c, j->d, t, j->width), row(c, j->a, t, j->width), sizeof(float) * (size_t)j->width);
+}
+
+static void rope_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    const lp_layer_hp_t *L = &c->m->layers[j->layer].hp;
+    const lp_rope_t *r = &c->m->ropes[L->rope];
+    const int32_t half = r->n_rot / 2;
+    const float *cs = c->rope_cs[L->rope] + (int64_t)t * half;
+    const float *sn = c->rope_sn[L->rope] + (int64_t)t * half;
+    (c->p.exact ? lp_op_rope_apply : lp_vec_rope)(row(c, j->a, t, (int64_t)j->n_groups * L->head_dim),
+                                                  j->n_groups, L->head_dim, r->n_rot, cs, sn,
+                                                  r->neox);
+}
+
+/* K and V rows of token t into its sequence's cache. */
+static void store_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    const lp_layer_hp_t *L = &c->m->layers[j->layer].hp;
+    const kv_geom_t *G = &c->geom[c->layer_geom[j->layer]];
+    const kv_pool_t *P = &c->kv[L->kv_group];
+    const int64_t w = (int64_t)L->n_head_kv * L->head_dim;
+    const int64_t off = c->layer_base[j->layer] + G->seq_off[c->tok_seq[t]][c->tok_pos[t]];
+    const float *k = row(c, LP_BUF_K, t, w), *v = row(c, LP_BUF_V, t, w);
+    for (int32_t g = 0; g < L->n_head_kv; g++) {
+        memcpy(P->k + off + g * G->head_stride, k + (int64_t)g * L->head_dim,
+               sizeof(float) * (size_t)L->head_dim);
+        memcpy(P->v + off + g * G->head_stride, v + (int64_t)g * L->head_dim,
+               sizeof(float) * (size_t)L->head_dim);
+    }
+}
+
+static int op_norm(void *vc, enum lp_buf dst, enum lp_buf src, const float *w, int32_t n_groups,
+                   int32_t width)
+{
+    tok_job_t j = {.fn = norm_tok, .a = src, .d = dst, .w = w, .n_groups = n_groups, .width = width};
+    return run_tokens(vc, &j);
+}
+
+static int op_add_norm(void *vc, enum lp_buf dst, enum lp_buf x, enum lp_buf r, const float *w)
+{
+    tok_job_t j = {.fn = add_norm_tok, .a = x, .b = r, .d = dst, .w = w};
+    return run_tokens(vc, &j);
+}
+
+static int op_add(void *vc, enum lp_buf x, enum lp_buf r)
+{
+    tok_job_t j = {.fn = add_tok, .a = x, .b = r};
+    return run_tokens(vc, &j);
+}
+
+static int op_scale(void *vc, enum lp_buf x, float s)
+{
+    tok_job_t j = {.fn = scale_tok, .a = x, .s = s};
+    return run_tokens(vc, &j);
+}
+
+static int op_bias(void *vc, enum lp_buf x, const float *b, int32_t width)
+{
+    tok_job_t j = {.fn = bias_tok, .a = x, .w = b, .width = width};
+    return run_tokens(vc, &j);
+}
+
+static int op_copy(void *vc, enum lp_buf dst, enum lp_buf src, int32_t width)
+{
+    tok_job_t j = {.fn = copy_tok, .a = src, .d = dst, .width = width};
+    return run_tokens(vc, &j);
+}
+
+static int op_rope(void *vc, enum lp_buf x, int32_t n_heads, int32_t layer)
+{
+    tok_job_t j = {.fn = rope_tok, .a = x, .n_groups = n_heads, .layer = layer};
+    return run_tokens(vc, &j);
+}
+
+static int op_matmul(void *vc, int n, const lp_weight_t *const *w, enum lp_buf src,
+                     const enum lp_buf *dst)
+{
+    cpu_ctx_t *c = vc;
+    lp_matmul_t mm[3];
+    if (n < 1 || n > 3) return lp_error_set(LP_ERR(EINVAL), "internal: %d products at once", n);
+    for (int i = 0; i < n; i++) mm[i] = mm_of(c, w[i], c->buf[src], c->n_tok, c->buf[dst[i]], w[i]->n_out);
+    return n == 1 ? lp_matmul(c->pool, &mm[0], c->p.exact)
+                  : lp_matmul_multi(c->pool, mm, n, c->p.exact);
+}
+
+typedef struct glu_job {
+    cpu_ctx_t *c;
+    enum lp_act act;
+    int64_t n;
+} glu_job_t;
+
+static void glu_worker(void *arg, int ith, int nth)
+{
+    const glu_job_t *j = arg;
+    cpu_ctx_t *c = j->c;
+    const int64_t per = (j->n + nth - 1) / nth, lo = per * ith, hi = lo + per < j->n ? lo + per : j->n;
+    if (lo >= hi) return;
+    float *g = c->buf[LP_BUF_GATE] + lo;
+    const float *u = c->buf[LP_BUF_UP] + lo;
+    if (j->act == LP_ACT_GELU_TANH) /* llama.cpp's fp16 table on both paths */
+        (c->p.exact ? lp_op_geglu : lp_vec_geglu)(g, g, u, hi - lo);
+    else (c->p.exact ? lp_op_swiglu : lp_vec_swiglu)(g, g, u, hi - lo);
+}
+
+static int op_glu(void *vc, enum lp_act act, int32_t width)
+{
+    cpu_ctx_t *c = vc;
+    glu_job_t j = {c, act, (int64_t)c->n_tok * width};
+    if (c->n_tok < 4) glu_worker(&j, 0, 1);
+    else lp_threadpool_run(c->pool, glu_worker, &j);
+    return 0;
+}
+
+/* ---- attention ---------------------------------------------------------- */
 
 typedef struct attn_job {
     cpu_ctx_t *c;
-    int32_t layer, n_tok;
+    int32_t layer;
 } attn_job_t;
 
+/* Exact attention, split over (token, head) pairs across the pool. */
 static void attn_worker(void *arg, int ith, int nth)
 {
     attn_job_t *j = arg;
     cpu_ctx_t *c = j->c;
     const lp_hparams_t *hp = &c->m->hp;
-    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const lp_layer_hp_t *L = &c->m->layers[j->layer].hp;
+    const kv_geom_t *G = &c->geom[c->layer_geom[j->layer]];
+    const int32_t hd = L->head_dim, group = hp->n_head / L->n_head_kv;
+    const int64_t q_w = (int64_t)hp->n_head * hd;
     float *scores = c->scores + (size_t)ith * (size_t)c->p.n_ctx;
-    const int64_t n_work = (int64_t)j->n_tok * hp->n_head;
-    const float *kl = c->kv_k + j->layer * c->kv_layer, *vl = c->kv_v + j->layer * c->kv_layer;
+    const int64_t n_work = (int64_t)c->n_tok * hp->n_head;
+    const float *kl = c->kv[L->kv_group].k + c->layer_base[j->layer];
+    const float *vl = c->kv[L->kv_group].v + c->layer_base[j->layer];
     for (int64_t w = ith; w < n_work; w += nth) {
         const int32_t t = (int32_t)(w / hp->n_head), h = (int32_t)(w % hp->n_head);
-        const int32_t n = c->tok_pos[t] + 1;
-        const int64_t *off = c->seq_off[c->tok_seq[t]], head = (h / group) * c->head_stride;
+        const int32_t lo = L->n_swa ? c->tok_lo[t] : 0, n = c->tok_pos[t] + 1 - lo;
+        const int64_t *off = G->seq_off[c->tok_seq[t]] + lo, head = (h / group) * G->head_stride;
         const float *k = kl + off[0] + head, *v = vl + off[0] + head;
-        if (n > c->kv_block) {
+        if (off[n - 1] - off[0] != (int64_t)(n - 1) * hd) {
             /* lp_op_attn_head takes evenly spaced rows: gather the blocks' */
-            float *kg = c->gather + (size_t)ith * 2 * (size_t)c->p.n_ctx * (size_t)hd;
-            float *vg = kg + (size_t)c->p.n_ctx * (size_t)hd;
+            float *kg = c->gather + (size_t)ith * 2 * (size_t)c->p.n_ctx * (size_t)hp->head_dim;
+            float *vg = kg + (size_t)c->p.n_ctx * (size_t)hp->head_dim;
             for (int32_t p = 0; p < n; p++) {
                 memcpy(kg + (size_t)p * hd, kl + off[p] + head, sizeof(float) * (size_t)hd);
                 memcpy(vg + (size_t)p * hd, vl + off[p] + head, sizeof(float) * (size_t)hd);
@@ -345,35 +621,54 @@ static void attn_worker(void *arg, int ith, int nth)
             k = kg;
             v = vg;
         }
-        lp_op_attn_head(c->att + (size_t)t * c->q_dim + (size_t)h * hd,
-                        c->q + (size_t)t * c->q_dim + (size_t)h * hd, k, v, hd, n, hd, scale,
-                        NULL, scores);
+        lp_op_attn_head(c->buf[LP_BUF_ATT] + t * q_w + (int64_t)h * hd,
+                        c->buf[LP_BUF_Q] + t * q_w + (int64_t)h * hd, k, v, hd, n, hd,
+                        L->attn_scale, NULL, scores);
     }
 }
 
-/* Attention of layer `layer` for the batch's T tokens over n_seqs entries:
- * c->att from c->q and the pool. */
-static int attention(cpu_ctx_t *c, int32_t layer, int32_t T, int32_t n_seqs)
+/* K and V of the step's tokens into the cache, then the attention of layer
+ * `layer` for them: ATT from Q and the cache. */
+static int op_attention(void *vc, int32_t layer)
 {
+    cpu_ctx_t *c = vc;
     const lp_hparams_t *hp = &c->m->hp;
+    const lp_layer_hp_t *L = &c->m->layers[layer].hp;
+    tok_job_t store = {.fn = store_tok, .layer = layer};
+    run_tokens(c, &store);
     if (c->p.exact) {
-        attn_job_t job = {c, layer, T};
+        attn_job_t job = {c, layer};
         lp_threadpool_run(c->pool, attn_worker, &job);
         return 0;
     }
-    for (int32_t i = 0; i < n_seqs; i++) {
-        c->k_layer[i] = c->kv_k + layer * c->kv_layer;
-        c->v_layer[i] = c->kv_v + layer * c->kv_layer;
+    const kv_geom_t *G = &c->geom[c->layer_geom[layer]];
+    for (int32_t i = 0; i < c->n_seqs; i++) {
+        c->k_layer[i] = c->kv[L->kv_group].k + c->layer_base[layer];
+        c->v_layer[i] = c->kv[L->kv_group].v + c->layer_base[layer];
     }
     lp_attn_batch_t b = {
-        .out = c->att, .q = c->q, .tok_seq = c->tok_seq, .tok_pos = c->tok_pos,
-        .k = c->k_layer, .v = c->v_layer, .key_stride = hp->head_dim,
-        .head_stride = c->head_stride, .key_off = (const int64_t *const *)c->seq_off,
-        .n_tok = T, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
-        .scale = 1.0f / sqrtf((float)hp->head_dim),
+        .out = c->buf[LP_BUF_ATT], .q = c->buf[LP_BUF_Q], .tok_seq = c->tok_seq,
+        .tok_pos = c->tok_pos, .tok_lo = L->n_swa ? c->tok_lo : NULL,
+        .k = c->k_layer, .v = c->v_layer, .key_stride = L->head_dim,
+        .head_stride = G->head_stride, .key_off = (const int64_t *const *)G->seq_off,
+        .n_tok = c->n_tok, .n_head = hp->n_head, .n_head_kv = L->n_head_kv,
+        .head_dim = L->head_dim, .scale = L->attn_scale,
     };
     return lp_attn_run(c->pool, &b);
 }
+
+static const lp_fwd_ops_t cpu_fwd_ops = {
+    .norm = op_norm,
+    .add_norm = op_add_norm,
+    .add = op_add,
+    .scale = op_scale,
+    .matmul = op_matmul,
+    .bias = op_bias,
+    .copy = op_copy,
+    .rope = op_rope,
+    .attention = op_attention,
+    .glu = op_glu,
+};
 
 /* ---- output: final norm and logits for the requested rows --------------- */
 
@@ -391,12 +686,16 @@ static int same_stride(float *const *rows, int32_t n, int64_t *stride)
     return 1;
 }
 
-/* x += r (r may be NULL), then xn = norm(x) * w: the reference op for an
- * exact engine, one fused vector pass otherwise. */
-static void add_norm(const cpu_ctx_t *c, float *xn, float *x, const float *r, const float *w)
+/* logits = cap * tanh(logits / cap), as llama.cpp's three ops (the exact
+ * path with tanhf). */
+static void softcap(const cpu_ctx_t *c, float *r, int64_t n, float cap)
 {
-    (c->p.exact ? lp_op_add_rmsnorm : lp_vec_add_rmsnorm)(xn, x, r, w, c->m->hp.n_embd,
-                                                           c->m->hp.rms_eps);
+    if (!c->p.exact) {
+        lp_vec_softcap(r, n, cap);
+        return;
+    }
+    const float inv = 1.0f / cap;
+    for (int64_t i = 0; i < n; i++) r[i] = tanhf(r[i] * inv) * cap;
 }
 
 static int compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows,
@@ -404,96 +703,28 @@ static int compute_logits(cpu_ctx_t *c, const int32_t *rows_tok, int32_t n_rows,
 {
     const lp_hparams_t *hp = &c->m->hp;
     const int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
+    float *x = c->buf[LP_BUF_X], *xn = c->buf[LP_BUF_XN];
     /* Gather the requested rows of the residual stream into xn, normalised. */
     for (int32_t r = 0; r < n_rows; r++)
-        add_norm(c, c->xn + r * n_embd, c->x + (int64_t)rows_tok[r] * n_embd, NULL,
-                 c->m->output_norm);
+        (c->p.exact ? lp_op_add_rmsnorm : lp_vec_add_rmsnorm)(xn + r * n_embd,
+                                                               x + (int64_t)rows_tok[r] * n_embd,
+                                                               NULL, c->m->output_norm, n_embd,
+                                                               hp->rms_eps);
     int64_t stride;
-    if (same_stride(logits, n_rows, &stride) && (stride == 0 || stride >= n_vocab))
-        return matmul(c, &c->m->output, c->xn, n_rows, logits[0], stride ? stride : n_vocab);
-    for (int32_t r0 = 0; r0 < n_rows; r0 += LOGIT_CHUNK) {
-        int32_t n = n_rows - r0 < LOGIT_CHUNK ? n_rows - r0 : LOGIT_CHUNK;
-        int rc = matmul(c, &c->m->output, c->xn + r0 * n_embd, n, c->logit_tmp, n_vocab);
-        if (rc) return rc;
-        for (int32_t r = 0; r < n; r++)
-            memcpy(logits[r0 + r], c->logit_tmp + r * n_vocab, sizeof(float) * (size_t)n_vocab);
-    }
-    return 0;
-}
-
-/* ---- fused per-token work, split over the pool ------------------------ */
-
-enum tok_stage {
-    STAGE_ATTN_NORM,  /* xn = norm(x) * attn_norm of `layer` */
-    STAGE_QKV_ROPE,   /* biases, RoPE on q and k, k and v into the cache */
-    STAGE_FFN_NORM,   /* x += proj; xn = norm(x) * ffn_norm */
-    STAGE_SWIGLU,     /* gate = silu(gate) * up */
-    STAGE_FFN_OUT,    /* x += proj; then the next layer's attn norm, if any */
-};
-
-typedef struct tok_job {
-    cpu_ctx_t *c;
-    enum tok_stage stage;
-    int32_t layer, n_tok;
-} tok_job_t;
-
-static void tok_worker(void *arg, int ith, int nth)
-{
-    const tok_job_t *j = arg;
-    cpu_ctx_t *c = j->c;
-    const lp_hparams_t *hp = &c->m->hp;
-    const lp_layer_t *L = &c->m->layers[j->layer];
-    const int64_t n_embd = hp->n_embd, q_dim = c->q_dim, kv_dim = c->kv_dim;
-    if (j->stage == STAGE_SWIGLU) {
-        const int64_t n = (int64_t)j->n_tok * hp->n_ff, per = (n + nth - 1) / nth;
-        const int64_t lo = per * ith, hi = lo + per < n ? lo + per : n;
-        if (lo < hi) (c->p.exact ? lp_op_swiglu : lp_vec_swiglu)(c->gate + lo, c->gate + lo, c->up + lo, hi - lo);
-        return;
-    }
-    for (int32_t t = ith; t < j->n_tok; t += nth) {
-        float *x = c->x + t * n_embd, *xn = c->xn + t * n_embd, *proj = c->proj + t * n_embd;
-        switch (j->stage) {
-        case STAGE_ATTN_NORM:
-            add_norm(c, xn, x, NULL, L->attn_norm);
-            break;
-        case STAGE_QKV_ROPE: {
-            float *q = c->q + t * q_dim, *k = c->k + t * kv_dim, *v = c->v + t * kv_dim;
-            if (L->bq) for (int64_t i = 0; i < q_dim; i++) q[i] += L->bq[i];
-            if (L->bk) for (int64_t i = 0; i < kv_dim; i++) k[i] += L->bk[i];
-            if (L->bv) for (int64_t i = 0; i < kv_dim; i++) v[i] += L->bv[i];
-            const float *cs = c->rope_cs + t * (hp->n_rot / 2), *sn = c->rope_sn + t * (hp->n_rot / 2);
-            (c->p.exact ? lp_op_rope_apply : lp_vec_rope)(q, hp->n_head, hp->head_dim, hp->n_rot,
-                                                          cs, sn, hp->rope_neox);
-            (c->p.exact ? lp_op_rope_apply : lp_vec_rope)(k, hp->n_head_kv, hp->head_dim,
-                                                          hp->n_rot, cs, sn, hp->rope_neox);
-            const int64_t off = j->layer * c->kv_layer + c->seq_off[c->tok_seq[t]][c->tok_pos[t]];
-            for (int32_t g = 0; g < hp->n_head_kv; g++) {
-                memcpy(c->kv_k + off + g * c->head_stride, k + g * hp->head_dim,
-                       sizeof(float) * (size_t)hp->head_dim);
-                memcpy(c->kv_v + off + g * c->head_stride, v + g * hp->head_dim,
-                       sizeof(float) * (size_t)hp->head_dim);
-            }
-            break;
-        }
-        case STAGE_FFN_NORM:
-            add_norm(c, xn, x, proj, L->ffn_norm);
-            break;
-        case STAGE_FFN_OUT:
-            if (j->layer + 1 < hp->n_layer) add_norm(c, xn, x, proj, c->m->layers[j->layer + 1].attn_norm);
-            else for (int64_t i = 0; i < n_embd; i++) x[i] += proj[i];
-            break;
-        case STAGE_SWIGLU:
-            break;
+    int rc = 0;
+    if (same_stride(logits, n_rows, &stride) && (stride == 0 || stride >= n_vocab)) {
+        rc = matmul(c, &c->m->output, xn, n_rows, logits[0], stride ? stride : n_vocab);
+    } else {
+        for (int32_t r0 = 0; !rc && r0 < n_rows; r0 += LOGIT_CHUNK) {
+            int32_t n = n_rows - r0 < LOGIT_CHUNK ? n_rows - r0 : LOGIT_CHUNK;
+            rc = matmul(c, &c->m->output, xn + r0 * n_embd, n, c->logit_tmp, n_vocab);
+            for (int32_t r = 0; !rc && r < n; r++)
+                memcpy(logits[r0 + r], c->logit_tmp + r * n_vocab, sizeof(float) * (size_t)n_vocab);
         }
     }
-}
-
-/* Small batches run on the calling thread: waking the pool costs more. */
-static void run_tokens(cpu_ctx_t *c, enum tok_stage stage, int32_t layer, int32_t n_tok)
-{
-    tok_job_t job = {c, stage, layer, n_tok};
-    if (n_tok < 4) tok_worker(&job, 0, 1);
-    else lp_threadpool_run(c->pool, tok_worker, &job);
+    if (!rc && hp->logit_softcap > 0)
+        for (int32_t r = 0; r < n_rows; r++) softcap(c, logits[r], n_vocab, hp->logit_softcap);
+    return rc;
 }
 
 /* ---- the step --------------------------------------------------------- */
@@ -504,45 +735,44 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
     cpu_ctx_t *c = vctx;
     const lp_model_t *m = c->m;
     const lp_hparams_t *hp = &m->hp;
-    const int64_t n_embd = hp->n_embd, q_dim = c->q_dim, kv_dim = c->kv_dim, n_ff = hp->n_ff;
+    const int64_t n_embd = hp->n_embd;
     int rc;
 
-    /* load: token metadata, where each entry's positions lie, embeddings */
+    /* load: token metadata, where each entry's positions lie, RoPE angles,
+     * embeddings */
     if ((rc = entry_offsets(c, seqs, n_seqs))) return rc;
+    c->n_tok = T;
+    c->n_seqs = n_seqs;
     int32_t t = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
         const lp_batch_seq_t *s = &seqs[i];
         for (int32_t k = 0; k < s->n_tokens; k++, t++) {
+            const int32_t pos = s->pos + k;
             c->tok_seq[t] = i;
-            c->tok_pos[t] = s->pos + k;
-            lp_op_rope_angles(s->pos + k, hp->n_rot, hp->rope_base, c->rope_cs + t * (hp->n_rot / 2),
-                              c->rope_sn + t * (hp->n_rot / 2));
+            c->tok_pos[t] = pos;
+            c->tok_lo[t] = hp->n_swa && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+            for (int32_t r = 0; r < m->n_ropes; r++) {
+                const lp_rope_t *R = &m->ropes[r];
+                const int32_t half = R->n_rot / 2;
+                if (R->freq_scale == 1.0f && !R->freq_factors)
+                    lp_op_rope_angles(pos, R->n_rot, R->base, c->rope_cs[r] + t * half,
+                                      c->rope_sn[r] + t * half);
+                else
+                    lp_op_rope_angles_ext(pos, R->n_rot, R->base, R->freq_scale, R->freq_factors,
+                                          c->rope_cs[r] + t * half, c->rope_sn[r] + t * half);
+            }
             const lp_weight_t *e = &m->tok_embd;
+            float *x = c->buf[LP_BUF_X] + (int64_t)t * n_embd;
             lp_dequant_row(e->type, (const uint8_t *)e->data + (size_t)s->tokens[k] * e->row_bytes,
-                           c->x + (int64_t)t * n_embd, n_embd);
+                           x, n_embd);
+            if (hp->embd_scale != 1.0f)
+                for (int64_t i2 = 0; i2 < n_embd; i2++) x[i2] *= hp->embd_scale;
         }
     }
 
-    run_tokens(c, STAGE_ATTN_NORM, 0, T);
+    const lp_fwd_t fwd = {&cpu_fwd_ops, c};
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        const lp_layer_t *L = &m->layers[l];
-        /* attention block: xn holds norm(x) * attn_norm */
-        const lp_matmul_t qkv[3] = {mm_of(c, &L->wq, c->xn, T, c->q, q_dim),
-                                    mm_of(c, &L->wk, c->xn, T, c->k, kv_dim),
-                                    mm_of(c, &L->wv, c->xn, T, c->v, kv_dim)};
-        if ((rc = lp_matmul_multi(c->pool, qkv, 3, c->p.exact))) return rc;
-        run_tokens(c, STAGE_QKV_ROPE, l, T);
-        if ((rc = attention(c, l, T, n_seqs))) return rc;
-        if ((rc = matmul(c, &L->wo, c->att, T, c->proj, n_embd))) return rc;
-        run_tokens(c, STAGE_FFN_NORM, l, T);
-
-        /* feed-forward block */
-        const lp_matmul_t gate_up[2] = {mm_of(c, &L->w_gate, c->xn, T, c->gate, n_ff),
-                                        mm_of(c, &L->w_up, c->xn, T, c->up, n_ff)};
-        if ((rc = lp_matmul_multi(c->pool, gate_up, 2, c->p.exact))) return rc;
-        run_tokens(c, STAGE_SWIGLU, l, T);
-        if ((rc = matmul(c, &L->w_down, c->gate, T, c->proj, n_embd))) return rc;
-        run_tokens(c, STAGE_FFN_OUT, l, T);
+        if ((rc = m->arch->layer(&fwd, m, l))) return rc;
         LP_DEBUG("layer %d done (%d tokens)", l, T);
     }
 
@@ -560,6 +790,7 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
 const lp_backend_ops_t lp_backend_cpu = {
     .name = "cpu",
     .paged = 1,
+    .features = ~0u, /* the reference: every feature */
     .available = cpu_available,
     .create = cpu_create,
     .destroy = cpu_destroy,

@@ -10,7 +10,13 @@
  *     ending inside a block, B's prefill in one step with A's decode, and A
  *     unharmed;
  *   - bad tables and pool settings are refused with a message naming the
- *     field or flag, and change nothing.
+ *     field or flag, and change nothing;
+ *   - sliding-window layers (Gemma 3, window 10): their own pool, read
+ *     through a second table whose entries before the window name no
+ *     block; a run that gives those blocks back as it goes and takes new
+ *     ones from a pool of 8, and the seq_id fallback ring, equal the
+ *     contiguous layout bit for bit over 7 windows; refusals of that
+ *     table.
  * Usage: kv_test MODELS_DIR */
 #include "engine.h"
 #include "error.h"
@@ -316,6 +322,137 @@ out:
     lp_model_destroy(&m);
 }
 
+/* ---- sliding-window layers -------------------------------------------- */
+
+/* Feed tok to seq 0 as run_seq does (prefill of n_pre in chunks, then one
+ * token a step), the global table t; the sliding layers' table is built as a
+ * coordinator keeps it: a block out of every later window is given back
+ * (UINT32_MAX in the table) and a new one taken from a small pool, last
+ * freed first (pool == 0: the seq_id's fallback tables). */
+static int run_swa(lp_engine_t *e, const int32_t *tok, int32_t n, int32_t n_pre, int32_t chunk,
+                   int32_t B, int32_t W, const uint32_t *t, int32_t pool, float *rows, int32_t nv,
+                   int32_t *peak)
+{
+    uint32_t swa[N_CTX], free_ids[64];
+    int32_t n_free = 0, lo = 0, held = 0;
+    for (int32_t i = pool; i-- > 0;) free_ids[n_free++] = (uint32_t)i;
+    lp_engine_seq_reset(e, 0);
+    *peak = 0;
+    for (int32_t pos = 0, nb = 0; pos < n;) {
+        int32_t k = pos < n_pre ? (n_pre - pos < chunk ? n_pre - pos : chunk) : 1;
+        const int32_t first = pos - W + 1 > 0 ? (pos - W + 1) / B : 0;
+        for (; pool && lo < first; lo++, held--) { /* out of every later window */
+            free_ids[n_free++] = swa[lo];
+            swa[lo] = UINT32_MAX;
+        }
+        const int32_t need = (pos + k + B - 1) / B;
+        for (; pool && nb < need; nb++, held++) {
+            if (!n_free) {
+                CHECK(0, "sliding pool of %d blocks ran out at %d", pool, pos);
+                return -1;
+            }
+            swa[nb] = free_ids[--n_free];
+        }
+        if (held > *peak) *peak = held;
+        float *r[80];
+        for (int32_t i = 0; i < k; i++) r[i] = rows + (size_t)(pos + i) * nv;
+        lp_batch_seq_t b = {.seq_id = 0, .pos = pos, .n_tokens = k, .tokens = tok + pos,
+                            .n_logits = k, .blocks = pool ? t : NULL, .n_blocks = pool ? need : 0,
+                            .swa_blocks = pool ? swa : NULL, .n_swa_blocks = pool ? need : 0};
+        if (lp_engine_step(e, &b, 1, r)) {
+            CHECK(0, "step at %d: %s", pos, lp_error_msg());
+            return -1;
+        }
+        pos += k;
+    }
+    return 0;
+}
+
+static void test_swa(const char *dir)
+{
+    lp_model_t *m = load(dir, "synth-gemma3-F32");
+    if (!m) return;
+    const int32_t nv = lp_model_hparams(m)->n_vocab, W = lp_model_hparams(m)->n_swa, B = 4;
+    CHECK(W == 10, "gemma3 fixture window %d", W);
+    int32_t tok[N_TOK];
+    for (int i = 0; i < N_TOK; i++) tok[i] = 1 + (int32_t)(lp_check_rand(&rng) % 400);
+    const size_t row_bytes = sizeof(float) * (size_t)nv;
+    float *ref = malloc(row_bytes * N_TOK), *got = malloc(row_bytes * N_TOK);
+    int32_t peak;
+    lp_engine_t *c = engine(m, LP_ENGINE_KV_CONTIGUOUS, 0, false);
+    CHECK(lp_engine_kv_blocks_swa(c) == 0 && lp_engine_kv_swa_window(c) == 0,
+          "contiguous: no sliding pool announced");
+    if (!c || run_seq(c, tok, N_TOK, 15, 6, NULL, 0, ref, nv)) goto out;
+    lp_engine_destroy(&c);
+
+    /* max_batch_tokens 8: a step reads at most ceil((9 + 8) / 4) + 1 = 6
+     * sliding blocks, the fallback ring of each seq_id */
+    lp_engine_params_t p = {.n_ctx = N_CTX, .max_seqs = MAX_SEQS, .max_batch_tokens = 8,
+                            .n_threads = 2, .backend = "cpu", .kv_block = B};
+    lp_engine_t *e = NULL;
+    if (lp_engine_new(m, &p, &e)) {
+        CHECK(0, "%s", lp_error_msg());
+        goto out;
+    }
+    CHECK(lp_engine_kv_swa_window(e) == W && lp_engine_kv_blocks_swa(e) == MAX_SEQS * 6 &&
+          lp_engine_kv_blocks(e) == MAX_SEQS * N_CTX / B, "pools: %d global, %d sliding (window %d)",
+          lp_engine_kv_blocks(e), lp_engine_kv_blocks_swa(e), lp_engine_kv_swa_window(e));
+    if (run_swa(e, tok, N_TOK, 15, 6, B, W, NULL, 0, got, nv, &peak) == 0)
+        CHECK(memcmp(got, ref, row_bytes * N_TOK) == 0, "fallback ring: logits differ from the "
+              "contiguous layout");
+    uint32_t t[N_CTX];
+    shuffled_table(t, N_CTX / B, MAX_SEQS * N_CTX / B);
+    if (run_swa(e, tok, N_TOK, 15, 6, B, W, t, 8, got, nv, &peak) == 0) {
+        CHECK(memcmp(got, ref, row_bytes * N_TOK) == 0, "windowed tables: logits differ from the "
+              "contiguous layout");
+        /* 70 positions, 7 windows: 18 global blocks, at most 5 sliding ones */
+        CHECK(peak <= 5, "sliding blocks held at once: %d", peak);
+    }
+
+    /* refusals: at position 20 a query sees 11..20, from block 2 on */
+    float *rows[1] = {got};
+    uint32_t g6[6] = {0, 1, 2, 3, 4, 5}, swa[6] = {UINT32_MAX, UINT32_MAX, 2, 3, 4, 5};
+    lp_batch_seq_t b = {.seq_id = 1, .pos = 20, .n_tokens = 1, .tokens = tok, .n_logits = 1,
+                        .blocks = g6, .n_blocks = 6};
+    lp_engine_seq_reset(e, 0);
+    refuse(e, &b, 1, "swa_blocks: missing", rows);
+    b.swa_blocks = swa, b.n_swa_blocks = 5;
+    refuse(e, &b, 1, "swa_blocks: 5 entries for 6", rows);
+    b.n_swa_blocks = 6;
+    swa[2] = UINT32_MAX;
+    refuse(e, &b, 1, "swa_blocks[2] = 4294967295 is not in 0..17", rows);
+    swa[2] = 5;
+    refuse(e, &b, 1, "swa_blocks[5] = 5 repeats swa_blocks[2]", rows);
+    /* positions 0..19 in blocks 6..10 of the sliding pool, then position 20
+     * with the two blocks before its window named by no block */
+    uint32_t fill[6] = {6, 7, 8, 9, 10, 11};
+    for (int32_t pos = 0; pos < 20; pos += 5) {
+        lp_batch_seq_t f = b;
+        f.pos = pos, f.n_tokens = 5, f.tokens = tok + pos, f.swa_blocks = fill;
+        f.n_blocks = f.n_swa_blocks = (pos + 5 + B - 1) / B;
+        CHECK(lp_engine_step(e, &f, 1, rows) == 0, "prefill at %d: %s", pos, lp_error_msg());
+    }
+    fill[0] = fill[1] = UINT32_MAX;
+    b.swa_blocks = fill;
+    b.tokens = tok + 20;
+    CHECK(lp_engine_step(e, &b, 1, rows) == 0, "entries before the window name no block: %s",
+          lp_error_msg());
+    lp_engine_destroy(&e);
+    lp_model_t *plain = load(dir, "stories260K");
+    if (plain && lp_engine_new(plain, &p, &e) == 0) {
+        CHECK(lp_engine_kv_blocks_swa(e) == 0, "no sliding pool for llama");
+        b.swa_blocks = fill;
+        refuse(e, &b, 1, "swa_blocks: given, but the model has no sliding-window layers", rows);
+        lp_engine_destroy(&e);
+    }
+    lp_model_destroy(&plain);
+out:
+    lp_engine_destroy(&c);
+    free(ref);
+    free(got);
+    lp_model_destroy(&m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) { fprintf(stderr, "usage: kv_test MODELS_DIR\n"); return 2; }
@@ -324,6 +461,7 @@ int main(int argc, char **argv)
     test_layouts(argv[1], "synth-qwen2-Q8_0", false);
     test_sharing(argv[1]);
     test_refusals(argv[1]);
+    test_swa(argv[1]);
     if (!lp_check_failures) printf("kv: all passed\n");
     return CHECK_DONE();
 }

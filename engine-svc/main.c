@@ -16,6 +16,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: engine-svc --model M.gguf --endpoint EP [--max-seqs N] [--max-batch-tokens N]\n"
                "                  [--n-ctx N] [--threads N] [--backend cpu|cuda] [--exact]\n"
                "                  [--kv-block N] [--kv-pool-tokens N | --kv-pool-mb N]\n"
+               "                  [--kv-pool-swa-tokens N]\n"
                "                  [--no-shm] [--shm-name /NAME] [--shm-slots N]\n" LP_CURVE_USAGE);
 }
 
@@ -51,6 +52,7 @@ int main(int argc, char **argv)
         {"no-shm", no_argument, 0, 'n'},          {"shm-name", required_argument, 0, 'N'},
         {"shm-slots", required_argument, 0, 'S'}, {"kv-block", required_argument, 0, 'K'},
         {"kv-pool-tokens", required_argument, 0, 'P'}, {"kv-pool-mb", required_argument, 0, 'M'},
+        {"kv-pool-swa-tokens", required_argument, 0, 'W'},
         LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     lp_engine_svc_params_t p = {0};
@@ -76,6 +78,7 @@ int main(int argc, char **argv)
                   p.engine.kv_block = v ? v : LP_ENGINE_KV_CONTIGUOUS; break;
         case 'P': if (int64_arg("--kv-pool-tokens", optarg, 1, 1LL << 40, &w)) return 2; p.engine.kv_pool_tokens = w; break;
         case 'M': if (int64_arg("--kv-pool-mb", optarg, 1, 1LL << 30, &w)) return 2; p.engine.kv_pool_mb = w; break;
+        case 'W': if (int64_arg("--kv-pool-swa-tokens", optarg, 1, 1LL << 40, &w)) return 2; p.engine.kv_pool_swa_tokens = w; break;
         case 'h': usage(stdout); return 0;
         default:
             if (lp_curve_opts_take(&sec, c, optarg)) break;

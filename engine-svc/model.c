@@ -1,7 +1,9 @@
-/* model.c - load: read hyperparameters from the GGUF metadata and resolve
- * every weight tensor, checking names, types and shapes. */
+/* model.c - load: find the file's architecture (arch/arch.h), refuse every
+ * key and tensor it would ignore, read the hyperparameters through the
+ * arch, and resolve its tensor table, checking names, types and shapes. */
 #include "model.h"
 
+#include "arch/arch.h"
 #include "error.h"
 #include "ggml-type.h"
 #include "log.h"
@@ -9,108 +11,279 @@
 #include "vocab-facts.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define KEY_MAX 128
 
-static const char *arch_name(enum lp_arch a)
+/* Keys that never change the arithmetic: names, licences, the tokenizer,
+ * llama-quantize's notes.  Everything else must be in the arch's table. */
+static const char *const harmless_prefixes[] = {"general.", "tokenizer.", "quantize.", NULL};
+
+struct lp_arch_ld {
+    lp_model_t *m;
+    const lp_arch_t *arch;
+    size_t n_keys;
+    bool *read;           /* (n_keys) the arch's keys the hyperparameter code read */
+};
+
+/* ---- keys ---------------------------------------------------------------- */
+
+static int key_index(const lp_arch_t *a, const char *suffix)
 {
-    return a == LP_ARCH_QWEN2 ? "qwen2" : "llama";
+    for (int i = 0; a->keys[i]; i++)
+        if (!strcmp(a->keys[i], suffix)) return i;
+    return -1;
 }
 
-/* Read "<arch>.<suffix>" as a u32; `required` turns absence into an error. */
-static int arch_u32(const lp_model_t *m, const char *suffix, bool required, uint32_t *out)
+/* "<arch>.<suffix>" into key; marks it read.  A suffix outside the table is
+ * the arch file's mistake. */
+static int full_key(lp_arch_ld_t *ld, const char *suffix, char *key, size_t len)
 {
-    char key[KEY_MAX];
-    snprintf(key, sizeof(key), "%s.%s", arch_name(m->hp.arch), suffix);
-    int rc = lp_gguf_get_u32(m->gguf, key, out);
+    int i = key_index(ld->arch, suffix);
+    if (i < 0)
+        return lp_error_set(LP_ERR(EINVAL), "internal: arch %s reads key '%s', which is not in "
+                            "its table", ld->arch->name, suffix);
+    ld->read[i] = true;
+    snprintf(key, len, "%s.%s", ld->arch->name, suffix);
+    return 0;
+}
+
+static int missing(int rc, bool required, const char *key)
+{
     if (rc == LP_ERR(ENOENT) && required)
         return lp_error_set(LP_ERR(EINVAL), "missing required key '%s'", key);
     return rc;
 }
 
-static int arch_f32(const lp_model_t *m, const char *suffix, bool required, float *out)
+int lp_ld_u32(lp_arch_ld_t *ld, const char *suffix, bool required, uint32_t *out)
 {
     char key[KEY_MAX];
-    snprintf(key, sizeof(key), "%s.%s", arch_name(m->hp.arch), suffix);
-    int rc = lp_gguf_get_f32(m->gguf, key, out);
-    if (rc == LP_ERR(ENOENT) && required)
-        return lp_error_set(LP_ERR(EINVAL), "missing required key '%s'", key);
+    int rc = full_key(ld, suffix, key, sizeof(key));
+    return rc ? rc : missing(lp_gguf_get_u32(ld->m->gguf, key, out), required, key);
+}
+
+int lp_ld_f32(lp_arch_ld_t *ld, const char *suffix, bool required, float *out)
+{
+    char key[KEY_MAX];
+    int rc = full_key(ld, suffix, key, sizeof(key));
+    if (rc) return rc;
+    rc = missing(lp_gguf_get_f32(ld->m->gguf, key, out), required, key);
+    if (!rc && !isfinite(*out))
+        return lp_error_set(LP_ERR(EINVAL), "key '%s': %g is not finite", key, *out);
     return rc;
 }
 
-static int load_hparams(lp_model_t *m)
+int lp_ld_str(lp_arch_ld_t *ld, const char *suffix, bool required, lp_gguf_str_t *out)
 {
-    lp_hparams_t *hp = &m->hp;
+    char key[KEY_MAX];
+    int rc = full_key(ld, suffix, key, sizeof(key));
+    return rc ? rc : missing(lp_gguf_get_str(ld->m->gguf, key, out), required, key);
+}
+
+int lp_ld_layers(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out)
+{
+    char key[KEY_MAX];
+    int rc = full_key(ld, suffix, key, sizeof(key));
+    if (rc) return rc;
+    const int32_t n_layer = ld->m->hp.n_layer;
+    const lp_gguf_kv_t *kv = lp_gguf_find(ld->m->gguf, key);
+    if (!kv) return missing(LP_ERR(ENOENT), required, key);
+    if (kv->type != LP_GGUF_ARRAY) {
+        uint32_t v;
+        if ((rc = lp_gguf_get_u32(ld->m->gguf, key, &v))) return rc;
+        if (v > INT32_MAX) return lp_error_set(LP_ERR(EINVAL), "key '%s': %u is too large", key, v);
+        for (int32_t l = 0; l < n_layer; l++) out[l] = (int32_t)v;
+        return 0;
+    }
+    if (kv->arr_n != (uint64_t)n_layer)
+        return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %llu values for %d layers",
+                            key, (unsigned long long)kv->arr_n, n_layer);
+    if (kv->arr_type == LP_GGUF_STRING || kv->arr_type == LP_GGUF_ARRAY ||
+        kv->arr_type == LP_GGUF_FLOAT32 || kv->arr_type == LP_GGUF_FLOAT64)
+        return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %s, expected integers", key,
+                            lp_gguf_vtype_name(kv->arr_type));
+    for (int32_t l = 0; l < n_layer; l++) {
+        double v = lp_gguf_num_at(kv->arr_type, kv->data, (uint64_t)l);
+        if (!(v >= 0 && v <= INT32_MAX))
+            return lp_error_set(LP_ERR(EINVAL), "key '%s': value %g of layer %d is out of range",
+                                key, v, l);
+        out[l] = (int32_t)v;
+    }
+    return 0;
+}
+
+bool lp_ld_has(const lp_arch_ld_t *ld, const char *suffix)
+{
+    char key[KEY_MAX];
+    snprintf(key, sizeof(key), "%s.%s", ld->arch->name, suffix);
+    return lp_gguf_find(ld->m->gguf, key) != NULL;
+}
+
+bool lp_ld_has_tensor(const lp_arch_ld_t *ld, const char *name)
+{
+    return lp_gguf_find_tensor(ld->m->gguf, name) != NULL;
+}
+
+void lp_ld_feature(lp_arch_ld_t *ld, uint32_t feats, const char *cause)
+{
+    lp_model_t *m = ld->m;
+    for (uint32_t b = 0; b < LP_FEAT_COUNT; b++) {
+        if (!(feats & (1u << b)) || (m->hp.features & (1u << b))) continue;
+        if (cause[0] == '@') snprintf(m->feat_cause[b], LP_FEAT_CAUSE_MAX, "tensor '%s'", cause + 1);
+        else if (cause[0] == '!') snprintf(m->feat_cause[b], LP_FEAT_CAUSE_MAX, "%s", cause + 1);
+        else snprintf(m->feat_cause[b], LP_FEAT_CAUSE_MAX, "key '%s.%s'", ld->arch->name, cause);
+    }
+    m->hp.features |= feats;
+}
+
+int lp_ld_refuse(lp_arch_ld_t *ld, const char *suffix, const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    return lp_error_set(LP_ERR(ENOTSUP), "key '%s.%s': %s", ld->arch->name, suffix, why);
+}
+
+lp_model_t *lp_ld_model(lp_arch_ld_t *ld) { return ld->m; }
+const char *lp_ld_arch(const lp_arch_ld_t *ld) { return ld->arch->name; }
+
+/* Every key is harmless, or in the arch's table. */
+static int check_keys(const lp_arch_ld_t *ld)
+{
+    const lp_gguf_t *g = ld->m->gguf;
+    const size_t alen = strlen(ld->arch->name);
+    for (int64_t i = 0; i < lp_gguf_n_kv(g); i++) {
+        const char *key = lp_gguf_kv_at(g, i)->key;
+        bool ok = false;
+        for (int k = 0; harmless_prefixes[k] && !ok; k++)
+            ok = !strncmp(key, harmless_prefixes[k], strlen(harmless_prefixes[k]));
+        if (ok) continue;
+        if (!strncmp(key, ld->arch->name, alen) && key[alen] == '.') {
+            if (key_index(ld->arch, key + alen + 1) >= 0) continue;
+            return lp_error_set(LP_ERR(ENOTSUP), "key '%s' is not implemented for %s (lmpipe "
+                                "would ignore it and compute something other than this model)",
+                                key, ld->arch->name);
+        }
+        return lp_error_set(LP_ERR(ENOTSUP), "key '%s' is not one lmpipe implements for a %s "
+                            "model (lmpipe would ignore it and compute something other than this "
+                            "model)", key, ld->arch->name);
+    }
+    return 0;
+}
+
+/* Every key of the table that the file has was read by the arch's code. */
+static int check_read(const lp_arch_ld_t *ld)
+{
+    for (size_t i = 0; i < ld->n_keys; i++)
+        if (!ld->read[i] && lp_ld_has(ld, ld->arch->keys[i]))
+            return lp_error_set(LP_ERR(EINVAL), "internal: arch %s lists key '%s.%s' but does "
+                                "not read it", ld->arch->name, ld->arch->name, ld->arch->keys[i]);
+    return 0;
+}
+
+/* ---- hyperparameters ---------------------------------------------------- */
+
+static int load_arch(lp_model_t *m, const lp_arch_t **out)
+{
     lp_gguf_str_t arch;
     int rc = lp_gguf_get_str(m->gguf, "general.architecture", &arch);
     if (rc == LP_ERR(ENOENT))
         return lp_error_set(LP_ERR(EINVAL), "missing required key 'general.architecture'");
     if (rc) return rc;
-    if (arch.len == 5 && !memcmp(arch.ptr, "llama", 5)) hp->arch = LP_ARCH_LLAMA;
-    else if (arch.len == 5 && !memcmp(arch.ptr, "qwen2", 5)) hp->arch = LP_ARCH_QWEN2;
-    else
-        return lp_error_set(LP_ERR(ENOTSUP), "key 'general.architecture': '%.*s' is not "
-                            "supported (llama and qwen2 are)", (int)(arch.len > 64 ? 64 : arch.len),
-                            arch.ptr);
+    for (int i = 0; lp_archs[i]; i++) {
+        if (strlen(lp_archs[i]->name) == arch.len && !memcmp(lp_archs[i]->name, arch.ptr, arch.len)) {
+            *out = lp_archs[i];
+            return 0;
+        }
+    }
+    return lp_error_set(LP_ERR(ENOTSUP), "key 'general.architecture': '%.*s' is not supported "
+                        "(%s are)", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr,
+                        lp_arch_names());
+}
 
-    uint32_t v;
-    if ((rc = arch_u32(m, "embedding_length", true, &v))) return rc;
-    hp->n_embd = (int32_t)v;
-    if ((rc = arch_u32(m, "block_count", true, &v))) return rc;
-    hp->n_layer = (int32_t)v;
-    if ((rc = arch_u32(m, "feed_forward_length", true, &v))) return rc;
-    hp->n_ff = (int32_t)v;
-    if ((rc = arch_u32(m, "attention.head_count", true, &v))) return rc;
-    hp->n_head = (int32_t)v;
-    rc = arch_u32(m, "attention.head_count_kv", false, &v);
-    if (rc && rc != LP_ERR(ENOENT)) return rc;
-    hp->n_head_kv = rc ? hp->n_head : (int32_t)v;
-    if ((rc = arch_u32(m, "context_length", true, &v))) return rc;
-    hp->n_ctx_train = (int32_t)v;
-    if ((rc = arch_f32(m, "attention.layer_norm_rms_epsilon", true, &hp->rms_eps))) return rc;
-
-    if (hp->n_embd <= 0 || hp->n_embd > (1 << 16) || hp->n_layer <= 0 || hp->n_layer > 1024 ||
-        hp->n_ff <= 0 || hp->n_ff > (1 << 20) || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
-        hp->n_ctx_train <= 0)
-        return lp_error_set(LP_ERR(EINVAL), "%s hyperparameters out of range (n_embd %d, "
-                            "n_layer %d, n_ff %d, n_head %d, n_head_kv %d, context %d)",
-                            arch_name(hp->arch), hp->n_embd, hp->n_layer, hp->n_ff,
-                            hp->n_head, hp->n_head_kv, hp->n_ctx_train);
-    if (hp->n_embd % hp->n_head)
-        return lp_error_set(LP_ERR(EINVAL), "key '%s.attention.head_count': %d does not "
-                            "divide embedding_length %d", arch_name(hp->arch), hp->n_head,
-                            hp->n_embd);
-    if (hp->n_head % hp->n_head_kv)
-        return lp_error_set(LP_ERR(EINVAL), "key '%s.attention.head_count_kv': %d does not "
-                            "divide head_count %d", arch_name(hp->arch), hp->n_head_kv,
-                            hp->n_head);
-    hp->head_dim = hp->n_embd / hp->n_head;
-    rc = arch_u32(m, "rope.dimension_count", false, &v);
-    if (rc && rc != LP_ERR(ENOENT)) return rc;
-    hp->n_rot = rc ? hp->head_dim : (int32_t)v;
-    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
-        return lp_error_set(LP_ERR(EINVAL), "key '%s.rope.dimension_count': %d is not an even "
-                            "number up to the head size %d", arch_name(hp->arch), hp->n_rot,
-                            hp->head_dim);
-    rc = arch_f32(m, "rope.freq_base", false, &hp->rope_base);
-    if (rc == LP_ERR(ENOENT)) hp->rope_base = 10000.0f;
-    else if (rc) return rc;
-    if (!(hp->rope_base > 0) || !isfinite(hp->rope_base))
-        return lp_error_set(LP_ERR(EINVAL), "key '%s.rope.freq_base': %g is not positive",
-                            arch_name(hp->arch), hp->rope_base);
-    if (!(hp->rms_eps > 0) || !isfinite(hp->rms_eps))
-        return lp_error_set(LP_ERR(EINVAL), "key '%s.attention.layer_norm_rms_epsilon': %g "
-                            "is not positive", arch_name(hp->arch), hp->rms_eps);
-    /* llama.cpp's rope type per architecture: qwen2 uses NEOX. */
-    hp->rope_neox = hp->arch == LP_ARCH_QWEN2;
-
-    int64_t id;
-    hp->bos_id = lp_gguf_get_i64(m->gguf, "tokenizer.ggml.bos_token_id", &id) ? -1 : (int32_t)id;
-    hp->eos_id = lp_gguf_get_i64(m->gguf, "tokenizer.ggml.eos_token_id", &id) ? -1 : (int32_t)id;
+/* After the arch's hyperparameters: the model-wide maxima, the KV sizes, and
+ * the checks every backend relies on. */
+static int settle_hparams(lp_arch_ld_t *ld)
+{
+    lp_model_t *m = ld->m;
+    lp_hparams_t *hp = &m->hp;
+    const char *a = ld->arch->name;
+    hp->n_head_kv = hp->head_dim = hp->n_ff = 0;
+    hp->kv_floats = hp->kv_floats_swa = 0;
+    hp->n_layer_swa = 0;
+    int32_t first_global = -1;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const lp_layer_hp_t *L = &m->layers[l].hp;
+        if (L->n_head_kv <= 0 || hp->n_head % L->n_head_kv)
+            return lp_error_set(LP_ERR(EINVAL), "%s layer %d: %d KV heads do not divide the %d "
+                                "heads", a, l, L->n_head_kv, hp->n_head);
+        if (L->head_dim <= 0 || L->head_dim > 1024 || L->head_dim % 2)
+            return lp_error_set(LP_ERR(EINVAL), "%s layer %d: head size %d is not an even number "
+                                "up to 1024", a, l, L->head_dim);
+        if (L->n_ff <= 0 || L->n_ff > (1 << 20))
+            return lp_error_set(LP_ERR(EINVAL), "%s layer %d: feed_forward_length %d is out of "
+                                "range", a, l, L->n_ff);
+        if (L->rope < 0 || L->rope >= m->n_ropes)
+            return lp_error_set(LP_ERR(EINVAL), "internal: %s layer %d has RoPE %d of %d", a, l,
+                                L->rope, m->n_ropes);
+        const lp_rope_t *r = &m->ropes[L->rope];
+        if (r->n_rot <= 0 || r->n_rot > L->head_dim || r->n_rot % 2)
+            return lp_error_set(LP_ERR(EINVAL), "%s layer %d: %d rotated dimensions is not an even "
+                                "number up to the head size %d", a, l, r->n_rot, L->head_dim);
+        if (!(r->base > 0) || !isfinite(r->base) || !(r->freq_scale > 0) || !isfinite(r->freq_scale))
+            return lp_error_set(LP_ERR(EINVAL), "%s layer %d: RoPE base %g and scale %g must be "
+                                "positive", a, l, r->base, r->freq_scale);
+        if (L->n_swa < 0 || (L->n_swa > 0) != (L->kv_group == 1))
+            return lp_error_set(LP_ERR(EINVAL), "internal: %s layer %d window %d in KV group %d", a,
+                                l, L->n_swa, L->kv_group);
+        if (L->n_head_kv > hp->n_head_kv) hp->n_head_kv = L->n_head_kv;
+        if (L->head_dim > hp->head_dim) hp->head_dim = L->head_dim;
+        if (L->n_ff > hp->n_ff) hp->n_ff = L->n_ff;
+        const int64_t kv = (int64_t)L->n_head_kv * L->head_dim;
+        hp->kv_floats += kv;
+        if (L->n_swa) {
+            hp->kv_floats_swa += kv;
+            hp->n_layer_swa++;
+            if (hp->n_swa && L->n_swa != hp->n_swa)
+                return lp_error_set(LP_ERR(ENOTSUP), "%s: sliding windows of %d and %d positions "
+                                    "in one model are not implemented", a, hp->n_swa, L->n_swa);
+            hp->n_swa = L->n_swa;
+        } else if (first_global < 0) {
+            first_global = l;
+        }
+        const lp_layer_hp_t *L0 = &m->layers[0].hp;
+        if (L->head_dim != L0->head_dim || L->n_head_kv != L0->n_head_kv || L->n_ff != L0->n_ff)
+            lp_ld_feature(ld, LP_FEAT_LAYER_SHAPES, "attention.head_count_kv");
+        if (L->rope != L0->rope) lp_ld_feature(ld, LP_FEAT_LAYER_ROPE, "rope.freq_base");
+    }
+    const lp_rope_t *r0 = &m->ropes[m->layers[first_global >= 0 ? first_global : 0].hp.rope];
+    hp->n_rot = r0->n_rot;
+    hp->rope_base = r0->base;
+    hp->rope_neox = r0->neox;
     return 0;
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+static int64_t dim_of(const lp_model_t *m, const lp_layer_hp_t *L, uint8_t d)
+{
+    const lp_hparams_t *hp = &m->hp;
+    switch (d) {
+    case LP_D_EMBD: return hp->n_embd;
+    case LP_D_VOCAB: return hp->n_vocab;
+    case LP_D_Q: return (int64_t)hp->n_head * L->head_dim;
+    case LP_D_KV: return (int64_t)L->n_head_kv * L->head_dim;
+    case LP_D_FF: return L->n_ff;
+    case LP_D_HEAD: return L->head_dim;
+    case LP_D_ROT_PAIRS: return hp->n_rot / 2;
+    case LP_D_ONE: return 1;
+    default: return -1;
+    }
 }
 
 /* Resolve a matrix weight with GGUF shape {n_in, n_out}. */
@@ -140,7 +313,8 @@ static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_o
     return 0;
 }
 
-/* A 1-D tensor of n elements, converted to a new float array. */
+/* A 1-D tensor of n elements, converted to a new float array (NULL and 0
+ * when optional and absent). */
 static int get_vector(lp_model_t *m, const char *name, int64_t n, bool optional, float **out)
 {
     const lp_gguf_tensor_t *t = lp_gguf_find_tensor(m->gguf, name);
@@ -166,50 +340,108 @@ static int get_vector(lp_model_t *m, const char *name, int64_t n, bool optional,
     return 0;
 }
 
-static int load_weights(lp_model_t *m)
+/* One table entry of one layer (or a global one: L NULL, base = the model). */
+static int get_entry(lp_arch_ld_t *ld, const lp_arch_tensor_t *e, const lp_layer_hp_t *L,
+                     char *base, const char *name)
 {
-    const lp_hparams_t *hp = &m->hp;
-    int64_t n_embd = hp->n_embd, qdim = (int64_t)hp->n_head * hp->head_dim;
-    int64_t kvdim = (int64_t)hp->n_head_kv * hp->head_dim;
-    int rc = get_matrix(m, "token_embd.weight", n_embd, -1, false, &m->tok_embd);
-    if (rc) return rc;
+    lp_model_t *m = ld->m;
+    const bool optional = e->flags & LP_T_OPTIONAL;
+    const int64_t ne0 = dim_of(m, L, e->ne[0]);
+    int rc;
+    if (e->flags & LP_T_MATRIX) {
+        rc = get_matrix(m, name, ne0, dim_of(m, L, e->ne[1]), optional,
+                        (lp_weight_t *)(base + e->field));
+        if (rc == LP_ERR(ENOENT)) return 0;
+    } else {
+        rc = get_vector(m, name, ne0, optional, (float **)(base + e->field));
+    }
+    if (!rc && e->feat && lp_gguf_find_tensor(m->gguf, name)) {
+        char cause[KEY_MAX];
+        snprintf(cause, sizeof(cause), "@%s", name);
+        lp_ld_feature(ld, e->feat, cause);
+    }
+    return rc;
+}
+
+/* The tensor `name` of the file is one the table names. */
+static bool in_table(const lp_arch_t *a, const lp_model_t *m, const char *name)
+{
+    const char *what = name;
+    bool layer = false;
+    if (!strncmp(name, "blk.", 4)) {
+        char *end;
+        unsigned long l = strtoul(name + 4, &end, 10);
+        if (end == name + 4 || *end != '.' || l >= (unsigned long)m->hp.n_layer) return false;
+        what = end + 1;
+        layer = true;
+    }
+    for (const lp_arch_tensor_t *e = a->tensors; e->name; e++)
+        if (!strcmp(e->name, what) && !!(e->flags & LP_T_LAYER) == layer) return true;
+    return false;
+}
+
+static int load_weights(lp_arch_ld_t *ld)
+{
+    lp_model_t *m = ld->m;
+    const lp_arch_t *a = ld->arch;
+    const lp_gguf_t *g = m->gguf;
+    for (int64_t i = 0; i < lp_gguf_n_tensors(g); i++) {
+        const char *name = lp_gguf_tensor_at(g, i)->name;
+        if (!in_table(a, m, name))
+            return lp_error_set(LP_ERR(ENOTSUP), "tensor '%s' is not implemented for %s (lmpipe "
+                                "would ignore it and compute something other than this model)",
+                                name, a->name);
+    }
     /* the row length, real tokens and mask, as every service computes them */
     lp_vocab_facts_t vf;
-    if ((rc = lp_vocab_facts_load(m->gguf, &vf))) return rc;
+    int rc = lp_vocab_facts_load(g, &vf);
+    if (rc) return rc;
     m->hp.n_vocab = vf.n_vocab;
     m->hp.n_tokens_real = vf.n_tokens_real;
     m->token_mask = vf.token_mask; /* the model takes the mask */
-    if ((rc = get_vector(m, "output_norm.weight", n_embd, false, &m->output_norm))) return rc;
-    rc = get_matrix(m, "output.weight", n_embd, m->hp.n_vocab, true, &m->output);
-    if (rc == LP_ERR(ENOENT)) {
+
+    for (const lp_arch_tensor_t *e = a->tensors; e->name; e++) {
+        if (e->flags & LP_T_LAYER) continue;
+        if ((rc = get_entry(ld, e, &m->layers[0].hp, (char *)m, e->name))) return rc;
+    }
+    if (!m->output.data) {
         m->output = m->tok_embd;
         m->tied_output = true;
-    } else if (rc) {
-        return rc;
     }
-
-    m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
-    if (!m->layers) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
-    for (int32_t l = 0; l < hp->n_layer; l++) {
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
         lp_layer_t *L = &m->layers[l];
-        char name[KEY_MAX];
-#define NAME(s) (snprintf(name, sizeof(name), "blk.%d." s, l), name)
-        if ((rc = get_vector(m, NAME("attn_norm.weight"), n_embd, false, &L->attn_norm)) ||
-            (rc = get_matrix(m, NAME("attn_q.weight"), n_embd, qdim, false, &L->wq)) ||
-            (rc = get_matrix(m, NAME("attn_k.weight"), n_embd, kvdim, false, &L->wk)) ||
-            (rc = get_matrix(m, NAME("attn_v.weight"), n_embd, kvdim, false, &L->wv)) ||
-            (rc = get_vector(m, NAME("attn_q.bias"), qdim, true, &L->bq)) ||
-            (rc = get_vector(m, NAME("attn_k.bias"), kvdim, true, &L->bk)) ||
-            (rc = get_vector(m, NAME("attn_v.bias"), kvdim, true, &L->bv)) ||
-            (rc = get_matrix(m, NAME("attn_output.weight"), qdim, n_embd, false, &L->wo)) ||
-            (rc = get_vector(m, NAME("ffn_norm.weight"), n_embd, false, &L->ffn_norm)) ||
-            (rc = get_matrix(m, NAME("ffn_gate.weight"), n_embd, hp->n_ff, false, &L->w_gate)) ||
-            (rc = get_matrix(m, NAME("ffn_up.weight"), n_embd, hp->n_ff, false, &L->w_up)) ||
-            (rc = get_matrix(m, NAME("ffn_down.weight"), hp->n_ff, n_embd, false, &L->w_down)))
-            return rc;
-#undef NAME
+        for (const lp_arch_tensor_t *e = a->tensors; e->name; e++) {
+            if (!(e->flags & LP_T_LAYER)) continue;
+            char name[KEY_MAX];
+            snprintf(name, sizeof(name), "blk.%d.%s", l, e->name);
+            if ((rc = get_entry(ld, e, &L->hp, (char *)L, name))) return rc;
+        }
     }
     return 0;
+}
+
+/* ---- the model ------------------------------------------------------------ */
+
+static int load(lp_model_t *m)
+{
+    const lp_arch_t *a = NULL;
+    int rc = load_arch(m, &a);
+    if (rc) return rc;
+    m->arch = a;
+    m->hp.arch = a->name;
+    lp_arch_ld_t ld = {.m = m, .arch = a};
+    while (a->keys[ld.n_keys]) ld.n_keys++;
+    if (!(ld.read = calloc(ld.n_keys + 1, sizeof(bool))))
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    m->hp.embd_scale = 1.0f;
+    int64_t id;
+    m->hp.bos_id = lp_gguf_get_i64(m->gguf, "tokenizer.ggml.bos_token_id", &id) ? -1 : (int32_t)id;
+    m->hp.eos_id = lp_gguf_get_i64(m->gguf, "tokenizer.ggml.eos_token_id", &id) ? -1 : (int32_t)id;
+    if (!(rc = check_keys(&ld)) && !(rc = a->hparams(&ld)) && !(rc = check_read(&ld)) &&
+        !(rc = settle_hparams(&ld)) && !(rc = load_weights(&ld)) && a->check)
+        rc = a->check(&ld);
+    free(ld.read);
+    return rc;
 }
 
 int lp_model_load(const char *path, lp_model_t **out)
@@ -218,15 +450,16 @@ int lp_model_load(const char *path, lp_model_t **out)
     lp_model_t *m = calloc(1, sizeof(*m));
     if (!m) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
     int rc = lp_gguf_open(path, &m->gguf);
-    if (!rc && (rc = load_hparams(m)) == 0) rc = load_weights(m);
+    if (!rc) rc = load(m);
     if (rc) {
         if (m->gguf) lp_error_prefix("%s: ", path);
         lp_model_destroy(&m);
         return rc;
     }
-    LP_INFO("%s: %s, %d layers, n_embd %d, %d heads (%d kv), vocab %d (%d real)%s", path,
-            arch_name(m->hp.arch), m->hp.n_layer, m->hp.n_embd, m->hp.n_head, m->hp.n_head_kv,
-            m->hp.n_vocab, m->hp.n_tokens_real, m->tied_output ? ", tied output" : "");
+    LP_INFO("%s: %s, %d layers, n_embd %d, %d heads (%d kv), head size %d, vocab %d (%d real)%s%s",
+            path, m->hp.arch, m->hp.n_layer, m->hp.n_embd, m->hp.n_head, m->hp.n_head_kv,
+            m->hp.head_dim, m->hp.n_vocab, m->hp.n_tokens_real,
+            m->tied_output ? ", tied output" : "", m->hp.n_swa ? ", sliding window" : "");
     *out = m;
     return 0;
 }
@@ -235,16 +468,15 @@ void lp_model_destroy(lp_model_t **self_p)
 {
     lp_model_t *m = self_p ? *self_p : NULL;
     if (!m) return;
-    for (int32_t l = 0; m->layers && l < m->hp.n_layer; l++) {
-        lp_layer_t *L = &m->layers[l];
-        free(L->attn_norm);
-        free(L->ffn_norm);
-        free(L->bq);
-        free(L->bk);
-        free(L->bv);
-    }
+    const lp_arch_t *a = m->arch;
+    for (int32_t l = 0; a && m->layers && l < m->hp.n_layer; l++)
+        for (const lp_arch_tensor_t *e = a->tensors; e->name; e++)
+            if ((e->flags & LP_T_LAYER) && !(e->flags & LP_T_MATRIX))
+                free(*(float **)((char *)&m->layers[l] + e->field));
+    for (const lp_arch_tensor_t *e = a ? a->tensors : NULL; e && e->name; e++)
+        if (!(e->flags & LP_T_LAYER) && !(e->flags & LP_T_MATRIX))
+            free(*(float **)((char *)m + e->field));
     free(m->layers);
-    free(m->output_norm);
     free(m->token_mask);
     lp_gguf_destroy(&m->gguf);
     free(m);

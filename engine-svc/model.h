@@ -20,30 +20,71 @@ typedef struct lp_weight {
     size_t row_bytes;
 } lp_weight_t;
 
+/* One RoPE: theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factors[i]
+ * for the pairs i < n_rot/2, computed as llama.cpp does (in float, the
+ * powers by repeated multiplication). */
+typedef struct lp_rope {
+    int32_t n_rot;
+    float base;
+    float freq_scale;          /* 1 / rope.scaling.factor (linear); 1 otherwise */
+    const float *freq_factors; /* (n_rot/2) divisors, or NULL; the model's rope_freqs */
+    bool neox;                 /* pairs (i, i + n_rot/2); else (2i, 2i+1) */
+} lp_rope_t;
+
+#define LP_MAX_ROPES 4
+
+/* A layer's hyperparameters (lp_hparams_t holds the model-wide ones). */
+typedef struct lp_layer_hp {
+    int32_t n_head_kv;
+    int32_t head_dim;     /* of q, k and v */
+    int32_t n_ff;
+    int32_t n_swa;        /* a query sees the last n_swa positions; 0: all */
+    int32_t rope;         /* index into lp_model_t.ropes */
+    float attn_scale;     /* applied to q.k */
+    int32_t kv_group;     /* KV pool: 0 full attention, 1 sliding window */
+} lp_layer_hp_t;
+
 typedef struct lp_layer {
+    lp_layer_hp_t hp;
     float *attn_norm;  /* (n_embd) */
     lp_weight_t wq;    /* (n_embd -> n_head*head_dim) */
     lp_weight_t wk;    /* (n_embd -> n_head_kv*head_dim) */
-    lp_weight_t wv;    /* (n_embd -> n_head_kv*head_dim) */
+    lp_weight_t wv;    /* (n_embd -> n_head_kv*head_dim); empty (data NULL) when v
+                          comes from the k projection */
     float *bq;         /* (n_head*head_dim), may be NULL */
     float *bk;         /* (n_head_kv*head_dim), may be NULL */
     float *bv;         /* (n_head_kv*head_dim), may be NULL */
+    float *q_norm;     /* (head_dim) per-head RMSNorm of q, may be NULL */
+    float *k_norm;     /* (head_dim) per-head RMSNorm of k, may be NULL */
     lp_weight_t wo;    /* (n_head*head_dim -> n_embd) */
+    float *post_attn_norm; /* (n_embd) RMSNorm of the attention output, may be NULL */
     float *ffn_norm;   /* (n_embd) */
     lp_weight_t w_gate; /* (n_embd -> n_ff) */
     lp_weight_t w_up;   /* (n_embd -> n_ff) */
     lp_weight_t w_down; /* (n_ff -> n_embd) */
+    float *post_ffn_norm; /* (n_embd) RMSNorm of the FFN output, may be NULL */
+    float *out_scale;  /* (1) the block's output times this, may be NULL */
 } lp_layer_t;
+
+struct lp_arch;
+
+/* A feature's cause, for messages: the key or tensor that brought it. */
+#define LP_FEAT_CAUSE_MAX 96
 
 struct lp_model {
     lp_gguf_t *gguf;       /* owns the mapping */
+    const struct lp_arch *arch; /* static */
     lp_hparams_t hp;
     lp_weight_t tok_embd;  /* (n_vocab rows of n_embd) */
     float *output_norm;    /* (n_embd) */
     lp_weight_t output;    /* (n_embd -> n_vocab); token_embd when tied */
     bool tied_output;
+    float *rope_freqs;     /* (n_rot/2) RoPE frequency divisors, may be NULL */
+    lp_rope_t ropes[LP_MAX_ROPES]; /* the RoPEs layers use (lp_layer_hp_t.rope) */
+    int32_t n_ropes;
     lp_layer_t *layers;    /* (n_layer) */
     uint8_t *token_mask;   /* (n_vocab) 1 = never sample */
+    char feat_cause[16][LP_FEAT_CAUSE_MAX]; /* per enum lp_feat bit */
 };
 
 #endif

@@ -1,9 +1,11 @@
 /* ops.c - reference element-wise and attention operations. */
 #include "ops.h"
 
+#include "ggml-type.h"
 #include "vec.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
@@ -11,7 +13,8 @@ void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float ep
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += (double)x[i] * x[i];
     float scale = (float)(1.0 / sqrt(sum / (double)n + eps));
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+    if (w) for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+    else for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
 void lp_op_add_rmsnorm(float *y, float *x, const float *r, const float *w, int64_t n, float eps)
@@ -50,6 +53,19 @@ void lp_op_rope_apply_range(float *x, int32_t n_heads, int32_t head_dim, int32_t
 void lp_op_rope_angles(int32_t pos, int32_t n_rot, float base, float *cs, float *sn)
 {
     rope_angles((float)pos, powf(base, -2.0f / (float)n_rot), n_rot / 2, cs, sn);
+}
+
+void lp_op_rope_angles_ext(int32_t pos, int32_t n_rot, float base, float freq_scale,
+                           const float *ff, float *cs, float *sn)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int32_t i = 0; i < n_rot / 2; i++) {
+        const float t = freq_scale * (ff ? theta / ff[i] : theta);
+        cs[i] = cosf(t);
+        sn[i] = sinf(t);
+        theta *= theta_scale;
+    }
 }
 
 void lp_op_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
@@ -104,4 +120,35 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
 void lp_op_swiglu(float *out, const float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* ---- GELU through llama.cpp's fp16 table ------------------------------ */
+
+static float gelu_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_init(void)
+{
+    for (uint32_t h = 0; h < (1u << 16); h++) {
+        const float v = lp_fp16_to_f32((uint16_t)h);
+        const float g = 0.5f * v * (1.0f + tanhf(0.7978845608f * v * (1.0f + 0.044715f * v * v)));
+        gelu_table[h] = lp_fp16_to_f32(lp_f32_to_fp16(g));
+    }
+}
+
+const float *lp_op_gelu_table(void)
+{
+    pthread_once(&gelu_once, gelu_init);
+    return gelu_table;
+}
+
+void lp_op_geglu(float *out, const float *g, const float *u, int64_t n)
+{
+    const float *t = lp_op_gelu_table();
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        if (x <= -10.0f) out[i] = 0.0f;
+        else if (x >= 10.0f) out[i] = x * u[i];
+        else out[i] = t[lp_f32_to_fp16(x)] * u[i];
+    }
 }

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* y = x / sqrt(mean(x^2) + eps) * w; y may alias x. */
+/* y = x / sqrt(mean(x^2) + eps) * w (w NULL: no weight); y may alias x. */
 void lp_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 /* x += r (r may be NULL), then lp_op_rmsnorm(y, x, w, n, eps). */
 void lp_op_add_rmsnorm(float *y, float *x, const float *r, const float *w, int64_t n, float eps);
@@ -21,6 +21,12 @@ void lp_op_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int3
  * n_rot/2 angles' cosines and sines (the same values lp_op_rope takes), and
  * the rotation by them. */
 void lp_op_rope_angles(int32_t pos, int32_t n_rot, float base, float *cs, float *sn);
+/* The angles of a scaled RoPE, as llama.cpp's rope cache computes them
+ * (no YaRN): angle_i = freq_scale * (theta_i / ff[i]) with theta_i =
+ * pos * base^(-2i/n_rot) by repeated multiplication in float; ff (n_rot/2
+ * divisors) may be NULL.  freq_scale 1 and no ff give lp_op_rope_angles. */
+void lp_op_rope_angles_ext(int32_t pos, int32_t n_rot, float base, float freq_scale,
+                           const float *ff, float *cs, float *sn);
 void lp_op_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
                       const float *cs, const float *sn, bool neox);
 /* The same for pairs i0 .. i0+n-1 only; cs and sn hold their n angles. */
@@ -38,5 +44,13 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
 
 /* out = silu(g) * u, element-wise; out may alias g. */
 void lp_op_swiglu(float *out, const float *g, const float *u, int64_t n);
+
+/* out = gelu_tanh(g) * u as llama.cpp's CPU backend computes it (GGML_GELU_FP16):
+ * g rounded to fp16, gelu_tanh read from a table of 65536 fp16 values
+ * computed in float, times u in float; g <= -10 gives 0, g >= 10 gives
+ * g * u.  out may alias g. */
+void lp_op_geglu(float *out, const float *g, const float *u, int64_t n);
+/* The table: entry h is gelu_tanh(fp16 h) as a float (rounded to fp16). */
+const float *lp_op_gelu_table(void);
 
 #endif

@@ -139,6 +139,8 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpip
     mine->n_ctx = (uint32_t)s->n_ctx;
     mine->kv_block = (uint32_t)lp_engine_kv_block(s->engine);
     mine->kv_blocks = (uint32_t)lp_engine_kv_blocks(s->engine);
+    mine->kv_swa_window = (uint32_t)lp_engine_kv_swa_window(s->engine);
+    mine->kv_blocks_swa = (uint32_t)lp_engine_kv_blocks_swa(s->engine);
     if (s->ring) {
         mine->shm_name = (char *)lp_shm_ring_name(s->ring);
         mine->shm_slots = lp_shm_ring_n_slots(s->ring);
@@ -175,12 +177,14 @@ static int check_step(lp_engine_svc_t *s, const Lmpipe__StepRequest *req, size_t
             return lp_error_set(q->pos < 0 ? LP_ERR(EINVAL) : LP_ERR(E2BIG), "step: seqs[%zu]: "
                                 "%zu tokens at pos %d pass the context of %d", i, n_tok, q->pos,
                                 s->n_ctx);
-        if (q->n_blocks > (size_t)INT32_MAX)
+        if (q->n_blocks > (size_t)INT32_MAX || q->n_swa_blocks > (size_t)INT32_MAX)
             return lp_error_set(LP_ERR(EINVAL), "step: seqs[%zu].blocks: %zu entries", i,
-                                q->n_blocks);
+                                q->n_blocks > q->n_swa_blocks ? q->n_blocks : q->n_swa_blocks);
         lp_batch_seq_t b = {.seq_id = q->seq_id, .pos = q->pos, .n_tokens = (int32_t)n_tok,
                             .blocks = q->n_blocks ? q->blocks : NULL,
-                            .n_blocks = (int32_t)q->n_blocks};
+                            .n_blocks = (int32_t)q->n_blocks,
+                            .swa_blocks = q->n_swa_blocks ? q->swa_blocks : NULL,
+                            .n_swa_blocks = (int32_t)q->n_swa_blocks};
         int krc = lp_engine_check_kv(s->engine, &b);
         if (krc) {
             lp_error_prefix("step: seqs[%zu]: ", i);
@@ -373,7 +377,9 @@ static int do_step(lp_engine_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
             n_tok += n;
         }
         seqs[i] = (lp_batch_seq_t){q->seq_id, q->pos, (int32_t)n, toks, q->n_logits,
-                                   q->n_blocks ? q->blocks : NULL, (int32_t)q->n_blocks};
+                                   q->n_blocks ? q->blocks : NULL, (int32_t)q->n_blocks,
+                                   q->n_swa_blocks ? q->swa_blocks : NULL,
+                                   (int32_t)q->n_swa_blocks};
     }
     if (use_ring && sr->n_rows) {
         if ((rc = acquire_given(s, sr, n_rows)) != 0) {

@@ -28,4 +28,12 @@ void lp_vec_add_rmsnorm(float *y, float *x, const float *r, const float *w, int6
 void lp_vec_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,
                  const float *sn, bool neox);
 
+/* lp_op_geglu (llama.cpp's fp16 GELU table) with SIMD gathers; the same
+ * values bit for bit. */
+void lp_vec_geglu(float *out, const float *g, const float *u, int64_t n);
+
+/* x = cap * tanh(x / cap) with a vectorised tanh (absolute error about
+ * 1e-7 against tanhf). */
+void lp_vec_softcap(float *x, int64_t n, float cap);
+
 #endif

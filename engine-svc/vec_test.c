@@ -3,8 +3,11 @@
  * loops, lengths 0..200 (every tail length), and lp_vec_rope against
  * lp_op_rope_apply. */
 #include "vec.h"
+#include "ggml-type.h"
+#include "ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -67,6 +70,53 @@ static void check_add_rmsnorm(const char *isa, int n, const float *w, const floa
     }
 }
 
+/* GEGLU through llama.cpp's fp16 table: the SIMD gathers give the
+ * reference's bits for every fp16 value (and around the +-10 clamps);
+ * soft-capping within 2e-7 * cap of tanhf, and exactly odd. */
+static void check_gemma_ops(void)
+{
+    enum { NH = 1 << 16 };
+    float *g = malloc(sizeof(float) * NH), *u = malloc(sizeof(float) * NH);
+    float *want = malloc(sizeof(float) * NH), *got = malloc(sizeof(float) * NH);
+    uint64_t rng = 77;
+    for (int h = 0; h < NH; h++) {
+        /* every half, nudged within its rounding interval, and the clamps */
+        g[h] = lp_fp16_to_f32((uint16_t)h) * (1.0f + 0x1p-13f * lp_check_frand(&rng));
+        if (h % 97 == 0) g[h] = (h % 2 ? 10.0f : -10.0f) + 0x1p-12f * lp_check_frand(&rng);
+        if (isnan(g[h]) || isinf(g[h])) g[h] = 0.5f;
+        u[h] = lp_check_frand(&rng);
+    }
+    lp_op_geglu(want, g, u, NH);
+    const char *isas[] = {"scalar", "avx2", "avx512", "vnni"};
+    for (int k = 0; k < 4; k++) {
+        if (!lp_matmul_isa_supported(isas[k]) || lp_matmul_set_isa(isas[k])) continue;
+        lp_op_geglu(want, g, u, NH);
+        for (int n = NH - 13; n <= NH; n += 13) {
+            memcpy(got, g, sizeof(float) * NH);
+            lp_vec_geglu(got, got, u, n);
+            int bad = 0;
+            for (int i = 0; i < n && !bad; i++)
+                if (memcmp(&got[i], &want[i], 4)) {
+                    CHECK(0, "%s geglu n %d element %d (g %a): %a, not %a", isas[k], n, i, g[i],
+                          got[i], want[i]);
+                    bad = 1;
+                }
+        }
+        for (int i = 0; i < NH; i++) got[i] = 200.0f * lp_check_frand(&rng);
+        memcpy(want, got, sizeof(float) * NH);
+        lp_vec_softcap(got, NH - 5, 30.0f);
+        for (int i = 0; i < NH - 5; i++) {
+            const double ref = tanh((double)want[i] / 30.0) * 30.0;
+            if (!(fabs(got[i] - ref) <= 30 * 2e-7)) {
+                CHECK(0, "%s softcap %g: %g, not %g", isas[k], want[i], got[i], ref);
+                break;
+            }
+        }
+    }
+    lp_matmul_set_isa("auto");
+    free(g); free(u); free(want); free(got);
+}
+
 int main(void)
 {
     enum { N = 200 };
@@ -118,5 +168,6 @@ int main(void)
         }
     }
     check_rope();
+    check_gemma_ops();
     return CHECK_DONE();
 }

@@ -3,6 +3,7 @@
 
 #include "error.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +96,7 @@ static int hex4(parser_t *ps, uint32_t *out)
     return 0;
 }
 
-static size_t put_utf8(char *o, uint32_t cp)
+size_t lp_utf8_encode(uint32_t cp, char *o)
 {
     if (cp < 0x80) {
         o[0] = (char)cp;
@@ -119,9 +120,7 @@ static size_t put_utf8(char *o, uint32_t cp)
     return 4;
 }
 
-/* Length of a valid UTF-8 sequence at p (no overlongs, no surrogates,
- * at most U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
+size_t lp_utf8_seq_len(const unsigned char *p, const unsigned char *end)
 {
     unsigned c = p[0];
     size_t n;
@@ -191,7 +190,7 @@ static int parse_string(parser_t *ps, const char **out, size_t *out_len)
                         return fail(ps, "high surrogate not followed by a low surrogate");
                     cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
                 }
-                n += put_utf8(buf + n, cp);
+                n += lp_utf8_encode(cp, buf + n);
                 break;
             }
             default:
@@ -200,7 +199,7 @@ static int parse_string(parser_t *ps, const char **out, size_t *out_len)
             }
             continue;
         }
-        size_t k = utf8_len((const unsigned char *)ps->p, (const unsigned char *)ps->end);
+        size_t k = lp_utf8_seq_len((const unsigned char *)ps->p, (const unsigned char *)ps->end);
         if (!k) return fail(ps, "invalid UTF-8 in a string");
         memcpy(buf + n, ps->p, k);
         n += k;
@@ -212,8 +211,9 @@ static int parse_string(parser_t *ps, const char **out, size_t *out_len)
     return 0;
 }
 
-static int parse_number(parser_t *ps, double *out)
+static int parse_number(parser_t *ps, lp_json_t *jv)
 {
+    double *out = &jv->u.num;
     const char *s = ps->p, *q = s;
     if (q < ps->end && *q == '-') q++;
     if (q >= ps->end || !(*q >= '0' && *q <= '9')) {
@@ -256,6 +256,13 @@ static int parse_number(parser_t *ps, double *out)
     memcpy(txt, s, n);
     txt[n] = '\0';
     double v = strtod(txt, NULL);
+    jv->is_intlike = !memchr(txt, '.', n) && !memchr(txt, 'e', n) && !memchr(txt, 'E', n);
+    if (jv->is_intlike) {
+        errno = 0;
+        long long ll = strtoll(txt, NULL, 10);
+        jv->is_int = errno != ERANGE;
+        jv->inum = ll;
+    }
     free(heap);
     if (!isfinite(v)) return fail(ps, "number out of range");
     ps->p = q;
@@ -387,7 +394,7 @@ static int parse_value(parser_t *ps, lp_json_t *v)
         if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) {
             const char *s = ps->p;
             v->type = LP_JSON_NUMBER;
-            int rc = parse_number(ps, &v->u.num);
+            int rc = parse_number(ps, v);
             if (rc) return rc;
             /* the text as written: exact where a double is not (big
              * integers, "1.0" against "1") */
@@ -501,4 +508,83 @@ size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len)
     if (cap) buf[n < cap ? n : cap - 1] = '\0';
 #undef PUT
     return n;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+void lp_json_buf_put(lp_json_buf_t *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->cap - b->n < n + 1) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap - b->n < n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                b->oom = true;
+                return;
+            }
+            cap *= 2;
+        }
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void lp_json_buf_puts(lp_json_buf_t *b, const char *s) { lp_json_buf_put(b, s, strlen(s)); }
+
+void lp_json_buf_str(lp_json_buf_t *b, const char *s, size_t n)
+{
+    char tmp[256];
+    size_t need = lp_json_quote(tmp, sizeof(tmp), s, n);
+    if (need < sizeof(tmp)) {
+        lp_json_buf_put(b, tmp, need);
+        return;
+    }
+    char *q = malloc(need + 1);
+    if (!q) {
+        b->oom = true;
+        return;
+    }
+    lp_json_quote(q, need + 1, s, n);
+    lp_json_buf_put(b, q, need);
+    free(q);
+}
+
+void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v)
+{
+    char tmp[64];
+    switch (v->type) {
+    case LP_JSON_NULL: lp_json_buf_puts(b, "null"); break;
+    case LP_JSON_BOOL: lp_json_buf_puts(b, v->u.b ? "true" : "false"); break;
+    case LP_JSON_NUMBER:
+        if (v->is_int) snprintf(tmp, sizeof(tmp), "%lld", (long long)v->inum);
+        else {
+            snprintf(tmp, sizeof(tmp), "%.17g", v->u.num);
+            if (!v->is_intlike && !strpbrk(tmp, ".e")) strcat(tmp, ".0");
+        }
+        lp_json_buf_puts(b, tmp);
+        break;
+    case LP_JSON_STRING: lp_json_buf_str(b, v->u.str, v->n); break;
+    case LP_JSON_ARRAY:
+    case LP_JSON_OBJECT:
+        lp_json_buf_puts(b, v->type == LP_JSON_ARRAY ? "[" : "{");
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) lp_json_buf_puts(b, ",");
+            const lp_json_t *it = &v->u.items[i];
+            if (v->type == LP_JSON_OBJECT) {
+                lp_json_buf_str(b, it->key, it->key_len);
+                lp_json_buf_puts(b, ":");
+            }
+            lp_json_buf_value(b, it);
+        }
+        lp_json_buf_puts(b, v->type == LP_JSON_ARRAY ? "]" : "}");
+        break;
+    }
 }

@@ -35,6 +35,10 @@ struct lp_json {
     const char *key;   /* member name when the parent is an object, else NULL */
     size_t key_len;
     size_t n;          /* STRING, NUMBER: byte length; ARRAY/OBJECT: number of items */
+    bool is_int;       /* NUMBER written as an integer (no fraction, no exponent)
+                        * that fits int64_t: inum holds it exactly */
+    bool is_intlike;   /* NUMBER written as an integer, whether it fits or not */
+    int64_t inum;
     union {
         bool b;              /* BOOL */
         double num;          /* NUMBER */
@@ -62,5 +66,31 @@ int lp_json_int(const lp_json_t *v, int64_t lo, int64_t hi, int64_t *out);
 /* Append `s` (len bytes) to `buf` as a quoted JSON string; returns the
  * number of bytes that the full string needs, like snprintf. */
 size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len);
+
+/* ---- UTF-8 ------------------------------------------------------------------ */
+
+/* Encode cp (below 0x110000) into out[4]; returns the byte count. */
+size_t lp_utf8_encode(uint32_t cp, char *out);
+/* The length of the well-formed sequence at p (no overlongs, no surrogates,
+ * at most U+10FFFF; end bounds it), or 0. */
+size_t lp_utf8_seq_len(const unsigned char *p, const unsigned char *end);
+
+/* ---- writing -------------------------------------------------------------- */
+
+/* A growing text (malloc'd, NUL-terminated; the caller frees p).  Running
+ * out of memory sets oom and stops further writes. */
+typedef struct lp_json_buf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} lp_json_buf_t;
+
+void lp_json_buf_put(lp_json_buf_t *b, const char *s, size_t n);
+void lp_json_buf_puts(lp_json_buf_t *b, const char *s);
+/* s as a quoted JSON string */
+void lp_json_buf_str(lp_json_buf_t *b, const char *s, size_t n);
+/* v as compact JSON: an integer as written, other numbers to 17 digits with
+ * a fraction or exponent kept (so that they read back as floats). */
+void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v);
 
 #endif

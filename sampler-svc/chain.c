@@ -4,6 +4,7 @@
 #include "cands-impl.h"
 
 #include "error.h"
+#include "plugin-watch.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -202,7 +203,10 @@ static const char *plugin_name(const lp_sampler_t *s)
 static void plugin_accept(lp_sampler_t *s, int32_t token)
 {
     plugin_step_t *ps = s->ctx;
-    if (ps->desc->accept) ps->desc->accept(ps->pctx, token);
+    if (!ps->desc->accept) return;
+    lp_plugin_watch_enter(ps->desc->name, "accept");
+    ps->desc->accept(ps->pctx, token);
+    lp_plugin_watch_leave();
 }
 
 static int plugin_apply(lp_sampler_t *s, lp_cands_t *c)
@@ -212,7 +216,9 @@ static int plugin_apply(lp_sampler_t *s, lp_cands_t *c)
     if (rc) return rc;
     size_t before = c->arr.size;
     lp_token_data_t *data = c->arr.data;
+    lp_plugin_watch_enter(ps->desc->name, "apply");
     ps->desc->apply(ps->pctx, &c->arr);
+    lp_plugin_watch_leave();
     /* A plugin may drop, reorder and lower; it must not grow the list or move it. */
     if (c->arr.data != data || c->arr.size > before)
         return lp_error_set(LP_ERR(EPROTO), "plugin %s: apply grew or moved the candidate list",
@@ -224,13 +230,20 @@ static int plugin_apply(lp_sampler_t *s, lp_cands_t *c)
 static void plugin_reset(lp_sampler_t *s)
 {
     plugin_step_t *ps = s->ctx;
-    if (ps->desc->reset) ps->desc->reset(ps->pctx);
+    if (!ps->desc->reset) return;
+    lp_plugin_watch_enter(ps->desc->name, "reset");
+    ps->desc->reset(ps->pctx);
+    lp_plugin_watch_leave();
 }
 
 static void plugin_free(lp_sampler_t *s)
 {
     plugin_step_t *ps = s->ctx;
-    if (ps->desc->free && ps->pctx) ps->desc->free(ps->pctx);
+    if (ps->desc->free && ps->pctx) {
+        lp_plugin_watch_enter(ps->desc->name, "free");
+        ps->desc->free(ps->pctx);
+        lp_plugin_watch_leave();
+    }
     free(ps->config);
     free(ps);
 }
@@ -273,7 +286,10 @@ static lp_sampler_t *plugin_clone(const lp_sampler_t *s)
             lp_error_set(LP_ERR(ENOTSUP), "plugin %s has no clone", ps->desc->name);
             return NULL;
         }
-        if (!(pctx = ps->desc->clone(ps->pctx))) {
+        lp_plugin_watch_enter(ps->desc->name, "clone");
+        pctx = ps->desc->clone(ps->pctx);
+        lp_plugin_watch_leave();
+        if (!pctx) {
             lp_error_set(LP_ERR(EINVAL), "plugin %s: clone failed", ps->desc->name);
             return NULL;
         }
@@ -284,7 +300,12 @@ static lp_sampler_t *plugin_clone(const lp_sampler_t *s)
 lp_sampler_t *lp_sampler_plugin_step_new(const lp_sampler_plugin_t *desc, const char *config)
 {
     void *pctx = NULL;
-    if (desc->init && !(pctx = desc->init(config ? config : ""))) {
+    if (desc->init) {
+        lp_plugin_watch_enter(desc->name, "init");
+        pctx = desc->init(config ? config : "");
+        lp_plugin_watch_leave();
+    }
+    if (desc->init && !pctx) {
         lp_error_set(LP_ERR(EINVAL), "plugin %s: init refused its configuration \"%.80s\"",
                      desc->name, config ? config : "");
         return NULL;

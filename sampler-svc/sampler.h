@@ -77,6 +77,11 @@ int lp_sampler_store_unload_plugin(lp_sampler_store_t *st, const char *name,
                                    uint64_t *version_out);
 /* Go back to the strategy before the last change (a new version number). */
 int lp_sampler_store_rollback(lp_sampler_store_t *st, uint64_t *version_out);
+/* The sampler died inside plugin `name` (plugin-watch.h): the strategy in
+ * force becomes a copy of the newest earlier one without that plugin, or,
+ * with none, the current one without it.  *from and *to: the versions;
+ * equal when the current strategy does not use it. */
+int lp_sampler_store_quarantine(lp_sampler_store_t *st, const char *name, uint64_t *from, uint64_t *to);
 
 /* The current strategy as JSON: {"version":N,"params":{...},"plugins":[...]};
  * caller frees. NULL on out-of-memory. */

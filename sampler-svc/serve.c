@@ -8,6 +8,7 @@
 #include "error.h"
 #include "gguf.h"
 #include "hello.h"
+#include "plugin-watch.h"
 #include "log.h"
 #include "sampler.h"
 #include "shm-ring.h"
@@ -16,6 +17,7 @@
 #include "vocab-facts.h"
 #include "vocab-text.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +59,30 @@ void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
     *self_p = NULL;
 }
 
+/* ---- plugins that crash or hang: the last strategy that did not ------------ */
+
+/* The previous process died inside a plugin (plugin-watch.h): start on the
+ * newest strategy without it, and say so. */
+static int plugin_watch(lp_sampler_svc_t *s, const lp_sampler_svc_params_t *p)
+{
+    /* a file only where plugins can load and strategies are kept */
+    char path[4096];
+    bool keep = p->state_file && p->plugin_dir;
+    if (keep) snprintf(path, sizeof(path), "%s.plugin-watch", p->state_file);
+    lp_plugin_watch_report_t rep;
+    int rc = lp_plugin_watch_start(keep ? path : NULL, p->plugin_timeout_ms, &rep);
+    if (rc || !rep.died_in_plugin) return rc;
+    uint64_t from, to;
+    rc = lp_sampler_store_quarantine(s->store, rep.plugin, &from, &to);
+    if (rc) return rc;
+    if (from != to) lp_plugin_watch_count_fallback();
+    LP_WARN("sampler-svc: the last run %s inside plugin %s (%s) on strategy version %" PRIu64 "; %s%" PRIu64
+            " (plugin fallbacks: %u)", rep.hung ? "hung" : "died", rep.plugin, rep.what, from,
+            from != to ? "serving now on the last strategy without it, as version " : "it is not in the strategy in force, version ",
+            to, lp_plugin_watch_fallbacks());
+    return 0;
+}
+
 int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
 {
     *out = NULL;
@@ -92,6 +118,7 @@ int lp_sampler_svc_new(const lp_sampler_svc_params_t *p, lp_sampler_svc_t **out)
         lp_error_prefix("--state-file: ");
         goto fail;
     }
+    if ((rc = plugin_watch(s, p)) != 0) goto fail;
     if ((rc = lp_sampler_registry_new(&s->reg)) != 0) goto fail;
     if (!(s->aligned = malloc((size_t)s->n_vocab * sizeof(float)))) {
         rc = LP_ERR(ENOMEM);
@@ -120,6 +147,7 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpip
     mine->detok = s->tok != NULL;
     /* The coordinator replays the live strategy to a sampler behind it. */
     mine->strategy_version = lp_sampler_store_version(s->store);
+    mine->plugin_fallbacks = lp_plugin_watch_fallbacks();
     int rc = lp_hello_check_vocab(mine, peer);
     if (rc) return rc;
     /* Only the controller (the coordinator) names the ring. */

@@ -13,6 +13,7 @@ typedef struct lp_sampler_svc_params {
     bool no_shm;              /* refuse the ring: rows must come inline */
     const char *plugin_dir;   /* the only folder plugins load from; NULL: no loads */
     const char *state_file;   /* the strategy store is saved here and read back; NULL: none */
+    int plugin_timeout_ms;    /* a plugin call longer than this restarts the service; 0: no watchdog */
 } lp_sampler_svc_params_t;
 
 typedef struct lp_sampler_svc lp_sampler_svc_t;

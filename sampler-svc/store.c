@@ -445,6 +445,34 @@ int lp_sampler_store_rollback(lp_sampler_store_t *st, uint64_t *version_out)
     return rc;
 }
 
+static bool uses(const lp__config_t *c, const char *name)
+{
+    for (int i = 0; i < c->n_plugins; i++)
+        if (!strcmp(lp_plugin_desc(c->plugins[i].plugin)->name, name)) return true;
+    return false;
+}
+
+int lp_sampler_store_quarantine(lp_sampler_store_t *st, const char *name, uint64_t *from, uint64_t *to)
+{
+    pthread_mutex_lock(&st->lock);
+    *from = *to = st->cur->version;
+    if (!uses(st->cur, name)) {
+        pthread_mutex_unlock(&st->lock);
+        return 0;
+    }
+    const lp__config_t *good = NULL;
+    for (int i = st->n_history; i-- > 0 && !good;)
+        if (!uses(st->history[i], name)) good = st->history[i];
+    pthread_mutex_unlock(&st->lock);
+    if (!good) return lp_sampler_store_unload_plugin(st, name, to);
+    pthread_mutex_lock(&st->lock);
+    lp__config_t *next = lp__config_copy(good);
+    int rc = next ? lp__store_publish(st, next, LP__PUBLISH_PUSH, to)
+                  : lp_error_set(LP_ERR(ENOMEM), "sampler store: out of memory");
+    pthread_mutex_unlock(&st->lock);
+    return rc;
+}
+
 /* ---- description and control --------------------------------------------------------- */
 
 typedef struct sbuf {

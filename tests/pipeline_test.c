@@ -138,6 +138,8 @@ static int run_many(lp_client_t *c, uint64_t first_id, Lmpipe__GenerateRequest *
 static float golden_tau(const char *name)
 {
     if (strstr(name, "stories260K")) return 0.01f;
+    if (strstr(name, "gemma") && strstr(name, "F32")) return 0.02f; /* fp16 GELU table */
+    if (strstr(name, "F32")) return 0.01f;
     if (strstr(name, "F16")) return 0.05f;
     if (strstr(name, "qwen2-Q8_0")) return 0.6f;
     if (strstr(name, "qwen2-Q4_K_M")) return 0.8f;
@@ -214,7 +216,10 @@ static void test_goldens(const char *models, const char *goldens, bool no_shm)
 {
     static const char *files[] = {"stories260K-from-bos", "stories260K", "synth-llama-F16",
                                   "synth-llama-Q4_0", "synth-llama-Q4_K_M", "synth-llama-Q6_K",
-                                  "synth-llama-Q8_0", "synth-qwen2-Q4_K_M", "synth-qwen2-Q8_0"};
+                                  "synth-llama-Q8_0", "synth-qwen2-Q4_K_M", "synth-qwen2-Q8_0",
+                                  "synth-llama3-F32", "synth-llama3-nofeat-F32", "synth-nemo-F32",
+                                  "synth-qwen3-F32", "synth-gemma3-F32", "synth-gemma3-nofeat-F32",
+                                  "synth-gemma4-F32", "synth-gemma4-nofeat-F32"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/%s.json", goldens, files[i]);

@@ -13,12 +13,20 @@
  *     every one still gives its tokens, a greedy one from BOS the golden's;
  *   - chunked prefill beside decode: a long prompt that arrives while a
  *     request decodes fills in over several steps, and the running request
- *     gets a token at every one of them (no step is all prefill).
+ *     gets a token at every one of them (no step is all prefill);
+ *   - a model with sliding-window layers (Gemma): the same tests (a prefix
+ *     is taken back only where the sliding layers' blocks of its last
+ *     window are cached too), and on a pipeline with blocks of 4 positions
+ *     a request read at a context of 8 windows holds the full-attention
+ *     pool's blocks of all its positions but only a window's blocks of the
+ *     sliding layers' pool (the coordinator's counters, live and peak),
+ *     and gives the golden's tokens.
  *
  * The engine must page its KV (Hello.kv_block > 0); with an engine that
  * does not, the test is skipped (exit 77).
  *
- * usage: prefix_cache_test MODEL GOLDEN_FROM_BOS */
+ * usage: prefix_cache_test MODEL GOLDEN (the golden's first case: its prompt,
+ * BOS alone for stories260K-from-bos, and its continuation) */
 #include "client.h"
 #include "error.h"
 #include "fileio.h"
@@ -43,7 +51,8 @@ typedef struct pipe {
     uint64_t next_id;   /* on that socket; 0 until its hello */
 } pipe_t;
 
-static int start(pipe_t *q, const char *model, bool cache, int kv_blocks, int max_batch)
+static int start_kv(pipe_t *q, const char *model, bool cache, int kv_blocks, int max_batch,
+                    int kv_block)
 {
     memset(q, 0, sizeof(*q));
     uv_loop_init(&q->loop);
@@ -54,6 +63,8 @@ static int start(pipe_t *q, const char *model, bool cache, int kv_blocks, int ma
     o.no_prefix_cache = !cache;
     o.kv_blocks = kv_blocks;
     o.max_batch_tokens = max_batch;
+    o.has_kv_block = kv_block > 0;
+    o.kv_block = kv_block;
     int rc = lp_pipeline_start(&q->loop, &o, &q->p);
     if (!rc) rc = lp_pipeline_wait_ready(q->p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(q->p), &q->c);
@@ -65,6 +76,11 @@ static int start(pipe_t *q, const char *model, bool cache, int kv_blocks, int ma
     int zero = 0;
     zmq_setsockopt(q->stats, ZMQ_LINGER, &zero, sizeof(zero));
     return zmq_connect(q->stats, lp_pipeline_endpoint(q->p)) == 0 ? 0 : -1;
+}
+
+static int start(pipe_t *q, const char *model, bool cache, int kv_blocks, int max_batch)
+{
+    return start_kv(q, model, cache, kv_blocks, max_batch, 0);
 }
 
 static void stop(pipe_t *q)
@@ -97,6 +113,7 @@ static int ask(void *sock, Lmpipe__Msg *m, uint64_t id, lp_frame_t *f)
 typedef struct stats {
     uint64_t queries, hits, preemptions;
     uint32_t used, total, cached;
+    uint32_t swa_used, swa_total, peak, swa_peak;
 } stats_t;
 
 static stats_t stats(pipe_t *q)
@@ -122,7 +139,9 @@ static stats_t stats(pipe_t *q)
     }
     const Lmpipe__StatsReply *r = f.msg->stats_reply;
     s = (stats_t){r->prefix_cache_queries, r->prefix_cache_hits, r->kv_preemptions,
-                  r->kv_blocks_used, r->kv_blocks_total, r->kv_blocks_cached};
+                  r->kv_blocks_used, r->kv_blocks_total, r->kv_blocks_cached,
+                  r->kv_swa_blocks_used, r->kv_swa_blocks_total, r->kv_blocks_peak,
+                  r->kv_swa_blocks_peak};
     lp_frame_clear(&f);
     return s;
 }
@@ -257,7 +276,8 @@ static void test_chat(pipe_t *ref, pipe_t *q, const lp_tokenizer_t *tok, uint32_
     CHECK(run_many(q->c, next_id++, &r, 1, &g) == 0 && g.n_ids == 8);
     lp_generation_clear(&g);
     stats_t after = stats(q);
-    CHECK(after.hits - before.hits == (uint64_t)((r.n - 1) / block) * block, "a repeated prompt");
+    CHECK(after.hits - before.hits == (uint64_t)((r.n - 1) / block) * block,
+          "a repeated prompt of %zu: %llu reused", r.n, (unsigned long long)(after.hits - before.hits));
     CHECK(after.used == 0 && after.cached > 0 && after.cached <= after.total, "idle: %u used, %u cached of %u",
           after.used, after.cached, after.total);
     free(conv);
@@ -292,27 +312,44 @@ static void test_shared(pipe_t *ref, pipe_t *q, const lp_tokenizer_t *tok)
     free(prefix);
 }
 
-/* A pool far smaller than the work: every request still correct. */
-static void test_pressure(pipe_t *ref, const char *model, const lp_tokenizer_t *tok, uint32_t block,
-                          const char *golden_path)
+/* The golden's first case: its prompt (gp) and its greedy continuation
+ * (gw) up to the first step whose margin is below tau. */
+static int32_t gp[256], gw[256];
+static size_t n_gp, n_gw;
+
+static void load_golden(const char *path, double tau)
 {
-    /* The golden: greedy from BOS. */
     char *text = NULL;
     size_t len;
     lp_json_doc_t *doc = NULL;
-    int32_t want[256];
-    size_t n_want = 0;
-    CHECK_RC(lp_read_file(golden_path, &text, &len), 0);
+    CHECK_RC(lp_read_file(path, &text, &len), 0);
     if (text && lp_json_parse(text, len, &doc) == 0) {
         const lp_json_t *cs = &lp_json_get(lp_json_root(doc), "cases")->u.items[0];
         const lp_json_t *arr = lp_json_get(cs, "continuation_ids");
+        const lp_json_t *pr = lp_json_get(cs, "prompt_ids"), *st = lp_json_get(cs, "steps");
         for (size_t i = 0; arr && i < arr->n && i < 256; i++) {
             int64_t v;
-            if (!lp_json_int(&arr->u.items[i], 0, 1 << 30, &v)) want[n_want++] = (int32_t)v;
+            if (st && i < st->n && st->u.items[i].u.items[0].u.items[1].u.num -
+                                           st->u.items[i].u.items[1].u.items[1].u.num < tau)
+                break;
+            if (!lp_json_int(&arr->u.items[i], 0, 1 << 30, &v)) gw[n_gw++] = (int32_t)v;
+        }
+        for (size_t i = 0; pr && i < pr->n && i < 256; i++) {
+            int64_t v;
+            if (!lp_json_int(&pr->u.items[i], 0, 1 << 30, &v)) gp[n_gp++] = (int32_t)v;
         }
     }
-    CHECK(n_want > 0, "golden %s", golden_path);
-    int32_t bos = 1;
+    if (!n_gp) gp[n_gp++] = 1; /* from BOS */
+    CHECK(n_gw > 0, "golden %s", path);
+    lp_json_doc_destroy(&doc);
+    free(text);
+}
+
+/* A pool far smaller than the work: every request still correct. */
+static void test_pressure(pipe_t *ref, const char *model, const lp_tokenizer_t *tok, uint32_t block)
+{
+    const int32_t *want = gw;
+    size_t n_want = n_gw;
     static const char *const texts[7] = {
         "Once upon a time", "Lily and Tom went to the park", "One day, a little boy named Tim",
         "The cat sat on the mat and looked at the big red ball. It was", "Sam was sad because",
@@ -327,7 +364,7 @@ static void test_pressure(pipe_t *ref, const char *model, const lp_tokenizer_t *
         rs[i] = (req_t){ids[i], n, 48, params[i % 2]};
         if (n + 48 > most) most = n + 48;
     }
-    rs[7] = (req_t){&bos, 1, (int)n_want, params[0]};
+    rs[7] = (req_t){gp, n_gp, (int)n_want, params[0]};
     /* Room for about two of the longest requests: eight at once must
      * preempt. */
     int kv_blocks = (int)((2 * most + block - 1) / block) + 1;
@@ -339,7 +376,7 @@ static void test_pressure(pipe_t *ref, const char *model, const lp_tokenizer_t *
         same_tokens(ref, &q, rs, 8, "pool pressure, again");
         lp_generation_t g;
         CHECK(run_many(q.c, next_id++, &rs[7], 1, &g) == 0);
-        CHECK(g.n_ids == n_want && !memcmp(g.ids, want, n_want * sizeof(int32_t)), "the golden from BOS");
+        CHECK(g.n_ids == n_want && !memcmp(g.ids, want, n_want * sizeof(int32_t)), "the golden");
         lp_generation_clear(&g);
         stats_t s = stats(&q);
         printf("pool pressure: %d blocks of %u, %llu preemptions\n", kv_blocks, block,
@@ -349,8 +386,6 @@ static void test_pressure(pipe_t *ref, const char *model, const lp_tokenizer_t *
     }
     stop(&q);
     for (int i = 0; i < 7; i++) free(ids[i]);
-    lp_json_doc_destroy(&doc);
-    free(text);
 }
 
 /* A request decodes; a prompt of about 300 tokens arrives.  With a batch
@@ -423,10 +458,62 @@ static void test_chunked(pipe_t *ref, const char *model, const lp_tokenizer_t *t
     free(b);
 }
 
+/* Sliding-window layers on blocks of 4 positions: read at a context of 8
+ * windows, a request holds the full-attention blocks of every position and
+ * only a window's of the sliding layers' pool. */
+static void test_window(const char *model, uint32_t window)
+{
+    enum { BLOCK = 4 };
+    pipe_t q = {0};
+    if (start_kv(&q, model, true, 0, 0, BLOCK) == 0) {
+        const Lmpipe__Hello *h = lp_client_server_hello(q.c);
+        CHECK(h->kv_block == BLOCK, "kv_block %u", h->kv_block);
+        const size_t at = 8 * window; /* the context at which the pools are read */
+        req_t r = {gp, n_gp, (int)(at + 16 - n_gp), params[0]};
+        Lmpipe__GenerateRequest g = gen_msg(&r);
+        uint64_t id = next_id++;
+        CHECK_RC(lp_client_send_generate(q.c, id, &g), 0);
+        lp_generation_t got = {0};
+        bool read = false, done = false;
+        while (!done) {
+            lp_frame_t f;
+            if (lp_client_recv(q.c, 120000, &f)) {
+                CHECK(0, "window: %s", lp_error_msg());
+                break;
+            }
+            if (f.msg->id == id) done = lp_generation_add(&got, f.msg);
+            lp_frame_clear(&f);
+            if (!read && n_gp + got.n_ids >= at) {
+                /* the coordinator may have planned a step or two beyond */
+                stats_t s = stats(&q);
+                read = true;
+                printf("context %zu (8 windows of %u): %u full-attention blocks held, %u of the "
+                       "sliding layers' pool (%u blocks)\n", n_gp + got.n_ids, window, s.used,
+                       s.swa_used, s.swa_total);
+                CHECK(s.used >= (uint32_t)(at / BLOCK), "full attention: %u blocks", s.used);
+                CHECK(s.swa_used <= (window + BLOCK - 1) / BLOCK + 1,
+                      "sliding layers: %u blocks held at 8 windows", s.swa_used);
+            }
+        }
+        CHECK(read && got.n_ids == (size_t)r.n_predict, "%zu tokens (%s)", got.n_ids, got.error);
+        CHECK(got.n_ids >= n_gw && !memcmp(got.ids, gw, n_gw * sizeof(int32_t)),
+              "the golden's %zu tokens with the window's blocks given back", n_gw);
+        stats_t s = stats(&q);
+        const uint32_t peak = ((uint32_t)n_gp + BLOCK - 1) / BLOCK > (window + BLOCK - 1) / BLOCK + 1
+                                  ? ((uint32_t)n_gp + BLOCK - 1) / BLOCK
+                                  : (window + BLOCK - 1) / BLOCK + 1;
+        CHECK(s.peak == (uint32_t)((n_gp + got.n_ids - 1 + BLOCK - 1) / BLOCK) && s.swa_peak <= peak,
+              "peaks: %u full-attention blocks, %u sliding (at most %u)", s.peak, s.swa_peak, peak);
+        CHECK(s.used == 0 && s.swa_used == 0, "idle: %u and %u blocks held", s.used, s.swa_used);
+        lp_generation_clear(&got);
+    }
+    stop(&q);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: prefix_cache_test MODEL GOLDEN_FROM_BOS\n");
+        fprintf(stderr, "usage: prefix_cache_test MODEL GOLDEN\n");
         return 2;
     }
     const char *model = argv[1];
@@ -443,7 +530,10 @@ int main(int argc, char **argv)
         stop(&on);
         return 77;
     }
-    printf("engine: KV blocks of %u positions, %u blocks\n", block, h->kv_blocks);
+    printf("engine: KV blocks of %u positions, %u blocks; sliding window %u (%u blocks)\n", block,
+           h->kv_blocks, h->kv_swa_window, h->kv_blocks_swa);
+    const uint32_t window = h->kv_swa_window;
+    load_golden(argv[2], strstr(argv[2], "gemma") ? 0.02 : 0.01);
     lp_tokenizer_t *tok = NULL;
     CHECK_RC(lp_tokenizer_new(model, &tok), 0);
     if (tok && start(&off, model, false, 0, 0) == 0) {
@@ -451,11 +541,12 @@ int main(int argc, char **argv)
         CHECK(s.queries == 0 && s.total > 0, "the cache-off coordinator looks nothing up");
         test_chat(&off, &on, tok, block);
         test_shared(&off, &on, tok);
-        test_pressure(&off, model, tok, block, argv[2]);
+        test_pressure(&off, model, tok, block);
         test_chunked(&off, model, tok);
         s = stats(&off);
         CHECK(s.queries == 0 && s.hits == 0, "--no-prefix-cache: nothing looked up, nothing reused");
     }
+    if (window) test_window(model, window);
     stop(&off);
     stop(&on);
     lp_tokenizer_destroy(&tok);

@@ -1,10 +1,14 @@
-/* chat.c - recognise tokenizer.chat_template and format messages with it,
- * following llama.cpp's llm_chat_detect_template / llm_chat_apply_template
- * (heuristic markers, not a Jinja interpreter). */
+/* chat.c - chat templates: requests rendered with the model's Jinja
+ * template (lib/jinja), and the hand-written families of llama.cpp's
+ * llm_chat_detect_template / llm_chat_apply_template, which a request
+ * names when the model has no template of its own. */
 #include "chat.h"
 #include "tok-internal.h"
 
 #include "error.h"
+#include "fileio.h"
+#include "json.h"
+#include "log.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -38,6 +42,13 @@ const char *lp_chat_template_name(enum lp_chat_template t)
 static bool has(const char *s, size_t n, const char *needle)
 {
     return memmem(s, n, needle, strlen(needle)) != NULL;
+}
+
+enum lp_chat_template lp_chat_template_by_name(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i].name) == len && !memcmp(names[i].name, name, len)) return names[i].t;
+    return LP_CHAT_UNKNOWN;
 }
 
 int lp_chat_template_detect(const char *tmpl, size_t len, enum lp_chat_template *out)
@@ -232,20 +243,234 @@ int lp_chat_apply(enum lp_chat_template t, const lp_chat_msg_t *msgs, size_t n,
     return 0;
 }
 
-int lp_tokenizer_chat_apply(const lp_tokenizer_t *tok, const char *tmpl, const lp_chat_msg_t *msgs,
-                            size_t n, bool add_assistant, char **text, size_t *len)
+/* ---- rendering requests ----------------------------------------------------- */
+
+struct lp_chat_renderer {
+    const lp_tokenizer_t *tok;
+    lp_jinja_tmpl_t *dflt; /* NULL when there is no default template */
+    char *dflt_src;
+    size_t dflt_len;
+    char *bos, *eos;       /* the special tokens' texts, or NULL */
+    char *dflt_err;        /* why the model's template did not parse, or NULL */
+};
+
+void lp_chat_renderer_destroy(lp_chat_renderer_t **self_p)
+{
+    if (!self_p || !*self_p) return;
+    lp_chat_renderer_t *cr = *self_p;
+    lp_jinja_tmpl_destroy(&cr->dflt);
+    free(cr->dflt_src);
+    free(cr->bos);
+    free(cr->eos);
+    free(cr->dflt_err);
+    free(cr);
+    *self_p = NULL;
+}
+
+static char *token_text(const lp_tokenizer_t *tok, int32_t id)
+{
+    const char *p;
+    size_t n;
+    if (id < 0 || lp_token_piece(tok, id, true, &p, &n)) return NULL;
+    return strndup(p, n);
+}
+
+int lp_chat_renderer_new(const lp_tokenizer_t *tok, const char *file, lp_chat_renderer_t **out)
+{
+    *out = NULL;
+    lp_chat_renderer_t *cr = calloc(1, sizeof(*cr));
+    if (!cr) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    cr->tok = tok;
+    cr->bos = token_text(tok, lp_tokenizer_bos(tok));
+    cr->eos = token_text(tok, lp_tokenizer_eos(tok));
+    int rc = 0;
+    if (file) {
+        rc = lp_read_file(file, &cr->dflt_src, &cr->dflt_len);
+    } else {
+        const char *t;
+        size_t tl;
+        if (!lp_tokenizer_chat_template(tok, &t, &tl) && !(cr->dflt_src = strndup(t, tl)))
+            rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
+        cr->dflt_len = tl;
+        lp_error_clear();
+    }
+    if (!rc && cr->dflt_src) {
+        rc = lp_jinja_parse(cr->dflt_src, cr->dflt_len, &cr->dflt);
+        if (rc) lp_error_prefix("%s: ", file ? file : "tokenizer.chat_template");
+        /* A template given on the command line must parse; the model's is
+         * only needed by chat requests, which then get its error. */
+        if (rc && !file && rc != LP_ERR(ENOMEM)) {
+            LP_WARN("%s", lp_error_msg());
+            cr->dflt_err = strdup(lp_error_msg());
+            rc = cr->dflt_err ? 0 : LP_ERR(ENOMEM);
+        }
+    }
+    if (rc) {
+        lp_chat_renderer_destroy(&cr);
+        return rc;
+    }
+    *out = cr;
+    return 0;
+}
+
+bool lp_chat_renderer_has_default(const lp_chat_renderer_t *cr) { return cr->dflt != NULL; }
+
+/* messages from the typed wire form, as chat_json */
+static int typed_json(const lp_chat_msg_t *msgs, size_t n, lp_json_buf_t *b)
+{
+    lp_json_buf_puts(b, "{\"messages\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].role[0])
+            return lp_error_set(LP_ERR(EINVAL), "chat_template: messages[%zu] has no role", i);
+        lp_json_buf_puts(b, i ? ",{\"role\":" : "{\"role\":");
+        lp_json_buf_str(b, msgs[i].role, strlen(msgs[i].role));
+        lp_json_buf_puts(b, ",\"content\":");
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        lp_json_buf_str(b, c, strlen(c));
+        lp_json_buf_puts(b, "}");
+    }
+    lp_json_buf_puts(b, "]}");
+    return b->oom ? lp_error_set(LP_ERR(ENOMEM), "out of memory") : 0;
+}
+
+/* A family's formatter, with the messages of a conversation (content that
+ * is not a string counts as empty). */
+static int render_family(enum lp_chat_template fam, const lp_json_t *msgs, bool add_assistant, char **text,
+                         size_t *len)
+{
+    lp_chat_msg_t *m = calloc(msgs->n ? msgs->n : 1, sizeof(*m));
+    if (!m) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    for (size_t i = 0; i < msgs->n; i++) {
+        const lp_json_t *role = lp_json_get(&msgs->u.items[i], "role");
+        const lp_json_t *content = lp_json_get(&msgs->u.items[i], "content");
+        m[i].role = role && role->type == LP_JSON_STRING ? role->u.str : "";
+        m[i].content = content && content->type == LP_JSON_STRING ? content->u.str : "";
+    }
+    int rc = lp_chat_apply(fam, m, msgs->n, add_assistant, text, len);
+    free(m);
+    return rc;
+}
+
+static bool has_key(const lp_json_t *obj, const char *k) { return obj && lp_json_get(obj, k) != NULL; }
+
+int lp_chat_render(const lp_chat_renderer_t *cr, const char *tmpl, const char *chat_json, size_t chat_len,
+                   const lp_chat_msg_t *msgs, size_t n, bool add_assistant, char **text, size_t *len,
+                   bool *has_bos)
 {
     *text = NULL;
     *len = 0;
-    size_t tl;
-    if (!tmpl) {
-        int rc = lp_tokenizer_chat_template(tok, &tmpl, &tl);
-        if (rc) return rc;
-    } else {
-        tl = strlen(tmpl);
+    *has_bos = false;
+    lp_json_buf_t typed = {0}, ctx = {0};
+    lp_json_doc_t *conv_doc = NULL, *ctx_doc = NULL;
+    lp_jinja_tmpl_t *own = NULL;
+    int rc = 0;
+    if (!chat_json) {
+        if ((rc = typed_json(msgs, n, &typed))) goto out;
+        chat_json = typed.p;
+        chat_len = typed.n;
     }
-    enum lp_chat_template t;
-    int rc = lp_chat_template_detect(tmpl, tl, &t);
-    if (rc) return rc;
-    return lp_chat_apply(t, msgs, n, add_assistant, text, len);
+    if ((rc = lp_json_parse(chat_json, chat_len, &conv_doc))) {
+        lp_error_prefix("chat_template: the conversation: ");
+        goto out;
+    }
+    const lp_json_t *conv = lp_json_root(conv_doc);
+    const lp_json_t *messages = lp_json_get(conv, "messages");
+    const lp_json_t *tools = lp_json_get(conv, "tools");
+    const lp_json_t *kwargs = lp_json_get(conv, "chat_template_kwargs");
+    if (conv->type != LP_JSON_OBJECT || !messages || messages->type != LP_JSON_ARRAY || !messages->n) {
+        rc = lp_error_set(LP_ERR(EINVAL), "chat_template: the conversation has no messages");
+        goto out;
+    }
+    if (kwargs && kwargs->type != LP_JSON_OBJECT) kwargs = NULL;
+
+    /* which template */
+    const lp_jinja_tmpl_t *t = cr->dflt;
+    const char *src = cr->dflt_src;
+    size_t src_len = cr->dflt_len;
+    if (tmpl && tmpl[0]) {
+        size_t tl = strlen(tmpl);
+        enum lp_chat_template fam = lp_chat_template_by_name(tmpl, tl);
+        if (fam != LP_CHAT_UNKNOWN) {
+            rc = render_family(fam, messages, add_assistant, text, len);
+            if (rc) lp_error_prefix("chat_template: ");
+            goto out;
+        }
+        if (!strstr(tmpl, "{{") && !strstr(tmpl, "{%")) {
+            rc = lp_error_set(LP_ERR(EINVAL), "chat_template: '%.80s' is neither a template family (chatml, "
+                                              "llama2, llama3, zephyr, phi3, mistral-v1, mistral-v3, mistral-v7, "
+                                              "...) nor Jinja text", tmpl);
+            goto out;
+        }
+        if ((rc = lp_jinja_parse(tmpl, tl, &own))) {
+            lp_error_prefix("chat_template: ");
+            goto out;
+        }
+        t = own;
+        src = tmpl;
+        src_len = tl;
+    }
+    if (!t && cr->dflt_err) {
+        rc = lp_error_set(LP_ERR(EINVAL), "chat_template: %s", cr->dflt_err);
+        goto out;
+    }
+    if (!t) {
+        rc = lp_error_set(LP_ERR(ENOENT), "chat_template: the model has no tokenizer.chat_template; give one "
+                                          "(chat_template in the request, or tokenizer-svc --chat-template-file) "
+                                          "or name a family: chatml, llama2, llama3, zephyr, phi3, mistral-v7, ...");
+        goto out;
+    }
+
+    /* the context, as apply_chat_template builds it: the special tokens,
+     * the template kwargs (which may override them), the conversation */
+    lp_json_buf_puts(&ctx, "{");
+    bool first = true;
+    if (cr->bos && !has_key(kwargs, "bos_token")) {
+        lp_json_buf_puts(&ctx, "\"bos_token\":");
+        lp_json_buf_str(&ctx, cr->bos, strlen(cr->bos));
+        first = false;
+    }
+    if (cr->eos && !has_key(kwargs, "eos_token")) {
+        lp_json_buf_puts(&ctx, first ? "\"eos_token\":" : ",\"eos_token\":");
+        lp_json_buf_str(&ctx, cr->eos, strlen(cr->eos));
+        first = false;
+    }
+    for (size_t i = 0; kwargs && i < kwargs->n; i++) {
+        const lp_json_t *k = &kwargs->u.items[i];
+        if (!strcmp(k->key, "messages") || !strcmp(k->key, "tools") || !strcmp(k->key, "add_generation_prompt") ||
+            !strcmp(k->key, "continue_final_message") || !strcmp(k->key, "__now__"))
+            continue;
+        if (!first) lp_json_buf_puts(&ctx, ",");
+        lp_json_buf_str(&ctx, k->key, k->key_len);
+        lp_json_buf_puts(&ctx, ":");
+        lp_json_buf_value(&ctx, k);
+        first = false;
+    }
+    lp_json_buf_puts(&ctx, first ? "\"messages\":" : ",\"messages\":");
+    lp_json_buf_value(&ctx, messages);
+    if (tools && tools->type != LP_JSON_NULL) {
+        lp_json_buf_puts(&ctx, ",\"tools\":");
+        lp_json_buf_value(&ctx, tools);
+    }
+    lp_json_buf_puts(&ctx, add_assistant ? ",\"add_generation_prompt\":true}" : ",\"add_generation_prompt\":false}");
+    if (ctx.oom) {
+        rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
+        goto out;
+    }
+    if ((rc = lp_json_parse(ctx.p, ctx.n, &ctx_doc))) {
+        lp_error_prefix("chat_template: the context: ");
+        goto out;
+    }
+    rc = lp_jinja_chat_render(t, src, src_len, lp_json_root(ctx_doc), NULL, text, len);
+    if (rc) {
+        lp_error_prefix("chat_template: ");
+        goto out;
+    }
+    *has_bos = cr->bos && cr->bos[0] && !strncmp(*text, cr->bos, strlen(cr->bos));
+out:
+    lp_jinja_tmpl_destroy(&own);
+    lp_json_doc_destroy(&conv_doc);
+    lp_json_doc_destroy(&ctx_doc);
+    free(typed.p);
+    free(ctx.p);
+    return rc;
 }

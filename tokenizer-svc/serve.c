@@ -13,6 +13,7 @@
 
 struct lp_tokenizer_svc {
     lp_tokenizer_t *tok;
+    lp_chat_renderer_t *chat;
     uint32_t n_tokens;
     uint64_t vocab_hash;
     char model_name[256];
@@ -24,13 +25,14 @@ void lp_tokenizer_svc_destroy(lp_tokenizer_svc_t **self_p)
 {
     if (!self_p || !*self_p) return;
     lp_tokenizer_svc_t *s = *self_p;
+    lp_chat_renderer_destroy(&s->chat);
     free(s->eog);
     lp_tokenizer_destroy(&s->tok);
     free(s);
     *self_p = NULL;
 }
 
-int lp_tokenizer_svc_new(const char *model_path, lp_tokenizer_svc_t **out)
+int lp_tokenizer_svc_new(const char *model_path, const char *chat_template_file, lp_tokenizer_svc_t **out)
 {
     *out = NULL;
     lp_tokenizer_svc_t *s = calloc(1, sizeof(*s));
@@ -48,6 +50,7 @@ int lp_tokenizer_svc_new(const char *model_path, lp_tokenizer_svc_t **out)
         for (int32_t i = 0; !rc && i < n; i++)
             if (lp_tokenizer_is_eog(s->tok, i)) s->eog[s->n_eog++] = i;
     }
+    if (!rc) rc = lp_chat_renderer_new(s->tok, chat_template_file, &s->chat);
     lp_gguf_destroy(&g);
     if (rc) {
         lp_tokenizer_svc_destroy(&s);
@@ -155,37 +158,55 @@ static int do_detokenize(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_fram
 static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
 {
     const Lmpipe__ChatTemplateRequest *c = req->msg->chat_template;
-    if (c->n_messages == 0 || c->n_messages > MAX_CHAT_MESSAGES)
-        return lp_error_set(LP_ERR(EINVAL), "chat_template: %zu messages (1 to %d allowed)",
-                            c->n_messages, MAX_CHAT_MESSAGES);
-    size_t total = 0;
-    for (size_t i = 0; i < c->n_messages; i++) {
-        const Lmpipe__ChatMessage *m = c->messages[i];
-        if (!m->role[0])
-            return lp_error_set(LP_ERR(EINVAL), "chat_template: messages[%zu] has no role", i);
-        total += strlen(m->content);
-    }
-    if (total > MAX_TEXT)
-        return lp_error_set(LP_ERR(E2BIG), "chat_template: %zu bytes of content (at most %u)",
-                            total, MAX_TEXT);
-    lp_chat_msg_t *msgs = calloc(c->n_messages, sizeof(*msgs));
-    if (!msgs) return lp_error_set(LP_ERR(ENOMEM), "chat_template: out of memory");
-    for (size_t i = 0; i < c->n_messages; i++) {
-        msgs[i].role = c->messages[i]->role;
-        msgs[i].content = c->messages[i]->content;
+    bool json = c->chat_json && c->chat_json[0];
+    lp_chat_msg_t *msgs = NULL;
+    if (json) {
+        if (strlen(c->chat_json) > MAX_TEXT)
+            return lp_error_set(LP_ERR(E2BIG), "chat_template: %zu bytes of conversation (at most %u)",
+                                strlen(c->chat_json), MAX_TEXT);
+    } else {
+        if (c->n_messages == 0 || c->n_messages > MAX_CHAT_MESSAGES)
+            return lp_error_set(LP_ERR(EINVAL), "chat_template: %zu messages (1 to %d allowed)",
+                                c->n_messages, MAX_CHAT_MESSAGES);
+        size_t total = 0;
+        for (size_t i = 0; i < c->n_messages; i++) {
+            const Lmpipe__ChatMessage *m = c->messages[i];
+            if (!m->role[0])
+                return lp_error_set(LP_ERR(EINVAL), "chat_template: messages[%zu] has no role", i);
+            total += strlen(m->content);
+        }
+        if (total > MAX_TEXT)
+            return lp_error_set(LP_ERR(E2BIG), "chat_template: %zu bytes of content (at most %u)",
+                                total, MAX_TEXT);
+        msgs = calloc(c->n_messages, sizeof(*msgs));
+        if (!msgs) return lp_error_set(LP_ERR(ENOMEM), "chat_template: out of memory");
+        for (size_t i = 0; i < c->n_messages; i++) {
+            msgs[i].role = c->messages[i]->role;
+            msgs[i].content = c->messages[i]->content;
+        }
     }
     char *text = NULL;
     size_t len = 0;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    int rc = lp_tokenizer_chat_apply(s->tok, c->template_[0] ? c->template_ : NULL, msgs,
-                                     c->n_messages, c->add_assistant, &text, &len);
+    bool has_bos = false;
+    int rc = lp_chat_render(s->chat, c->template_, json ? c->chat_json : NULL, json ? strlen(c->chat_json) : 0,
+                            msgs, c->n_messages, c->add_assistant, &text, &len, &has_bos);
+    /* A template that writes bos_token itself, for a model whose tokenizer
+     * adds BOS, loses it from the text: the tokenizer adds the one BOS (as
+     * llama.cpp's common_chat_templates_apply does). */
+    size_t skip = 0;
+    if (!rc && has_bos && lp_tokenizer_adds_bos(s->tok)) {
+        const char *p;
+        size_t n;
+        if (!lp_token_piece(s->tok, lp_tokenizer_bos(s->tok), true, &p, &n) && n <= len) skip = n;
+    }
     if (!rc && c->tokenize)
-        rc = lp_tokenize_alloc(s->tok, text, len, true, true, &ids, &n_ids);
+        rc = lp_tokenize_alloc(s->tok, text + skip, len - skip, true, true, &ids, &n_ids);
     if (!rc) {
         Lmpipe__ChatTemplateReply rep = LMPIPE__CHAT_TEMPLATE_REPLY__INIT;
-        rep.text.data = (uint8_t *)text;
-        rep.text.len = len;
+        rep.text.data = (uint8_t *)text + skip;
+        rep.text.len = len - skip;
         rep.ids = ids;
         rep.n_ids = n_ids;
         Lmpipe__Msg m = LMPIPE__MSG__INIT;

@@ -7,8 +7,9 @@
 
 typedef struct lp_tokenizer_svc lp_tokenizer_svc_t;
 
-/* `model_path`: a model or a vocab-only GGUF. */
-int lp_tokenizer_svc_new(const char *model_path, lp_tokenizer_svc_t **out);
+/* `model_path`: a model or a vocab-only GGUF.  `chat_template_file` (may be
+ * NULL): a Jinja chat template to use instead of the model's. */
+int lp_tokenizer_svc_new(const char *model_path, const char *chat_template_file, lp_tokenizer_svc_t **out);
 void lp_tokenizer_svc_destroy(lp_tokenizer_svc_t **self_p);
 extern const lp_service_ops_t lp_tokenizer_svc_ops;
 

@@ -640,53 +640,128 @@ static void expect_chat(enum lp_chat_template tt, const char *want)
     free(out);
 }
 
-/* The model's own template, through the tokenizer: qwen2 with a chatml
- * template formats and tokenizes <|im_start|> as one control token. */
+/* Render with a renderer over tok: the conversation as chat_json, or the
+ * typed messages when json is NULL. */
+static int render(const lp_chat_renderer_t *cr, const char *tmpl, const char *json, bool gen, char **text,
+                  bool *has_bos)
+{
+    lp_chat_msg_t msgs[] = {{"user", "Hi"}};
+    size_t len;
+    return lp_chat_render(cr, tmpl, json, json ? strlen(json) : 0, msgs, 1, gen, text, &len, has_bos);
+}
+
+/* The model's own template, rendered by lib/jinja: the expected texts are
+ * what ../shared/tools/render_template.py prints for the same template and
+ * conversation (with bos_token and eos_token the vocabulary's). */
 static void test_chat_model(void)
 {
     uint8_t *mem = NULL;
     lp_gguf_t *g = NULL;
     lp_tokenizer_t *t = NULL;
+    lp_chat_renderer_t *cr = NULL;
     const char *tmpl = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-                       "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
+                       "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+                       "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
     CHECK_RC(open_modified("vocab/ggml-vocab-qwen2.gguf", "tokenizer.chat_template", tmpl, &mem, &g), 0);
     if (g) CHECK_RC(lp_tokenizer_new_from_gguf(g, &t), 0);
-    if (t) {
-        const char *got;
-        size_t gl;
-        CHECK_RC(lp_tokenizer_chat_template(t, &got, &gl), 0);
-        CHECK(gl == strlen(tmpl) && !strcmp(got, tmpl));
-        lp_chat_msg_t msgs[] = {{"user", "Hi"}};
-        char *text;
-        size_t len;
-        CHECK_RC(lp_tokenizer_chat_apply(t, NULL, msgs, 1, true, &text, &len), 0);
-        CHECK(!strcmp(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    if (t) CHECK_RC(lp_chat_renderer_new(t, NULL, &cr), 0);
+    if (cr) {
+        char *text = NULL;
+        bool bos;
+        CHECK_RC(render(cr, NULL, NULL, true, &text, &bos), 0);
+        CHECK(text && !strcmp(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), " %s", text);
         int32_t *ids;
         size_t n;
-        CHECK_RC(lp_tokenize_alloc(t, text, len, true, true, &ids, &n), 0);
+        CHECK_RC(lp_tokenize_alloc(t, text, strlen(text), !bos, true, &ids, &n), 0);
         int32_t im_start = find_token(t, "<|im_start|>");
         CHECK(n > 3 && ids[0] == im_start && ids[n - 3] == im_start);
         free(ids);
         free(text);
-        CHECK_RC(lp_tokenizer_chat_apply(t, "no such template {{ x }}", msgs, 1, true, &text, &len),
-                 LP_ERR(ENOTSUP));
+        CHECK_RC(render(cr, NULL, NULL, false, &text, &bos), 0);
+        CHECK(text && !strcmp(text, "<|im_start|>user\nHi<|im_end|>\n"), " %s", text);
+        free(text);
+        /* tools, an assistant's tool call with content null, a tool's
+         * result and template kwargs reach the template */
+        const char *conv = "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}, {\"role\": \"assistant\", "
+                           "\"content\": null, \"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": "
+                           "{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 2}\"}}]}, {\"role\": \"tool\", "
+                           "\"tool_call_id\": \"c1\", \"content\": \"4\"}], \"tools\": [{\"type\": \"function\", "
+                           "\"function\": {\"name\": \"add\"}}], \"chat_template_kwargs\": {\"enable_thinking\": false, "
+                           "\"greeting\": \"hey\"}}";
+        CHECK_RC(render(cr, "{{ greeting }}|{{ tools | map(attribute='function.name') | join }}|{% for m in messages %}"
+                            "{{ m.role }}:{{ m.content }}:{{ m.tool_calls[0].function.arguments if m.tool_calls }};"
+                            "{% endfor %}{{ enable_thinking }}",
+                        conv, false, &text, &bos), 0);
+        CHECK(text && !strcmp(text, "hey|add|user:2+2?:;assistant:None:{\"a\": 2};tool:4:;False"), " %s", text);
+        free(text);
+        /* a family by name; Jinja text; neither; a failing template */
+        CHECK_RC(render(cr, "zephyr", NULL, false, &text, &bos), 0);
+        CHECK(text && !strcmp(text, "<|user|>\nHi<|endoftext|>\n"), " %s", text);
+        free(text);
+        CHECK_RC(render(cr, "no such template {{ x }}", NULL, false, &text, &bos), 0);
+        CHECK(text && !strcmp(text, "no such template "), " %s", text);
+        free(text);
+        CHECK_RC(render(cr, "no-such-family", NULL, false, &text, &bos), LP_ERR(EINVAL));
+        CHECK(strstr(lp_error_msg(), "chat_template: 'no-such-family'"), " %s", lp_error_msg());
+        CHECK_RC(render(cr, "a\n{{ raise_exception('roles must alternate') }}", NULL, false, &text, &bos),
+                 LP_ERR(EINVAL));
+        CHECK(!strcmp(lp_error_msg(), "chat_template: line 2: roles must alternate"), " %s", lp_error_msg());
         CHECK(text == NULL);
+        CHECK_RC(render(cr, "{% for %}", NULL, false, &text, &bos), LP_ERR(EINVAL));
+        CHECK(!strncmp(lp_error_msg(), "chat_template: line 1:", 22), " %s", lp_error_msg());
+        CHECK_RC(render(cr, NULL, "{\"messages\": []}", false, &text, &bos), LP_ERR(EINVAL));
     }
+    lp_chat_renderer_destroy(&cr);
     lp_tokenizer_destroy(&t);
     lp_gguf_destroy(&g);
     free(mem);
-    /* a model without a template */
+    /* a template that writes bos_token: the text has it, and says so */
+    t = open_tok("vocab/ggml-vocab-llama-spm.gguf");
+    if (t) CHECK_RC(lp_chat_renderer_new(t, NULL, &cr), 0);
+    if (cr) {
+        char *text = NULL;
+        bool bos = false;
+        CHECK_RC(render(cr, "{{ bos_token }}[INST] {{ messages[0].content }} [/INST]{{ eos_token }}", NULL, true, &text,
+                        &bos), 0);
+        CHECK(text && !strcmp(text, "<s>[INST] Hi [/INST]</s>") && bos, " %s", text);
+        free(text);
+        /* kwargs override the special tokens, as in transformers */
+        CHECK_RC(render(cr, "{{ bos_token }}x", "{\"messages\": [{\"role\": \"user\", \"content\": \"\"}], "
+                                                 "\"chat_template_kwargs\": {\"bos_token\": \"B\"}}", true, &text, &bos), 0);
+        CHECK(text && !strcmp(text, "Bx") && !bos, " %s", text);
+        free(text);
+    }
+    lp_chat_renderer_destroy(&cr);
+    lp_tokenizer_destroy(&t);
+    /* a model without a template: only named families, or a template given */
     t = open_tok("vocab/ggml-vocab-gpt-2.gguf");
-    if (t) {
-        lp_chat_msg_t msgs[] = {{"user", "Hi"}};
-        char *text;
-        size_t len;
-        CHECK_RC(lp_tokenizer_chat_apply(t, NULL, msgs, 1, true, &text, &len), LP_ERR(ENOENT));
-        CHECK_RC(lp_tokenizer_chat_apply(t, "zephyr", msgs, 1, false, &text, &len), 0);
+    if (t) CHECK_RC(lp_chat_renderer_new(t, NULL, &cr), 0);
+    if (cr) {
+        char *text = NULL;
+        bool bos;
+        CHECK(!lp_chat_renderer_has_default(cr));
+        CHECK_RC(render(cr, NULL, NULL, true, &text, &bos), LP_ERR(ENOENT));
+        CHECK(strstr(lp_error_msg(), "chat_template"), " %s", lp_error_msg());
+        CHECK_RC(render(cr, "zephyr", NULL, false, &text, &bos), 0);
         CHECK(text && !strcmp(text, "<|user|>\nHi<|endoftext|>\n"));
         free(text);
     }
+    lp_chat_renderer_destroy(&cr);
     lp_tokenizer_destroy(&t);
+    /* a model whose template does not parse still loads; chat names the error */
+    CHECK_RC(open_modified("vocab/ggml-vocab-qwen2.gguf", "tokenizer.chat_template", "{% for x in %}", &mem, &g), 0);
+    if (g) CHECK_RC(lp_tokenizer_new_from_gguf(g, &t), 0);
+    if (t) CHECK_RC(lp_chat_renderer_new(t, NULL, &cr), 0);
+    if (cr) {
+        char *text = NULL;
+        bool bos;
+        CHECK_RC(render(cr, NULL, NULL, true, &text, &bos), LP_ERR(EINVAL));
+        CHECK(strstr(lp_error_msg(), "tokenizer.chat_template: line 1"), " %s", lp_error_msg());
+    }
+    lp_chat_renderer_destroy(&cr);
+    lp_tokenizer_destroy(&t);
+    lp_gguf_destroy(&g);
+    free(mem);
 }
 
 static void test_chat(void)

@@ -78,7 +78,7 @@ static int in_proc_run(in_proc_t *ip, int n_tok, double *steps)
     int32_t tok = hp->bos_id >= 0 ? hp->bos_id : 0;
     for (int i = 0; !rc && i <= n_tok; i++) {
         double t0 = lp_now_us();
-        lp_batch_seq_t b = {0, i, 1, &tok, 1, NULL, 0};
+        lp_batch_seq_t b = {0, i, 1, &tok, 1, NULL, 0, NULL, 0};
         rc = lp_engine_step(ip->e, &b, 1, &ip->row);
         lp_sampler_result_t res;
         if (!rc) rc = lp_sampler_seq_sample(seq, ip->row, hp->n_vocab, &res);

@@ -36,7 +36,7 @@ static int run_prefill(bench_t *b, int32_t n, double *secs)
     double t0 = lp_now_s();
     for (int32_t pos = 0; pos < n; pos += b->batch) {
         int32_t k = n - pos < b->batch ? n - pos : b->batch;
-        lp_batch_seq_t s = {0, pos, k, b->tokens + pos, pos + k == n, NULL, 0};
+        lp_batch_seq_t s = {0, pos, k, b->tokens + pos, pos + k == n, NULL, 0, NULL, 0};
         int rc = lp_engine_step(b->eng, &s, 1, &b->logits);
         if (rc) return rc;
     }
@@ -56,7 +56,8 @@ static int run_decode(bench_t *b, int32_t n, double *secs)
     double t0 = lp_now_s();
     for (int32_t pos = 0; pos < n; pos++) {
         for (int32_t i = 0; i < b->seqs; i++) /* each sequence its own tokens */
-            s[i] = (lp_batch_seq_t){i, pos, 1, b->tokens + (pos + 7 * i) % (n + 1), 1, NULL, 0};
+            s[i] = (lp_batch_seq_t){i, pos, 1, b->tokens + (pos + 7 * i) % (n + 1), 1, NULL, 0,
+                                    NULL, 0};
         int rc = lp_engine_step(b->eng, s, b->seqs, rows);
         if (rc) return rc;
     }
@@ -80,7 +81,7 @@ static int run_decode_sampled(bench_t *b, const lp_model_t *model, int32_t n, do
     lp_engine_seq_reset(b->eng, 0);
     double t0 = lp_now_s();
     for (int32_t pos = 0; !rc && pos < n; pos++) {
-        lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1, NULL, 0};
+        lp_batch_seq_t s = {0, pos, 1, b->tokens + pos, 1, NULL, 0, NULL, 0};
         lp_sampler_result_t res;
         rc = lp_engine_step(b->eng, &s, 1, &b->logits);
         if (!rc) rc = lp_sampler_seq_sample(seq, b->logits, b->n_vocab, &res);
@@ -284,7 +285,10 @@ int lp_cmd_bench(int argc, char **argv)
         fprintf(stderr, "lmpipe bench: %s\n", lp_error_msg());
     } else {
         const lp_hparams_t *hp = lp_model_hparams(model);
-        double kv_mb = 2.0 * hp->n_layer * n_ctx * hp->n_head_kv * hp->head_dim * 4 / 1048576.0;
+        /* K and V of every position, the sliding layers' of their window only */
+        const int64_t swa_pos = hp->n_swa && hp->n_swa < n_ctx ? hp->n_swa : n_ctx;
+        double kv_mb = 2.0 * 4 * ((double)(hp->kv_floats - hp->kv_floats_swa) * n_ctx +
+                                  (double)hp->kv_floats_swa * swa_pos) / 1048576.0;
         printf("{\"model\": ");
         print_json_str(model_path);
         printf(", \"backend\": \"%s\", \"mode\": \"%s\", \"threads\": %d, "

@@ -31,7 +31,12 @@ static void print_stats(const Lmpipe__StatsReply *s, Lmpipe__Role role)
                "%u total; %llu preempted\n", (unsigned long long)s->prefix_cache_hits,
                (unsigned long long)s->prefix_cache_queries, rate, s->kv_blocks_used, s->kv_blocks_cached,
                s->kv_blocks_total, (unsigned long long)s->kv_preemptions);
+        printf("kv blocks held at most: %u\n", s->kv_blocks_peak);
     }
+    if (s->kv_swa_blocks_total)
+        printf("sliding-window layers' kv: blocks %u used, %u cached, %u total; %u held at most\n",
+               s->kv_swa_blocks_used, s->kv_swa_blocks_cached, s->kv_swa_blocks_total,
+               s->kv_swa_blocks_peak);
     printf("finished:");
     for (size_t i = 0; i < s->n_finish_reasons; i++)
         printf(" %s %llu", s->finish_reasons[i]->kind, (unsigned long long)s->finish_reasons[i]->n);
@@ -52,6 +57,10 @@ static void print_stats(const Lmpipe__StatsReply *s, Lmpipe__Role role)
             printf("group %s kv: blocks %u used, %u cached, %u total; %llu prompt tokens reused\n", g->name,
                    g->kv_blocks_used, g->kv_blocks_cached, g->kv_blocks_total,
                    (unsigned long long)g->prefix_cache_hits);
+        if (g->kv_swa_blocks_total)
+            printf("group %s sliding-window kv (window %u): blocks %u used, %u cached, %u total\n",
+                   g->name, g->kv_swa_window, g->kv_swa_blocks_used, g->kv_swa_blocks_cached,
+                   g->kv_swa_blocks_total);
     }
 }
 

@@ -14,10 +14,11 @@
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: lmpipe synth --arch llama|qwen2 --shape SHAPE --type TYPE --vocab VOCAB.gguf\n"
-            "                    [--seed S] [--vocab-size N] [--threads N] -o OUT.gguf\n"
+            "usage: lmpipe synth --arch llama|qwen2|qwen3|gemma3|gemma4 --shape SHAPE --type TYPE\n"
+            "                    --vocab VOCAB.gguf [--seed S] [--vocab-size N] [--threads N]\n"
+            "                    -o OUT.gguf\n"
             "  shapes: %s\n  types:  %s\n  vocab size: default the shape's (tiny: the vocab "
-            "file's); extra tokens are [PADn]\n  threads: default one per CPU; the output does "
+            "file's; gemma4-small too); extra tokens are [PADn]\n  threads: default one per CPU; the output does "
             "not depend on it\n",
             lp_synth_shape_names, lp_synth_type_names);
     return 2;

@@ -9,12 +9,15 @@
 #include "shm-ring.h"
 #include "sweep.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +67,7 @@ struct lp_pipeline {
     char sampler_state[PATH_MAX + 32]; /* sampler-svc --state-file */
     bool failed;
     int failed_idx;
+    int http_fd;                  /* the gateway's listening socket, opened here; -1: none */
     bool stopping, stopped;
     unsigned stop_mask;       /* stopping: the children being stopped (1 << index) */
     uint64_t stop_wait_ms;    /* ... and how long they have before SIGKILL */
@@ -113,8 +117,9 @@ static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint
                              "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
                              "sampler.server_key", "coordinator.prefix_cache",
                              "coordinator.kv_blocks", "drain_grace_ms", "engine.kv_block",
-                             "engine.kv_pool_tokens", "engine.kv_pool_mb", "supervise.max_restarts",
-                             "supervise.window_s"};
+                             "engine.kv_pool_tokens", "engine.kv_pool_mb",
+                             "engine.kv_pool_swa_tokens", "supervise.max_restarts",
+                             "supervise.window_s", "tokenizer.chat_template_file"};
 /* group.NAME.FIELD: the engine groups a coordinator connects to. */
 static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
 
@@ -191,6 +196,7 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
     o->engine_endpoint = lp_config_get(cfg, "engine.endpoint", o->engine_endpoint);
     o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
     o->sampler_default = lp_config_get(cfg, "sampler.default", o->sampler_default);
+    o->chat_template_file = lp_config_get(cfg, "tokenizer.chat_template_file", o->chat_template_file);
     o->plugin_dir = lp_config_get(cfg, "sampler.plugin_dir", o->plugin_dir);
     o->sampler_state_file = lp_config_get(cfg, "sampler.state_file", o->sampler_state_file);
     o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
@@ -259,9 +265,10 @@ int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
             o->kv_block = (int)v;
         }
     }
-    const char *pool[] = {"engine.kv_pool_tokens", "engine.kv_pool_mb"};
-    int64_t *pdst[] = {&o->kv_pool_tokens, &o->kv_pool_mb}, pmax[] = {1LL << 40, 1LL << 30};
-    for (int i = 0; !rc && i < 2; i++) {
+    const char *pool[] = {"engine.kv_pool_tokens", "engine.kv_pool_mb", "engine.kv_pool_swa_tokens"};
+    int64_t *pdst[] = {&o->kv_pool_tokens, &o->kv_pool_mb, &o->kv_pool_swa_tokens};
+    const int64_t pmax[] = {1LL << 40, 1LL << 30, 1LL << 40};
+    for (int i = 0; !rc && i < 3; i++) {
         rc = lp_config_get_int(cfg, pool[i], *pdst[i], &v);
         if (!rc && (v < 0 || v > pmax[i]))
             rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is not in 0..%lld (0: the "
@@ -356,10 +363,14 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int term_signal)
     k->term_signal = term_signal;
     lp_pipeline_t *p = k->owner;
     int idx = (int)(k - p->kids);
-    if ((idx == P_HTTP || idx == P_NATS) && !(status == 2 && !p->stopping && !p->failed)) {
-        /* The gateway is a client: the pipeline goes on, and it comes back.
-         * Status 2 (bad flags, cannot listen) would only come back again: that
-         * one fails like a service. */
+    if ((idx == P_HTTP || idx == P_NATS) && status == 2 && !p->stopping) {
+        /* Bad flags would only fail again: that stops the pipeline at once. */
+        uv_close((uv_handle_t *)h, NULL);
+        fail_child(p, idx, "");
+        return;
+    }
+    if (idx == P_HTTP || idx == P_NATS) {
+        /* The gateway is a client: the pipeline goes on, and it comes back. */
         if (!p->stopping) {
             LP_ERROR("lmpipe: %s exited (status %lld, signal %d); restarting it in 1 s", svc_names[idx],
                      (long long)status, term_signal);
@@ -434,7 +445,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     char *argv[64 + 4 * 16 + 2 * LP_PIPELINE_MAX_GROUPS];
     char *group_args[LP_PIPELINE_MAX_GROUPS] = {0};
     int n = 0;
-    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[24], b8[24], b9[16], b10[16];
+    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[24], b8[24], b9[16], b10[16], b11[24];
     argv[n++] = bin;
     char keys_copy[2][4096];
     char nats_flags[LP_PIPELINE_NATS_KEYS][40];
@@ -465,6 +476,8 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
         argv[n++] = p->ep[P_COORD];
         argv[n++] = "--listen";
         argv[n++] = (char *)o->http_listen;
+        argv[n++] = "--listen-fd"; /* the socket lmpipe up listens on: stdio[3] below */
+        argv[n++] = "3";
         const char *lists[2] = {o->http_api_keys, o->http_admin_keys};
         for (int l = 0; l < 2; l++) {
             if (!lists[l]) continue;
@@ -506,6 +519,15 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
             argv[n++] = "--kv-pool-mb";
             argv[n++] = b8;
         }
+        if (o->kv_pool_swa_tokens) {
+            snprintf(b11, sizeof(b11), "%lld", (long long)o->kv_pool_swa_tokens);
+            argv[n++] = "--kv-pool-swa-tokens";
+            argv[n++] = b11;
+        }
+    }
+    if (i == P_TOK && o->chat_template_file) {
+        argv[n++] = "--chat-template-file";
+        argv[n++] = (char *)o->chat_template_file;
     }
     if (i == P_SAMP && o->no_shm) argv[n++] = "--no-shm";
     if (i == P_SAMP && o->sampler_default) {
@@ -567,7 +589,7 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     n += curve_args(p, o, i, argv + n);
     argv[n] = NULL;
     uv_process_options_t po = {0};
-    uv_stdio_container_t stdio[3];
+    uv_stdio_container_t stdio[4];
     stdio[0].flags = UV_IGNORE;
     stdio[1].flags = UV_INHERIT_FD;
     stdio[1].data.fd = 2; /* a service never writes to lmpipe's stdout */
@@ -578,6 +600,11 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     po.env = env;
     po.exit_cb = on_exit_cb;
     po.stdio_count = 3;
+    if (i == P_HTTP) {
+        stdio[3].flags = UV_INHERIT_FD;
+        stdio[3].data.fd = p->http_fd;
+        po.stdio_count = 4;
+    }
     po.stdio = stdio;
     child_t *k = &p->kids[i];
     k->owner = p;
@@ -662,6 +689,41 @@ static void sweep_stale(void)
                 n.segments, n.run_dirs);
 }
 
+/* Bind and listen on HOST:PORT ([IPv6]:PORT) for lmpipe-http, which gets
+ * the socket as its fd 3 (--listen-fd). */
+static int listen_http(const char *addr, int *out)
+{
+    const char *colon = strrchr(addr, ':');
+    char host[256];
+    size_t n = colon ? (size_t)(colon - addr) : 0;
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || n == 0 || n >= sizeof(host) || !colon[1] || *end || port < 0 || port > 65535)
+        return lp_error_set(LP_ERR(EINVAL), "http.listen %s: expected HOST:PORT", addr);
+    if (addr[0] == '[' && addr[n - 1] == ']') {
+        memcpy(host, addr + 1, n - 2);
+        host[n - 2] = '\0';
+    } else {
+        memcpy(host, addr, n);
+        host[n] = '\0';
+    }
+    struct sockaddr_storage sa;
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&sa) != 0 &&
+        uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&sa) != 0)
+        return lp_error_set(LP_ERR(EINVAL), "http.listen %s: '%s' is not an IP address", addr, host);
+    int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0) return lp_error_set(LP_ERR(errno), "http.listen %s: socket: %s", addr, strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)); /* as libuv does */
+    socklen_t len = sa.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 511) != 0) {
+        int e = errno;
+        close(fd);
+        return lp_error_set(LP_ERR(e), "http.listen %s: %s", addr, strerror(e));
+    }
+    *out = fd;
+    return 0;
+}
+
 int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out)
 {
     *out = NULL;
@@ -680,10 +742,19 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
         return lp_error_set(LP_ERR(errno), "model %s: %s", o->model, strerror(errno));
     int crc = check_curve(o);
     if (crc) return crc;
+    /* The gateway's address first: one that cannot be had stops lmpipe up
+     * here, before any service starts (and a restarted gateway never races
+     * another process for it). */
+    int http_fd = -1;
+    if ((run & LP_PIPELINE_HTTP) && (crc = listen_http(o->http_listen, &http_fd)) != 0) return crc;
     sweep_stale();
     lp_pipeline_t *p = calloc(1, sizeof(*p));
-    if (!p) return LP_ERR(ENOMEM);
+    if (!p) {
+        if (http_fd >= 0) close(http_fd);
+        return LP_ERR(ENOMEM);
+    }
     p->loop = loop;
+    p->http_fd = http_fd;
     p->failed_idx = -1;
     p->run = run;
     if (o->run_dir) {
@@ -911,6 +982,7 @@ void lp_pipeline_destroy(lp_pipeline_t **self_p)
 {
     if (!self_p || !*self_p) return;
     lp_pipeline_stop(*self_p);
+    if ((*self_p)->http_fd >= 0) close((*self_p)->http_fd);
     free((*self_p)->env);
     free(*self_p);
     *self_p = NULL;

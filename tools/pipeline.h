@@ -47,6 +47,7 @@ typedef struct lp_pipeline_opts {
     const char *engine_endpoint;
     const char *sampler_endpoint;
     const char *sampler_default;    /* sampler-svc's default strategy (JSON); NULL: llama.cpp's */
+    const char *chat_template_file; /* tokenizer-svc --chat-template-file; NULL: the model's */
     const char *plugin_dir;         /* sampler-svc --plugin-dir; NULL: plugin loads refused */
     const char *sampler_state_file; /* sampler-svc --state-file; NULL: RUN_DIR/sampler-state.json */
     const char *bin_dir;            /* NULL: next to lmpipe (build tree or install) */
@@ -64,6 +65,8 @@ typedef struct lp_pipeline_opts {
     bool has_kv_block;
     int kv_block;
     int64_t kv_pool_tokens, kv_pool_mb;
+    int64_t kv_pool_swa_tokens;     /* engine.kv_pool_swa_tokens: the sliding-window
+                                     * layers' pool; 0: the engine's default */
     int max_queued_per_client;      /* coordinator; 0: its default (max_requests / 4) */
     bool no_prefix_cache;           /* coordinator --no-prefix-cache (config coordinator.prefix_cache) */
     int kv_blocks;                  /* coordinator --kv-blocks (config coordinator.kv_blocks); 0: all */

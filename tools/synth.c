@@ -15,6 +15,7 @@
 #include "quant.h"
 #include "threadpool.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,17 +29,49 @@ typedef struct shape {
     uint32_t n_vocab; /* 0: as many as the vocab file has */
     uint32_t n_ctx;
     float rope_base, eps;
+    /* the newer architectures (engine-svc/arch/); zero for llama/qwen2 */
+    uint32_t head_dim;   /* key_length; 0: n_embd / n_head, no key written */
+    int tied;            /* output tied to token_embd (no output.weight) */
+    float llama3_rope;   /* Llama 3.1 rope_freqs: the scaling factor (0: none) */
+    uint32_t orig_ctx;   /* ... and original_max_position_embeddings */
+    uint32_t n_swa;      /* sliding window (gemma) */
+    uint32_t swa_period; /* one global layer in every swa_period (gemma3 key, gemma4 array) */
+    uint32_t head_dim_swa, n_head_kv_swa; /* gemma4: sliding layers' head size and KV heads */
+    float rot_frac;      /* gemma4: rotated fraction of global heads (rope_freqs) */
 } shape_t;
 
 /* The real models' hyperparameters; `tiny` matches the shared synth-*.gguf
- * files that llama.cpp quantized, so their tensor tables can be compared. */
+ * files that llama.cpp quantized, so their tensor tables can be compared.
+ * gemma4-small is a dense Gemma 4 in the layout of the 31B model (sliding
+ * and global layers with their own head sizes, global layers with V from K
+ * and proportional RoPE) at about 1B parameters: Gemma 4's small releases
+ * (E2B, E4B) have per-layer embeddings, which lmpipe refuses. */
 static const shape_t shapes[] = {
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f},
-    {"tiny", "llama", 256, 4, 8, 4, 768, 0, 4096, 10000.0f, 1e-5f},
-    {"tiny", "qwen2", 128, 3, 2, 1, 384, 0, 4096, 1000000.0f, 1e-6f},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, .head_dim = 0},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, .head_dim = 0},
+    {"tiny", "llama", 256, 4, 8, 4, 768, 0, 4096, 10000.0f, 1e-5f, .head_dim = 0},
+    {"tiny", "qwen2", 128, 3, 2, 1, 384, 0, 4096, 1000000.0f, 1e-6f, .head_dim = 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f,
+     .head_dim = 64, .tied = 1, .llama3_rope = 32.0f, .orig_ctx = 8192},
+    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f,
+     .head_dim = 128, .tied = 1},
+    {"qwen3-4b", "qwen3", 2560, 36, 32, 8, 9728, 151936, 40960, 1000000.0f, 1e-6f,
+     .head_dim = 128, .tied = 1},
+    {"gemma-3-1b", "gemma3", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0f, 1e-6f,
+     .head_dim = 256, .tied = 1, .n_swa = 512, .swa_period = 6},
+    {"gemma4-small", "gemma4", 1536, 18, 8, 2, 6144, 0, 131072, 1000000.0f, 1e-6f,
+     .head_dim = 256, .tied = 1, .n_swa = 512, .swa_period = 6, .head_dim_swa = 128,
+     .n_head_kv_swa = 4, .rot_frac = 0.25f},
 };
-const char *const lp_synth_shape_names = "tinyllama-1.1b (llama), qwen2.5-0.5b (qwen2), tiny";
+const char *const lp_synth_shape_names = "tinyllama-1.1b, llama-3.2-1b (llama), qwen2.5-0.5b "
+                                         "(qwen2), qwen3-0.6b, qwen3-4b (qwen3), gemma-3-1b "
+                                         "(gemma3), gemma4-small (gemma4), tiny (llama, qwen2)";
+
+/* A gemma layer slides unless it is the last of its period. */
+static int is_swa(const shape_t *s, uint32_t l)
+{
+    return s->n_swa && l % s->swa_period != s->swa_period - 1;
+}
 
 /* ---- file types and llama.cpp's per-tensor choice ---- */
 
@@ -111,7 +144,7 @@ uint32_t lp_synth_tensor_type(const char *type_name, const char *name, uint32_t 
 
 /* ---- the weights ---- */
 
-enum fill { FILL_NORMAL, FILL_ONE };
+enum fill { FILL_NORMAL, FILL_ONE, FILL_ROPE_LLAMA3, FILL_ROPE_PARTIAL };
 #define WEIGHT_STD 0.02
 
 static uint64_t splitmix64(uint64_t x)
@@ -150,6 +183,7 @@ typedef struct synth_tensor {
     int64_t ne[2];
     enum fill fill;
     uint64_t key;
+    const shape_t *shape;  /* for the RoPE factors */
     struct synth_run *run; /* borrowed */
 } synth_tensor_t;
 
@@ -164,6 +198,24 @@ typedef struct synth_run {
     int rc;
 } synth_run_t;
 
+/* Element i of rope_freqs.weight: the Llama 3.1 recipe's divisor of pair i
+ * (low_freq_factor 1, high_freq_factor 4, as the converter writes it), or
+ * Gemma 4's proportional RoPE (1 for the rotated pairs, 1e30 for the rest). */
+static float rope_factor(const synth_tensor_t *t, int64_t i)
+{
+    const shape_t *s = t->shape;
+    const int64_t n_pairs = t->ne[0];
+    if (t->fill == FILL_ROPE_PARTIAL)
+        return i < (int64_t)((float)(2 * n_pairs) * s->rot_frac / 2) ? 1.0f : 1e30f;
+    const double dim = 2.0 * (double)n_pairs, pi = 3.14159265358979323846;
+    const double lo_wavelen = s->orig_ctx / 1.0, hi_wavelen = s->orig_ctx / 4.0;
+    const double freq = 1.0 / pow(s->rope_base, (double)(2 * i) / dim), wavelen = 2 * pi / freq;
+    if (wavelen < hi_wavelen) return 1.0f;
+    if (wavelen > lo_wavelen) return s->llama3_rope;
+    const double smooth = (s->orig_ctx / wavelen - 1.0) / (4.0 - 1.0);
+    return (float)(1.0 / ((1 - smooth) / s->llama3_rope + smooth));
+}
+
 static void gen_rows(void *ctx, int ith, int nth)
 {
     synth_run_t *run = ctx;
@@ -175,8 +227,9 @@ static void gen_rows(void *ctx, int ith, int nth)
     for (int64_t r = a; r < b; r++) {
         uint64_t first = (uint64_t)(run->row0 + r) * (uint64_t)ne0;
         for (int64_t i = 0; i < ne0; i++)
-            row[i] = t->fill == FILL_ONE ? 1.0f
-                                         : (float)WEIGHT_STD * normal_at(t->key, first + (uint64_t)i);
+            row[i] = t->fill == FILL_ONE      ? 1.0f
+                     : t->fill == FILL_NORMAL ? (float)WEIGHT_STD * normal_at(t->key, first + (uint64_t)i)
+                                              : rope_factor(t, i);
         if (lp_quant_row(t->type, row, run->dst + (size_t)r * row_bytes, ne0)) run->rc = -1;
     }
 }
@@ -288,9 +341,13 @@ static int add_tokenizer(lp_gguf_writer_t *w, const char *vocab, uint32_t *n_voc
 
 static int find_options(const lp_synth_opts_t *o, const shape_t **shape, const ftype_t **ft)
 {
-    if (!o->arch || (strcmp(o->arch, "llama") && strcmp(o->arch, "qwen2")))
-        return lp_error_set(LP_ERR(EINVAL), "--arch '%s': unknown (llama, qwen2)",
-                            o->arch ? o->arch : "");
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "gemma3", "gemma4"};
+    bool arch_ok = false;
+    for (size_t i = 0; o->arch && i < sizeof(archs) / sizeof(archs[0]); i++)
+        arch_ok |= !strcmp(o->arch, archs[i]);
+    if (!arch_ok)
+        return lp_error_set(LP_ERR(EINVAL), "--arch '%s': unknown (llama, qwen2, qwen3, gemma3, "
+                            "gemma4)", o->arch ? o->arch : "");
     *shape = NULL;
     int known = 0;
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
@@ -330,13 +387,58 @@ static int add_hparams(lp_gguf_writer_t *w, const char *arch, const shape_t *s, 
     U32("block_count", s->n_layer)
     U32("feed_forward_length", s->n_ff)
     U32("attention.head_count", s->n_head)
-    U32("attention.head_count_kv", s->n_head_kv)
-    U32("rope.dimension_count", s->n_embd / s->n_head)
+    if (strcmp(arch, "gemma4")) U32("attention.head_count_kv", s->n_head_kv)
+    if (!s->head_dim) U32("rope.dimension_count", s->n_embd / s->n_head)
     F32("attention.layer_norm_rms_epsilon", s->eps)
     F32("rope.freq_base", s->rope_base)
+    if (s->head_dim) {
+        U32("attention.key_length", s->head_dim)
+        U32("attention.value_length", s->head_dim)
+        if (strcmp(arch, "qwen3")) U32("rope.dimension_count", s->head_dim)
+    }
+    if (s->n_swa) U32("attention.sliding_window", s->n_swa)
+    if (!strcmp(arch, "gemma4")) {
+        U32("attention.key_length_swa", s->head_dim_swa)
+        U32("attention.value_length_swa", s->head_dim_swa)
+        U32("rope.dimension_count_swa", s->head_dim_swa)
+        F32("rope.freq_base_swa", 10000.0f)
+        F32("final_logit_softcapping", 30.0f)
+        U32("embedding_length_per_layer_input", 0)
+        U32("attention.shared_kv_layers", 0)
+        uint32_t kv[1024];
+        bool pat[1024];
+        for (uint32_t l = 0; l < s->n_layer && l < 1024; l++) {
+            pat[l] = is_swa(s, l);
+            kv[l] = pat[l] ? s->n_head_kv_swa : s->n_head_kv;
+        }
+        if (!rc) {
+            snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", arch);
+            rc = lp_gguf_writer_add_arr(w, key, LP_GGUF_BOOL, pat, s->n_layer);
+        }
+        if (!rc) { /* per layer, where the other shapes have one value */
+            snprintf(key, sizeof(key), "%s.attention.head_count_kv", arch);
+            rc = lp_gguf_writer_add_arr(w, key, LP_GGUF_UINT32, kv, s->n_layer);
+        }
+    }
 #undef U32
 #undef F32
     return rc;
+}
+
+/* One tensor of the plan: its name ("blk.N." prefixed for a layer's), dims,
+ * fill and llama-quantize's type for it. */
+static void add_tensor(synth_tensor_t *t, const shape_t *s, const ftype_t *ft, int tied,
+                       const char *name, int layer, enum fill fill, uint32_t n_dims, int64_t ne0,
+                       int64_t ne1)
+{
+    if (layer < 0) snprintf(t->name, sizeof(t->name), "%s", name);
+    else snprintf(t->name, sizeof(t->name), "blk.%d.%s", layer, name);
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->fill = fill;
+    t->shape = s;
+    t->type = lp_synth_tensor_type(ft->name, t->name, n_dims, ne0, tied, s->n_layer);
 }
 
 /* The tensor list, in the order of the shared llama.cpp-made files: output,
@@ -352,17 +454,7 @@ static int plan_tensors(const shape_t *s, const ftype_t *ft, int qwen2, uint32_t
     int64_t E = s->n_embd, hd = s->n_embd / s->n_head;
     int64_t q = hd * s->n_head, kv = hd * s->n_head_kv;
     int tied = qwen2; /* Qwen2.5-0.5B ties the output to the embedding */
-#define ADD(nm, layer, fl, nd, a, b)                                              \
-    do {                                                                                   \
-        synth_tensor_t *t = &ts[n++];                                                      \
-        if ((layer) < 0) snprintf(t->name, sizeof(t->name), "%s", nm);                     \
-        else snprintf(t->name, sizeof(t->name), "blk.%d.%s", (int)(layer), nm);            \
-        t->n_dims = nd;                                                                    \
-        t->ne[0] = a;                                                                      \
-        t->ne[1] = b;                                                                      \
-        t->fill = fl;                                                                      \
-        t->type = lp_synth_tensor_type(ft->name, t->name, nd, a, tied, s->n_layer);        \
-    } while (0)
+#define ADD(nm, layer, fl, nd, a, b) add_tensor(&ts[n++], s, ft, tied, nm, layer, fl, nd, a, b)
     if (!tied) ADD("output.weight", -1, FILL_NORMAL, 2, E, n_vocab);
     ADD("output_norm.weight", -1, FILL_ONE, 1, E, 1);
     ADD("token_embd.weight", -1, FILL_NORMAL, 2, E, n_vocab);
@@ -379,6 +471,50 @@ static int plan_tensors(const shape_t *s, const ftype_t *ft, int qwen2, uint32_t
         ADD("ffn_gate.weight", l, FILL_NORMAL, 2, E, (int64_t)s->n_ff);
         ADD("ffn_norm.weight", l, FILL_ONE, 1, E, 1);
         ADD("ffn_up.weight", l, FILL_NORMAL, 2, E, (int64_t)s->n_ff);
+    }
+#undef ADD
+    *out = ts;
+    *n_out = n;
+    return 0;
+}
+
+/* The newer shapes (head size from key_length): every tensor of the arch's
+ * table in engine-svc/arch/, each layer's in name order. */
+static int plan_tensors_arch(const shape_t *s, const ftype_t *ft, const char *arch,
+                             uint32_t n_vocab, synth_tensor_t **out, int *n_out)
+{
+    const int gemma = !strncmp(arch, "gemma", 5), gemma4 = !strcmp(arch, "gemma4");
+    const int qk_norm = gemma || !strcmp(arch, "qwen3");
+    int cap = 4 + 16 * (int)s->n_layer;
+    synth_tensor_t *ts = calloc((size_t)cap, sizeof(*ts));
+    if (!ts) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    int n = 0;
+    const int64_t E = s->n_embd, F = s->n_ff;
+#define ADD(nm, layer, fl, nd, a, b) add_tensor(&ts[n++], s, ft, s->tied, nm, layer, fl, nd, a, b)
+    if (!s->tied) ADD("output.weight", -1, FILL_NORMAL, 2, E, n_vocab);
+    ADD("output_norm.weight", -1, FILL_ONE, 1, E, 1);
+    if (s->llama3_rope) ADD("rope_freqs.weight", -1, FILL_ROPE_LLAMA3, 1, s->head_dim / 2, 1);
+    if (gemma4) ADD("rope_freqs.weight", -1, FILL_ROPE_PARTIAL, 1, s->head_dim / 2, 1);
+    ADD("token_embd.weight", -1, FILL_NORMAL, 2, E, n_vocab);
+    for (int l = 0; l < (int)s->n_layer; l++) {
+        const int swa = gemma4 && is_swa(s, (uint32_t)l);
+        const int64_t hd = swa ? s->head_dim_swa : s->head_dim;
+        const int64_t q = hd * s->n_head, kv = hd * (swa ? s->n_head_kv_swa : s->n_head_kv);
+        ADD("attn_k.weight", l, FILL_NORMAL, 2, E, kv);
+        if (qk_norm) ADD("attn_k_norm.weight", l, FILL_ONE, 1, hd, 1);
+        ADD("attn_norm.weight", l, FILL_ONE, 1, E, 1);
+        ADD("attn_output.weight", l, FILL_NORMAL, 2, q, E);
+        ADD("attn_q.weight", l, FILL_NORMAL, 2, E, q);
+        if (qk_norm) ADD("attn_q_norm.weight", l, FILL_ONE, 1, hd, 1);
+        /* Gemma 4's global layers take V from the K projection */
+        if (!gemma4 || swa) ADD("attn_v.weight", l, FILL_NORMAL, 2, E, kv);
+        ADD("ffn_down.weight", l, FILL_NORMAL, 2, F, E);
+        ADD("ffn_gate.weight", l, FILL_NORMAL, 2, E, F);
+        ADD("ffn_norm.weight", l, FILL_ONE, 1, E, 1);
+        ADD("ffn_up.weight", l, FILL_NORMAL, 2, E, F);
+        if (gemma4) ADD("layer_output_scale.weight", l, FILL_ONE, 1, 1, 1);
+        if (gemma) ADD("post_attention_norm.weight", l, FILL_ONE, 1, E, 1);
+        if (gemma) ADD("post_ffw_norm.weight", l, FILL_ONE, 1, E, 1);
     }
 #undef ADD
     *out = ts;
@@ -404,7 +540,8 @@ int lp_synth_write(const lp_synth_opts_t *o, const char *path)
     if (!rc) rc = add_tokenizer(w, o->vocab, &n_vocab);
     if (!rc) rc = lp_gguf_writer_add_u32(w, "general.quantization_version", 2);
     if (!rc) rc = lp_gguf_writer_add_u32(w, "general.file_type", ft->file_type);
-    if (!rc) rc = plan_tensors(s, ft, qwen2, n_vocab, &ts, &n_t);
+    if (!rc) rc = s->head_dim ? plan_tensors_arch(s, ft, o->arch, n_vocab, &ts, &n_t)
+                              : plan_tensors(s, ft, qwen2, n_vocab, &ts, &n_t);
     if (!rc && !(run.pool = lp_threadpool_new(o->n_threads))) rc = LP_ERR(ENOMEM);
     if (!rc) {
         for (int i = 0; i < n_t; i++)

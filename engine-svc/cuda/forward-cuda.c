@@ -688,6 +688,9 @@ static int cuda_register_host(void *vctx, void *ptr, size_t len)
 const lp_backend_ops_t lp_backend_cuda = {
     .name = "cuda",
     .paged = 0, /* contiguous KV; the tables in lp_batch_seq_t await a paged kernel */
+    /* the plain llama/qwen2 block only: every arch feature of arch/arch.h
+     * (Llama 3 rope_freqs, qwen3, gemma) is refused at create, by name */
+    .features = 0,
     .available = cuda_available,
     .create = cuda_create,
     .destroy = cuda_destroy,

@@ -127,3 +127,70 @@ void ROPE_SYM(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const 
     if (i0 < half)
         lp_op_rope_apply_range(x, n_heads, head_dim, n_rot, i0, half - i0, cs + i0, sn + i0, neox);
 }
+
+#if defined(LP_KERN_AVX512)
+#define GEGLU_SYM lp__geglu_avx512
+#define SOFTCAP_SYM lp__softcap_avx512
+/* the fp16 bits of x (round to nearest even), as 32-bit indices */
+INLINE __m512i v_half_idx(V x)
+{
+    return _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+INLINE V v_gather(const float *t, __m512i idx) { return _mm512_i32gather_ps(idx, t, 4); }
+INLINE M m_le(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
+INLINE M m_ge(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+INLINE V v_abs(V x) { return _mm512_abs_ps(x); }
+INLINE V v_copysign(V mag, V sgn)
+{
+    const __m512i m = _mm512_set1_epi32(0x80000000);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag),
+                                               _mm512_and_si512(_mm512_castps_si512(sgn), m)));
+}
+#else
+#define GEGLU_SYM lp__geglu_avx2
+#define SOFTCAP_SYM lp__softcap_avx2
+INLINE __m256i v_half_idx(V x)
+{
+    return _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+INLINE V v_gather(const float *t, __m256i idx) { return _mm256_i32gather_ps(t, idx, 4); }
+INLINE M m_le(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
+INLINE M m_ge(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+INLINE V v_abs(V x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+INLINE V v_copysign(V mag, V sgn)
+{
+    return _mm256_or_ps(mag, _mm256_and_ps(sgn, _mm256_set1_ps(-0.0f)));
+}
+#endif
+
+/* lp_op_geglu: g rounded to fp16 by the hardware (nearest even, as the
+ * scalar conversion), its table entry gathered, times u; the two clamps. */
+void GEGLU_SYM(float *out, const float *g, const float *u, int64_t n, const float *table)
+{
+    const V lo = v_set1(-10.0f), hi = v_set1(10.0f);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        const V x = v_loadu(g + i), up = v_loadu(u + i);
+        V y = v_mul(v_gather(table, v_half_idx(x)), up);
+        y = v_sel(m_ge(x, hi), v_mul(x, up), y);
+        y = v_sel(m_le(x, lo), v_zero(), y);
+        v_storeu(out + i, y);
+    }
+    if (i < n) lp_op_geglu(out + i, g + i, u + i, n - i);
+}
+
+/* tanh(y) = sign(y) (1 - 2 / (e^(2|y|) + 1)), with v_exp: within about
+ * 1e-7 of tanhf absolutely, which is all a logit needs. */
+void SOFTCAP_SYM(float *x, int64_t n, float cap)
+{
+    const float inv = 1.0f / cap;
+    const V vinv = v_set1(inv), vcap = v_set1(cap), one = v_set1(1.0f), two = v_set1(2.0f);
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        const V y = v_mul(v_loadu(x + i), vinv);
+        const V e = v_exp(v_mul(two, v_abs(y)));
+        const V t = v_sub(one, v_div(two, v_add(e, one)));
+        v_storeu(x + i, v_mul(v_copysign(t, y), vcap));
+    }
+    for (; i < n; i++) x[i] = tanhf(x[i] * inv) * cap;
+}

@@ -13,15 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* out[r] = softmax_j<n_keys[r](scale * q[r] . k_j) . v_j for r < nr.
+/* out[r] = softmax_{k_lo[r] <= j < n_keys[r]}(scale * q[r] . k_j) . v_j for
+ * r < nr (k_lo NULL: from 0).
  * q[r], out[r]: head_dim floats (borrowed); key j's k and v rows are
  * head_dim floats at k + off[j] and v + off[j] (off: one entry per key up
- * to max(n_keys), so a paged cache's rows may lie anywhere).  A row with
- * n_keys[r] == 0 gets zeros.  nr is at most the kernel's `rows`; scratch is
+ * to max(n_keys), so a paged cache's rows may lie anywhere; keys below
+ * min(k_lo) are never read).  A row that sees no key gets zeros.  nr is at most the kernel's `rows`; scratch is
  * lp__attn_scratch_floats(rows, head_dim) floats, 64-byte aligned, owned
  * by the calling thread. */
 typedef void (*lp__attn_tile_fn)(int32_t nr, const float *const *q, float *const *out,
-                                 const int32_t *n_keys, const float *k, const float *v,
+                                 const int32_t *k_lo, const int32_t *n_keys, const float *k,
+                                 const float *v,
                                  const int64_t *off, int32_t head_dim, float scale,
                                  float *scratch);
 

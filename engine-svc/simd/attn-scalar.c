@@ -19,7 +19,8 @@ static float dot(const float *a, const float *b, int32_t n)
 }
 
 static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
-                        const int32_t *n_keys, const float *k, const float *v, const int64_t *off,
+                        const int32_t *k_lo, const int32_t *n_keys, const float *k,
+                        const float *v, const int64_t *off,
                         int32_t hd, float scale, float *scratch)
 {
     float *o = scratch, *s = scratch + hd; /* (hd) output, (LP_ATTN_KB) scores */
@@ -27,7 +28,7 @@ static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
         const float *qr = q[r];
         float m = -FLT_MAX, l = 0;
         memset(o, 0, sizeof(float) * (size_t)hd);
-        for (int32_t j0 = 0; j0 < n_keys[r]; j0 += LP_ATTN_KB) {
+        for (int32_t j0 = k_lo ? k_lo[r] : 0; j0 < n_keys[r]; j0 += LP_ATTN_KB) {
             const int32_t kb = n_keys[r] - j0 < LP_ATTN_KB ? n_keys[r] - j0 : LP_ATTN_KB;
             float bm = -FLT_MAX;
             for (int32_t j = 0; j < kb; j++) {

@@ -151,30 +151,36 @@ INLINE void pv_micro(const int NV, const int ND, float *ot, int32_t R, int32_t d
 }
 
 INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *const *out,
-                    const int32_t *n_keys, const float *k, const float *v, const int64_t *off,
-                    int32_t hd, float scale, float *scratch)
+                    const int32_t *k_lo, const int32_t *n_keys, const float *k, const float *v,
+                    const int64_t *off, int32_t hd, float scale, float *scratch)
 {
     const int32_t R = NV * W;
     float *qt = scratch, *ot = qt + (size_t)hd * R, *pb = ot + (size_t)hd * R;
-    _Alignas(64) float lim[RMAX], lv[RMAX];
-    int32_t n_max = 0, n_min = INT32_MAX;
+    _Alignas(64) float lim[RMAX], lov[RMAX], lv[RMAX];
+    int32_t n_max = 0, n_min = INT32_MAX, lo_min = INT32_MAX, lo_max = 0;
     for (int32_t r = 0; r < R; r++) {
+        const int32_t lo = r < nr && k_lo ? k_lo[r] : 0;
         if (r < nr) {
             n_max = n_keys[r] > n_max ? n_keys[r] : n_max;
             n_min = n_keys[r] < n_min ? n_keys[r] : n_min;
+            lo_min = lo < lo_min ? lo : lo_min;
+            lo_max = lo > lo_max ? lo : lo_max;
         }
         lim[r] = r < nr ? (float)n_keys[r] : 0; /* exact: n_keys < 2^24 */
+        lov[r] = (float)lo;
     }
+    if (lo_min == INT32_MAX) lo_min = 0;
     load_q(qt, R, nr, q, hd, scale);
     memset(ot, 0, sizeof(float) * (size_t)hd * (size_t)R);
 
-    V m[NVMAX], l[NVMAX], limv[NVMAX];
+    V m[NVMAX], l[NVMAX], limv[NVMAX], lowv[NVMAX];
     _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) {
         m[c] = v_set1(NEG);
         l[c] = v_zero();
         limv[c] = v_load(lim + c * W);
+        lowv[c] = v_load(lov + c * W);
     }
-    for (int32_t j0 = 0; j0 < n_max; j0 += LP_ATTN_KB) {
+    for (int32_t j0 = lo_min; j0 < n_max; j0 += LP_ATTN_KB) {
         const int32_t kb = n_max - j0 < LP_ATTN_KB ? n_max - j0 : LP_ATTN_KB;
         const int64_t *ob = off + j0; /* the block's key offsets */
         /* scores of the block */
@@ -196,8 +202,9 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
         }
         for (; j < kb; j++) score_micro(NV, 1, qt, R, k, ob, j, hd, pb);
 
-        /* causal mask (only where some row sees fewer keys) and block maximum */
-        const int masked = j0 + kb > n_min;
+        /* causal and window masks (only where some row sees fewer keys) and
+         * block maximum */
+        const int masked = j0 + kb > n_min || j0 < lo_max;
         V bm[NVMAX], alpha[NVMAX], sum[NVMAX];
         _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) bm[c] = v_set1(NEG);
         for (j = 0; j < kb; j++) {
@@ -206,6 +213,7 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
                 V s = v_load(pb + (int64_t)j * R + c * W);
                 if (masked) {
                     s = v_sel(m_gt(limv[c], jv), s, v_set1(NEG));
+                    s = v_sel(m_gt(lowv[c], jv), v_set1(NEG), s);
                     v_store(pb + (int64_t)j * R + c * W, s);
                 }
                 bm[c] = v_max(bm[c], s);
@@ -222,7 +230,10 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
             const V jv = v_set1((float)(j0 + j));
             _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) {
                 V p = v_exp(v_sub(v_load(pb + (int64_t)j * R + c * W), m[c]));
-                if (masked) p = v_sel(m_gt(limv[c], jv), p, v_zero());
+                if (masked) {
+                    p = v_sel(m_gt(limv[c], jv), p, v_zero());
+                    p = v_sel(m_gt(lowv[c], jv), v_zero(), p);
+                }
                 v_store(pb + (int64_t)j * R + c * W, p);
                 sum[c] = v_add(sum[c], p);
             }
@@ -241,12 +252,12 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
     store_out(out, nr, ot, R, lv, hd);
 }
 
-static void tile(int32_t nr, const float *const *q, float *const *out, const int32_t *n_keys,
-                 const float *k, const float *v, const int64_t *off, int32_t hd, float scale,
-                 float *scratch)
+static void tile(int32_t nr, const float *const *q, float *const *out, const int32_t *k_lo,
+                 const int32_t *n_keys, const float *k, const float *v, const int64_t *off,
+                 int32_t hd, float scale, float *scratch)
 {
-    if (nr <= W) tile_nv(1, nr, q, out, n_keys, k, v, off, hd, scale, scratch);
-    else tile_nv(2, nr, q, out, n_keys, k, v, off, hd, scale, scratch);
+    if (nr <= W) tile_nv(1, nr, q, out, k_lo, n_keys, k, v, off, hd, scale, scratch);
+    else tile_nv(2, nr, q, out, k_lo, n_keys, k, v, off, hd, scale, scratch);
 }
 
 const lp__attn_kern_t ATTN_SYM = {

@@ -1813,9 +1813,13 @@ const lp__kern_t KERN_SYM = {
     .swiglu_f32 = lp__swiglu_avx512,
     .add_rmsnorm_f32 = lp__add_rmsnorm_avx512,
     .rope_f32 = lp__rope_avx512,
+    .geglu_f32 = lp__geglu_avx512,
+    .softcap_f32 = lp__softcap_avx512,
 #else
     .swiglu_f32 = lp__swiglu_avx2,
     .add_rmsnorm_f32 = lp__add_rmsnorm_avx2,
     .rope_f32 = lp__rope_avx2,
+    .geglu_f32 = lp__geglu_avx2,
+    .softcap_f32 = lp__softcap_avx2,
 #endif
 };

@@ -120,6 +120,10 @@ typedef struct lp__kern {
                             float eps);
     void (*rope_f32)(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
                      const float *cs, const float *sn, bool neox);
+    /* lp_op_geglu with the table of lp_op_gelu_table(); may be NULL */
+    void (*geglu_f32)(float *out, const float *g, const float *u, int64_t n, const float *table);
+    /* x = tanh(x / cap) * cap; may be NULL */
+    void (*softcap_f32)(float *x, int64_t n, float cap);
 } lp__kern_t;
 
 /* The kernel set in use (matmul.c chooses it). */
@@ -143,6 +147,10 @@ void lp__rope_avx2(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, c
                    const float *sn, bool neox);
 void lp__rope_avx512(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,
                      const float *sn, bool neox);
+void lp__geglu_avx2(float *out, const float *g, const float *u, int64_t n, const float *table);
+void lp__geglu_avx512(float *out, const float *g, const float *u, int64_t n, const float *table);
+void lp__softcap_avx2(float *x, int64_t n, float cap);
+void lp__softcap_avx512(float *x, int64_t n, float cap);
 
 /* Scalar activation quantizers (the reference for the SIMD ones). */
 void lp__quant_q8a_scalar(const float *x, void *xq, int64_t n);

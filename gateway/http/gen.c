@@ -7,6 +7,7 @@
  * gets a 400 and not a 200 with an error inside the stream. */
 #include "gw.h"
 
+#include "chat-request.h"
 #include "error.h"
 
 #include <stdlib.h>
@@ -552,10 +553,12 @@ static const char *const own_fields[] = {
     "chat_template", NULL,
 };
 
-static bool is_own(const lp_json_t *it)
+static bool is_own(const lp_json_t *it, bool chat)
 {
     for (int i = 0; own_fields[i]; i++)
         if (strlen(own_fields[i]) == it->key_len && !memcmp(own_fields[i], it->key, it->key_len)) return true;
+    for (int i = 0; chat && lp_chat_request_fields[i]; i++)
+        if (!strcmp(lp_chat_request_fields[i], it->key)) return true;
     return false;
 }
 
@@ -641,51 +644,6 @@ bad:
     return -1;
 }
 
-/* messages -> ChatMessage list; content is a string or text parts. */
-static int read_messages(const lp_json_t *v, Lmpipe__ChatMessage **msgs, Lmpipe__ChatMessage ***ptrs,
-                         lp_sb_t **texts, size_t *n, char *why, size_t cap)
-{
-    if (!v || v->type != LP_JSON_ARRAY || v->n == 0)
-        return snprintf(why, cap, "messages: must be a non-empty list of messages"), -1;
-    *n = v->n;
-    *msgs = calloc(v->n, sizeof(**msgs));
-    *ptrs = calloc(v->n, sizeof(**ptrs));
-    *texts = calloc(v->n * 2, sizeof(**texts));
-    if (!*msgs || !*ptrs || !*texts) return snprintf(why, cap, "out of memory"), -1;
-    for (size_t i = 0; i < v->n; i++) {
-        const lp_json_t *m = &v->u.items[i], *role, *content;
-        lp_sb_t *rt = &(*texts)[2 * i], *ct = &(*texts)[2 * i + 1];
-        if (m->type != LP_JSON_OBJECT) return snprintf(why, cap, "messages[%zu]: must be an object", i), -1;
-        role = lp_json_get(m, "role");
-        if (!role || role->type != LP_JSON_STRING)
-            return snprintf(why, cap, "messages[%zu].role: must be a string", i), -1;
-        lp_sb_putn(rt, role->u.str, role->n);
-        content = lp_json_get(m, "content");
-        if (!content || content->type == LP_JSON_NULL) lp_sb_putn(ct, "", 0);
-        else if (content->type == LP_JSON_STRING) lp_sb_putn(ct, content->u.str, content->n);
-        else if (content->type == LP_JSON_ARRAY) {
-            lp_sb_putn(ct, "", 0);
-            for (size_t k = 0; k < content->n; k++) {
-                const lp_json_t *part = &content->u.items[k], *type, *text;
-                type = lp_json_get(part, "type");
-                text = lp_json_get(part, "text");
-                if (!type || type->type != LP_JSON_STRING || strcmp(type->u.str, "text") || !text ||
-                    text->type != LP_JSON_STRING)
-                    return snprintf(why, cap, "messages[%zu].content[%zu]: only {\"type\":\"text\",\"text\":...} "
-                                              "parts are supported", i, k), -1;
-                lp_sb_putn(ct, text->u.str, text->n);
-            }
-        } else
-            return snprintf(why, cap, "messages[%zu].content: must be a string or a list of text parts", i), -1;
-        if (rt->oom || ct->oom) return snprintf(why, cap, "out of memory"), -1;
-        lmpipe__chat_message__init(&(*msgs)[i]);
-        (*msgs)[i].role = rt->p;
-        (*msgs)[i].content = ct->p;
-        (*ptrs)[i] = &(*msgs)[i];
-    }
-    return 0;
-}
-
 static gen_call_t *call_new(lp_gw_conn_t *conn, int kind, int n_choices)
 {
     gen_call_t *g = calloc(1, sizeof(*g));
@@ -713,10 +671,14 @@ static gen_call_t *call_new(lp_gw_conn_t *conn, int kind, int n_choices)
 }
 
 /* Send every choice; on failure the call is answered and freed. */
-static void send_all(gen_call_t *g, Lmpipe__GenerateRequest *reqs)
+static void send_all(gen_call_t *g, const lp_gw_req_t *r, Lmpipe__GenerateRequest *reqs)
 {
+    char tenant[96];
+    lp_gw_tenant(g->conn, r, tenant, sizeof(tenant));
     lp_gw_conn_set_call(g->conn, &g->base);
     for (int i = 0; i < g->n_choices; i++) {
+        reqs[i].tenant.data = (uint8_t *)tenant;
+        reqs[i].tenant.len = strlen(tenant);
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         m.body_case = LMPIPE__MSG__BODY_GENERATE;
         m.generate = &reqs[i];
@@ -733,9 +695,7 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
     char why[512];
     prompt_t *prompts = NULL;
     size_t n_prompts = 1;
-    Lmpipe__ChatMessage *msgs = NULL, **mptrs = NULL;
-    lp_sb_t *mtexts = NULL;
-    size_t n_msgs = 0;
+    char *chat_json = NULL;
     Lmpipe__GenerateRequest *reqs = NULL;
     char **params = NULL;
     ProtobufCBinaryData *stops = NULL;
@@ -816,8 +776,8 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
     }
     if (chat) {
         if (lp_json_get(root, "prompt")) BAD("prompt", "prompt: chat takes messages, not prompt");
-        if (read_messages(lp_json_get(root, "messages"), &msgs, &mptrs, &mtexts, &n_msgs, why, sizeof(why)))
-            BAD("messages", "%s", why);
+        const char *param;
+        if (lp_chat_request_json(root, &chat_json, NULL, &param, why, sizeof(why))) BAD(param, "%s", why);
         if ((v = lp_json_get(root, "chat_template")) && v->type != LP_JSON_NULL) {
             if (v->type != LP_JSON_STRING) BAD("chat_template", "chat_template: must be a string");
             chat_template = v->u.str;
@@ -829,7 +789,7 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
     lp_sb_t base = {0};
     for (size_t i = 0; i < root->n; i++) {
         const lp_json_t *it = &root->u.items[i];
-        if (is_own(it)) continue;
+        if (is_own(it, chat)) continue;
         lp_sb_puts(&base, base.len ? "," : "{");
         lp_sb_json_str(&base, it->key, it->key_len);
         lp_sb_puts(&base, ":");
@@ -870,8 +830,7 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
         q->n_stop = n_stop;
         g->ch[i].prompt_idx = pi;
         if (chat) {
-            q->messages = mptrs;
-            q->n_messages = n_msgs;
+            q->chat_json = chat_json;
             if (chat_template) q->chat_template = (char *)chat_template;
         } else if (prompts[pi].ids) {
             q->prompt_ids = prompts[pi].ids;
@@ -886,7 +845,7 @@ void lp_gw_openai_completions(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp
         }
     }
     lp_sb_free(&base);
-    send_all(g, reqs);
+    send_all(g, r, reqs);
 out:
     if (params)
         for (int i = 0; i < n_total; i++) free(params[i]);
@@ -896,11 +855,7 @@ out:
     if (prompts)
         for (size_t i = 0; i < n_prompts; i++) free(prompts[i].ids);
     free(prompts);
-    if (mtexts)
-        for (size_t i = 0; i < 2 * n_msgs; i++) lp_sb_free(&mtexts[i]);
-    free(mtexts);
-    free(msgs);
-    free(mptrs);
+    free(chat_json);
 }
 
 void lp_gw_llama_completion(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root)
@@ -955,7 +910,7 @@ void lp_gw_llama_completion(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_j
         call_free(g);
         goto out;
     }
-    send_all(g, &q);
+    send_all(g, r, &q);
     free(body);
 out:
     if (prompts)

@@ -40,6 +40,7 @@ typedef struct lp_gw_opts {
     const char *curve_key;  /* --curve-key: this host's BASE.key; NULL: no CURVE */
     const char *server_key; /* --server-key: the coordinator's public key (KEY value) */
     const char *listen;          /* HOST:PORT */
+    int listen_fd;               /* > 0: a listening socket to take (lmpipe up's), for `listen` */
     const char *api_keys[LP_GW_MAX_KEYS];
     int n_api_keys;
     const char *admin_keys[LP_GW_MAX_KEYS];
@@ -47,7 +48,10 @@ typedef struct lp_gw_opts {
     const char *model_name;      /* NULL: the coordinator's */
     size_t max_body;
     int max_connections;
-    int header_timeout_ms, idle_timeout_ms;
+    int max_per_address;         /* connections from one peer address */
+    int header_timeout_ms;       /* the whole request line and headers */
+    int body_timeout_ms;         /* the whole body, from the end of the headers */
+    int idle_timeout_ms;
     bool metrics_auth;
 } lp_gw_opts_t;
 
@@ -77,18 +81,31 @@ typedef struct lp_gw_req {
     int method;                  /* llhttp_method_t */
     const char *path;            /* without the query */
     const char *query;           /* after '?', or "" */
-    const char *body;
+    const char *body;            /* NULL while only the headers are in */
     size_t body_len;
     const char *auth;            /* the Authorization header, or NULL */
+    const char *peer;            /* the client's address ("" for a socketpair) */
+    bool health_only;            /* a reserved connection: /health and /metrics only */
 } lp_gw_req_t;
 
-#define LP_GW_N_CODES 10
+/* Limits that are not flags (docs/SECURITY.md). */
+#define LP_GW_MAX_URL 8192          /* longer: 414 */
+#define LP_GW_MAX_HEADERS 100       /* more header lines: 431 */
+#define LP_GW_MAX_HEADER_BYTES 32768 /* request line and headers together: 431 */
+#define LP_GW_HEALTH_RESERVE 8      /* connections past --max-connections for /health and /metrics */
+
+/* Responses counted by status (http_requests_total); others count as 500. */
+#define LP_GW_N_CODES 14
+extern const int lp_gw_codes[LP_GW_N_CODES];
 struct lp_gw {
     uv_loop_t *loop;
     lp_gw_opts_t o;
     uv_tcp_t server;
-    lp_gw_conn_t *conns;  /* open connections */
-    int n_conns;
+    lp_gw_conn_t *conns;  /* open connections, newest first */
+    int n_conns;          /* counted against --max-connections */
+    int n_reserve;        /* open on the health reserve */
+    uint64_t n_evicted;   /* connections closed to make room (still in their headers, or idle) */
+    uint64_t n_refused;   /* connections refused: no room, or over the per-address cap */
     uint64_t n_http[LP_GW_N_CODES];  /* responses by status, see lp_gw_code_slot */
     /* the coordinator link */
     void *zctx, *sock;
@@ -146,6 +163,8 @@ void lp_gw_conn_chunk(lp_gw_conn_t *c, const void *data, size_t len);
 void lp_gw_conn_end(lp_gw_conn_t *c);
 void lp_gw_conn_set_call(lp_gw_conn_t *c, lp_gw_call_t *call);
 lp_gw_t *lp_gw_conn_gw(lp_gw_conn_t *c);
+/* The client's address as text ("" for a socketpair); borrowed, lives with c. */
+const char *lp_gw_conn_peer(const lp_gw_conn_t *c);
 /* A whole response with a body. */
 void lp_gw_respond(lp_gw_conn_t *c, int status, const char *ctype, const char *body, size_t len,
                    const char *extra);
@@ -155,6 +174,12 @@ int lp__gw_conn_adopt(lp_gw_t *gw, int fd);
 
 /* ---- routes (router.c) ---- */
 void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r);
+/* The checks that need no body (endpoint, method, keys), as soon as the
+ * headers are in: 0 when the body may be read, else answered. */
+int lp_gw_route_head(lp_gw_conn_t *c, const lp_gw_req_t *r);
+/* Who a request counts against in the coordinator's queue (docs/HTTP.md):
+ * its API key's index, or its address on a gateway without keys. */
+void lp_gw_tenant(lp_gw_conn_t *c, const lp_gw_req_t *r, char *out, size_t cap);
 /* OpenAI's error JSON. */
 void lp_gw_error(lp_gw_conn_t *c, int status, const char *type, const char *param, const char *code,
                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));

@@ -14,7 +14,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: lmpipe-http --coordinator EP [--listen HOST:PORT] [--api-key KEY]...\n"
             "                   [--admin-key KEY]... [--model-name NAME] [--max-body BYTES]\n"
-            "                   [--max-connections N] [--header-timeout-ms MS] [--idle-timeout-ms MS]\n"
+            "                   [--max-connections N] [--max-connections-per-address N]\n"
+            "                   [--header-timeout-ms MS] [--body-timeout-ms MS] [--idle-timeout-ms MS]\n"
             "                   [--metrics-auth] [--curve-key F.key --server-key KEY]\n"
             "OpenAI- and llama.cpp-compatible HTTP in front of an lmpipe coordinator.\n"
             "API keys also come from LMPIPE_API_KEY.  No TLS: terminate it in front.\n"
@@ -25,13 +26,19 @@ int main(int argc, char **argv)
 {
     lp_log_init("lmpipe-http");
     lp_gw_opts_t o = {.listen = "127.0.0.1:8080", .max_body = 1u << 20, .max_connections = 256,
-                      .header_timeout_ms = 10000, .idle_timeout_ms = 60000};
+                      .max_per_address = -1, .header_timeout_ms = 10000, .body_timeout_ms = 30000,
+                      .idle_timeout_ms = 60000};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
         long long x;
         if (!strcmp(a, "--coordinator") && has) o.coordinator = argv[++i];
         else if (!strcmp(a, "--listen") && has) o.listen = argv[++i];
+        else if (!strcmp(a, "--listen-fd") && has) {
+            /* lmpipe up's socket, already listening on --listen's address */
+            if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 3, 1 << 20, &x)) return 2;
+            o.listen_fd = (int)x;
+        }
         else if (!strcmp(a, "--curve-key") && has) o.curve_key = argv[++i];
         else if (!strcmp(a, "--server-key") && has) o.server_key = argv[++i];
         else if ((!strcmp(a, "--api-key") || !strcmp(a, "--admin-key")) && has) {
@@ -49,6 +56,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--max-connections") && has) {
             if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 100000, &x)) return 2;
             o.max_connections = (int)x;
+        } else if (!strcmp(a, "--max-connections-per-address") && has) {
+            if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 100000, &x)) return 2;
+            o.max_per_address = (int)x;
+        } else if (!strcmp(a, "--body-timeout-ms") && has) {
+            if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 3600000, &x)) return 2;
+            o.body_timeout_ms = (int)x;
         } else if (!strcmp(a, "--header-timeout-ms") && has) {
             if (lp_edge_int_arg("lmpipe-http", a, argv[++i], 1, 3600000, &x)) return 2;
             o.header_timeout_ms = (int)x;
@@ -69,6 +82,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "lmpipe-http: --coordinator EP is required\n");
         usage(stderr);
         return 2;
+    }
+    /* by default one address may hold a quarter of the connections, or 32 */
+    if (o.max_per_address < 0) {
+        int q = o.max_connections / 4, m = o.max_connections < 32 ? o.max_connections : 32;
+        o.max_per_address = q > m ? q : m;
     }
     const char *env = getenv("LMPIPE_API_KEY");
     if (env && env[0] && o.n_api_keys < LP_GW_MAX_KEYS) o.api_keys[o.n_api_keys++] = env;

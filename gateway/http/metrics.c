@@ -178,6 +178,10 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
     sample(&b, gw, "kv_cache_blocks_total", NULL, NULL, s->kv_blocks_total);
     meta(&b, "kv_cache_blocks_cached", "gauge", "Unreferenced KV blocks kept for their prefix (evictable).");
     sample(&b, gw, "kv_cache_blocks_cached", NULL, NULL, s->kv_blocks_cached);
+    meta(&b, "kv_cache_swa_blocks_used", "gauge", "Sliding-window layers' KV blocks held by running requests.");
+    sample(&b, gw, "kv_cache_swa_blocks_used", NULL, NULL, s->kv_swa_blocks_used);
+    meta(&b, "kv_cache_swa_blocks_total", "gauge", "KV blocks in the sliding-window layers' pools (0: none).");
+    sample(&b, gw, "kv_cache_swa_blocks_total", NULL, NULL, s->kv_swa_blocks_total);
     meta(&b, "num_preemptions_total", "counter", "Requests preempted for KV blocks and recomputed later.");
     sample(&b, gw, "num_preemptions_total", NULL, NULL, (double)s->kv_preemptions);
     meta(&b, "sampler_strategy_version", "gauge", "The sampler's strategy version, as last seen.");
@@ -193,15 +197,30 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
     meta(&b, "requests_redriven_total", "counter", "Requests prefilled again from prompt and tokens so far "
          "after a stage died.");
     sample(&b, gw, "requests_redriven_total", NULL, NULL, (double)s->requests_redriven);
+    meta(&b, "requests_poisoned_total", "counter", "Requests failed for having been in flight each of the "
+         "last 2 times a stage died (\"crashed the sampler twice\"), not re-driven again.");
+    sample(&b, gw, "requests_poisoned_total", NULL, NULL, (double)s->requests_poisoned);
+    meta(&b, "sampler_plugin_fallbacks_total", "counter", "Times a sampler started on the last strategy "
+         "without a plugin that it had died or hung in.");
+    sample(&b, gw, "sampler_plugin_fallbacks_total", NULL, NULL, (double)s->sampler_plugin_fallbacks);
     groups(&b, gw, s);
     meta(&b, "http_requests_total", "counter", "HTTP responses of this gateway, by status code.");
-    static const char *const codes[LP_GW_N_CODES] = {"200", "400", "401", "403", "404", "405", "413", "429", "500", "503"};
     /* This response counts too: it is 200 unless it fails to build. */
     gw->n_http[0]++;
-    for (int i = 0; i < LP_GW_N_CODES; i++) sample(&b, gw, "http_requests_total", "code", codes[i], (double)gw->n_http[i]);
+    for (int i = 0; i < LP_GW_N_CODES; i++) {
+        char code[8];
+        snprintf(code, sizeof(code), "%d", lp_gw_codes[i]);
+        sample(&b, gw, "http_requests_total", "code", code, (double)gw->n_http[i]);
+    }
     gw->n_http[0]--;
-    meta(&b, "http_connections", "gauge", "Open HTTP connections of this gateway.");
-    sample(&b, gw, "http_connections", NULL, NULL, gw->n_conns);
+    meta(&b, "http_connections", "gauge", "Open HTTP connections of this gateway (the health reserve's too).");
+    sample(&b, gw, "http_connections", NULL, NULL, gw->n_conns + gw->n_reserve);
+    meta(&b, "http_connections_evicted_total", "counter", "Connections closed to make room for a new one: "
+         "still in their headers, or idle between requests, when --max-connections were open.");
+    sample(&b, gw, "http_connections_evicted_total", NULL, NULL, (double)gw->n_evicted);
+    meta(&b, "http_connections_refused_total", "counter", "Connections turned away with 503: over "
+         "--max-connections-per-address, or no room even on the health reserve.");
+    sample(&b, gw, "http_connections_refused_total", NULL, NULL, (double)gw->n_refused);
     if (b.oom) lp_gw_error(conn, 500, "server_error", NULL, NULL, "out of memory");
     else lp_gw_respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len, NULL);
     lp_sb_free(&b);

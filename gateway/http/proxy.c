@@ -3,6 +3,8 @@
  * tokenizer-svc or the sampler, and one reply. */
 #include "gw.h"
 
+#include "chat-request.h"
+
 #include "error.h"
 #include "gguf.h"
 
@@ -116,7 +118,7 @@ void lp_gw_proxy(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root
     Lmpipe__DetokenizeRequest dq = LMPIPE__DETOKENIZE_REQUEST__INIT;
     Lmpipe__ChatTemplateRequest cq = LMPIPE__CHAT_TEMPLATE_REQUEST__INIT;
     Lmpipe__SamplerControl sc = LMPIPE__SAMPLER_CONTROL__INIT;
-    Lmpipe__ChatMessage *msgs = NULL, **mptrs = NULL;
+    char *chat_json = NULL;
     int32_t *ids = NULL;
     char *ctl = NULL;
     const lp_json_t *v;
@@ -168,22 +170,14 @@ void lp_gw_proxy(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root
         m.detokenize = &dq;
     } else if (!strcmp(what, "apply-template")) {
         p->kind = P_TEMPLATE;
-        v = lp_json_get(root, "messages");
-        if (!v || v->type != LP_JSON_ARRAY || !v->n) BAD("messages", "messages: must be a non-empty list");
-        msgs = calloc(v->n, sizeof(*msgs));
-        mptrs = calloc(v->n, sizeof(*mptrs));
-        if (!msgs || !mptrs) BAD(NULL, "out of memory");
-        for (size_t i = 0; i < v->n; i++) {
-            const lp_json_t *role = lp_json_get(&v->u.items[i], "role"), *content = lp_json_get(&v->u.items[i], "content");
-            if (!role || role->type != LP_JSON_STRING || !content || content->type != LP_JSON_STRING)
-                BAD("messages", "messages[%zu]: needs string role and content", i);
-            lmpipe__chat_message__init(&msgs[i]);
-            msgs[i].role = (char *)role->u.str;
-            msgs[i].content = (char *)content->u.str;
-            mptrs[i] = &msgs[i];
+        char why[512];
+        const char *param;
+        if (lp_chat_request_json(root, &chat_json, NULL, &param, why, sizeof(why))) BAD(param, "%s", why);
+        cq.chat_json = chat_json;
+        if ((v = lp_json_get(root, "chat_template")) && v->type != LP_JSON_NULL) {
+            if (v->type != LP_JSON_STRING) BAD("chat_template", "chat_template: must be a string");
+            cq.template_ = (char *)v->u.str;
         }
-        cq.messages = mptrs;
-        cq.n_messages = v->n;
         cq.add_assistant = true;
         m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE;
         m.chat_template = &cq;
@@ -210,7 +204,6 @@ void lp_gw_proxy(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *root
 out:
     free(p);
     free(ids);
-    free(msgs);
-    free(mptrs);
+    free(chat_json);
     free(ctl);
 }

@@ -153,44 +153,76 @@ static void models(lp_gw_conn_t *c)
     lp_sb_free(&b);
 }
 
+/* The methods a route takes.  HEAD goes wherever GET does (RFC 9110). */
+enum { M_GET = 1, M_POST = 2 };
+
 typedef struct route {
     const char *path;
-    unsigned methods;   /* bit 1<<HTTP_GET, 1<<HTTP_POST */
+    unsigned methods;   /* M_GET, M_POST */
     const char *allow;  /* the Allow header's value */
     int kind;
+    bool admin;         /* every method but GET and HEAD needs an admin key */
 } route_t;
 
 enum { R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_COMPL, R_CHAT, R_LLAMA, R_TOKENIZE, R_DETOKENIZE,
        R_TEMPLATE, R_SAMPLER };
 
-#define GET (1u << HTTP_GET)
-#define POST (1u << HTTP_POST)
 static const route_t routes[] = {
-    {"/", GET, "GET", R_PAGE},
-    {"/health", GET, "GET", R_HEALTH},
-    {"/metrics", GET, "GET", R_METRICS},
-    {"/v1/models", GET, "GET", R_MODELS},
-    {"/models", GET, "GET", R_MODELS},
-    {"/v1/completions", POST, "POST", R_COMPL},
-    {"/v1/chat/completions", POST, "POST", R_CHAT},
-    {"/completion", POST, "POST", R_LLAMA},
-    {"/tokenize", POST, "POST", R_TOKENIZE},
-    {"/detokenize", POST, "POST", R_DETOKENIZE},
-    {"/apply-template", POST, "POST", R_TEMPLATE},
-    {"/sampler", GET | POST, "GET, POST", R_SAMPLER},
+    {"/", M_GET, "GET, HEAD", R_PAGE, false},
+    {"/health", M_GET, "GET, HEAD", R_HEALTH, false},
+    {"/metrics", M_GET, "GET, HEAD", R_METRICS, false},
+    {"/v1/models", M_GET, "GET, HEAD", R_MODELS, false},
+    {"/models", M_GET, "GET, HEAD", R_MODELS, false},
+    {"/v1/completions", M_POST, "POST", R_COMPL, false},
+    {"/v1/chat/completions", M_POST, "POST", R_CHAT, false},
+    {"/completion", M_POST, "POST", R_LLAMA, false},
+    {"/tokenize", M_POST, "POST", R_TOKENIZE, false},
+    {"/detokenize", M_POST, "POST", R_DETOKENIZE, false},
+    {"/apply-template", M_POST, "POST", R_TEMPLATE, false},
+    {"/sampler", M_GET | M_POST, "GET, HEAD, POST", R_SAMPLER, true},
 };
 
-void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r)
+/* A method as the route table knows it: compared by value, never used as a
+ * shift count (llhttp numbers methods past 31: HTTP_SOURCE is 33). */
+static unsigned method_bit(int method)
+{
+    switch (method) {
+    case HTTP_GET:
+    case HTTP_HEAD: return M_GET;
+    case HTTP_POST: return M_POST;
+    default: return 0;
+    }
+}
+
+static const route_t *find_route(const char *path)
+{
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (!strcmp(path, routes[i].path)) return &routes[i];
+    return NULL;
+}
+
+/* What every request goes through, with or without its body: the
+ * endpoint, the reserve, the method and the keys.  The route when the
+ * request may go on; NULL when answered. */
+static const route_t *admit(lp_gw_conn_t *c, const lp_gw_req_t *r)
 {
     lp_gw_t *gw = lp_gw_conn_gw(c);
-    const route_t *rt = NULL;
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-        if (!strcmp(r->path, routes[i].path)) rt = &routes[i];
+    const route_t *rt = find_route(r->path);
+    if (r->health_only && (!rt || (rt->kind != R_HEALTH && rt->kind != R_METRICS))) {
+        lp_gw_error(c, 503, "server_error", NULL, "too_many_connections",
+                    "too many connections (--max-connections %d): this one answers /health and /metrics only",
+                    gw->o.max_connections);
+        return NULL;
+    }
     if (!rt) {
         lp_gw_error(c, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s", r->path);
-        return;
+        return NULL;
     }
-    if (!(rt->methods & (1u << r->method))) {
+    bool read_only = r->method == HTTP_GET || r->method == HTTP_HEAD;
+    /* On an admin path, anything but a read needs the admin key before the
+     * method is even looked at: no method can slip past as a read. */
+    if (rt->admin && !read_only && check_admin(c, r)) return NULL;
+    if (!(rt->methods & method_bit(r->method))) {
         char allow[64];
         snprintf(allow, sizeof(allow), "Allow: %s\r\n", rt->allow);
         char msg[1024];
@@ -202,32 +234,57 @@ void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r)
         lp_sb_puts(&b, ",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"method_not_allowed\"}}\n");
         lp_gw_respond(c, 405, "application/json", b.p, b.len, allow);
         lp_sb_free(&b);
-        return;
+        return NULL;
     }
+    if (rt->kind == R_PAGE || ((rt->kind == R_HEALTH || rt->kind == R_METRICS) && !gw->o.metrics_auth))
+        return rt;
+    if (!(rt->admin && !read_only) && check_key(c, r)) return NULL;
+    return rt;
+}
+
+int lp_gw_route_head(lp_gw_conn_t *c, const lp_gw_req_t *r) { return admit(c, r) ? 0 : -1; }
+
+void lp_gw_tenant(lp_gw_conn_t *c, const lp_gw_req_t *r, char *out, size_t cap)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    const char *k = bearer(r);
+    if (k)
+        for (int a = 0; a < 2; a++) {
+            const char *const *keys = a ? gw->o.admin_keys : gw->o.api_keys;
+            int n = a ? gw->o.n_admin_keys : gw->o.n_api_keys;
+            for (int i = 0; i < n; i++)
+                if (key_eq(k, keys[i])) {
+                    snprintf(out, cap, "http:%s%d", a ? "admin-key:" : "key:", i);
+                    return;
+                }
+        }
+    /* a gateway without keys: each address is a client */
+    snprintf(out, cap, "http:addr:%s", r->peer ? r->peer : "");
+}
+
+void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r)
+{
+    const route_t *rt = admit(c, r);
+    if (!rt) return;
+    bool read_only = r->method == HTTP_GET || r->method == HTTP_HEAD;
     switch (rt->kind) {
     case R_PAGE:
         lp_gw_respond(c, 200, "text/html; charset=utf-8", (const char *)lp_gw_page, lp_gw_page_len, NULL);
         return;
     case R_HEALTH:
-        if (gw->o.metrics_auth && check_key(c, r)) return;
         health(c);
         return;
     case R_METRICS:
-        if (gw->o.metrics_auth && check_key(c, r)) return;
         if (ready_or_503(c)) lp_gw_metrics(c);
         return;
     default: break;
     }
-    if (rt->kind == R_SAMPLER && r->method == HTTP_POST) {
-        if (check_admin(c, r)) return;
-    } else if (check_key(c, r))
-        return;
     if (!ready_or_503(c)) return;
     if (rt->kind == R_MODELS) {
         models(c);
         return;
     }
-    if (rt->kind == R_SAMPLER && r->method == HTTP_GET) {
+    if (rt->kind == R_SAMPLER && read_only) {
         lp_gw_proxy(c, r, NULL, "sampler");
         return;
     }

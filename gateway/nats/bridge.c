@@ -288,6 +288,17 @@ static void on_job_msg(lp_gw_op_t *op, const Lmpipe__Msg *m)
 
 /* ---- requests ---- */
 
+/* The bridge's own subject that matches a requested reply subject, or
+ * NULL: events published there would be read back by the bridge as
+ * requests (its stream's subjects) or as control (its control subject). */
+static const char *own_subject(const lp_nb_t *nb, const char *reply)
+{
+    const char *own[] = {nb->o.subjects, nb->o.control_subject, nb->deliver};
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        if (own[i] && own[i][0] && lp__nb_subject_match(own[i], reply)) return own[i];
+    return NULL;
+}
+
 static void on_request(lp_nb_t *nb, natsMsg *msg)
 {
     const char *ack_subj = natsMsg_GetReply(msg);
@@ -362,10 +373,11 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
         lp_json_doc_destroy(&doc);
         return;
     }
-    if (!j->reply || !lp__nb_reply_ok(j->reply)) {
-        LP_WARN("request %s: %s%s: terminated", j->id,
+    const char *own = j->reply ? own_subject(nb, j->reply) : NULL;
+    if (!j->reply || !lp__nb_reply_ok(j->reply) || own) {
+        LP_WARN("request %s: %s%s%s%s: terminated", j->id,
                 j->reply ? "not a subject the bridge answers on: " : "no Lmpipe-Reply-To header or reply_to field",
-                j->reply ? j->reply : "");
+                j->reply ? j->reply : "", own ? ", which the bridge's own subject matches: " : "", own ? own : "");
         job_end(j, "+TERM");
         lp_json_doc_destroy(&doc);
         return;
@@ -374,12 +386,19 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
     char *params = NULL;
     int32_t *ids = NULL;
     ProtobufCBinaryData *stops = NULL;
-    Lmpipe__ChatMessage *msgs = NULL, **mptrs = NULL;
-    if (root && lp__nb_read_request(root, &q, &params, &ids, &stops, &msgs, &mptrs, why, sizeof(why)) != 0) root = NULL;
+    char *chat_json = NULL;
+    if (root && lp__nb_read_request(root, &q, &params, &ids, &stops, &chat_json, why, sizeof(why)) != 0) root = NULL;
     if (!root) {
         publish_error(nb, j->reply, j->id, 0, "invalid_request", why);
         job_end(j, "+TERM");
     } else {
+        /* Each request subject is a client of its own at the coordinator:
+         * give each user publish permission on its own subject
+         * (lmpipe.req.USER) and users get fair shares (docs/NATS.md). */
+        char tenant[300];
+        snprintf(tenant, sizeof(tenant), "nats:%s", natsMsg_GetSubject(msg));
+        q.tenant.data = (uint8_t *)tenant;
+        q.tenant.len = strlen(tenant);
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         m.body_case = LMPIPE__MSG__BODY_GENERATE;
         m.generate = &q;
@@ -391,8 +410,7 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
     free(params);
     free(ids);
     free(stops);
-    free(msgs);
-    free(mptrs);
+    free(chat_json);
     lp_json_doc_destroy(&doc);
 }
 

@@ -4,6 +4,7 @@
 #include "request.h"
 
 #include "bridge.h"
+#include "chat-request.h"
 #include "gw.h"
 
 #include <stdlib.h>
@@ -27,21 +28,35 @@ bool lp__nb_reply_ok(const char *s)
     return true;
 }
 
+bool lp__nb_subject_match(const char *pattern, const char *subj)
+{
+    const char *p = pattern, *s = subj;
+    for (;;) {
+        size_t pl = strcspn(p, "."), sl = strcspn(s, ".");
+        if (pl == 1 && p[0] == '>' && !p[1]) return sl > 0 || s[0] == '.';
+        if (!(pl == 1 && p[0] == '*') && (pl != sl || memcmp(p, s, pl))) return false;
+        if (!p[pl] || !s[sl]) return !p[pl] && !s[sl];
+        p += pl + 1;
+        s += sl + 1;
+    }
+}
+
 static const char *const own_fields[] = {
     "v", "id", "reply_to", "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "n", "stream",
     "stream_options", "logprobs", "top_logprobs", "user", "chat_template", "echo", "stop", NULL,
 };
 
-static bool is_own(const lp_json_t *it)
+static bool is_own(const lp_json_t *it, bool chat)
 {
     for (int i = 0; own_fields[i]; i++)
         if (strlen(own_fields[i]) == it->key_len && !memcmp(own_fields[i], it->key, it->key_len)) return true;
+    for (int i = 0; chat && lp_chat_request_fields[i]; i++)
+        if (!strcmp(lp_chat_request_fields[i], it->key)) return true;
     return false;
 }
 
 int lp__nb_read_request(const lp_json_t *root, Lmpipe__GenerateRequest *q, char **params, int32_t **ids,
-                        ProtobufCBinaryData **stops, Lmpipe__ChatMessage **msgs, Lmpipe__ChatMessage ***mptrs,
-                        char *why, size_t cap)
+                        ProtobufCBinaryData **stops, char **chat_json, char *why, size_t cap)
 {
     const lp_json_t *v;
     int64_t x;
@@ -77,24 +92,12 @@ int lp__nb_read_request(const lp_json_t *root, Lmpipe__GenerateRequest *q, char 
         q->stop = *stops;
         q->n_stop = n;
     }
-    if ((v = lp_json_get(root, "messages"))) {
+    bool chat = lp_json_get(root, "messages") != NULL;
+    if (chat) {
         if (lp_json_get(root, "prompt")) return snprintf(why, cap, "prompt: give messages or prompt, not both"), -1;
-        if (v->type != LP_JSON_ARRAY || !v->n) return snprintf(why, cap, "messages: must be a non-empty list"), -1;
-        *msgs = calloc(v->n, sizeof(**msgs));
-        *mptrs = calloc(v->n, sizeof(**mptrs));
-        if (!*msgs || !*mptrs) return snprintf(why, cap, "out of memory"), -1;
-        for (size_t i = 0; i < v->n; i++) {
-            const lp_json_t *role = lp_json_get(&v->u.items[i], "role"),
-                            *content = lp_json_get(&v->u.items[i], "content");
-            if (!role || role->type != LP_JSON_STRING || !content || content->type != LP_JSON_STRING)
-                return snprintf(why, cap, "messages[%zu]: needs string role and content", i), -1;
-            lmpipe__chat_message__init(&(*msgs)[i]);
-            (*msgs)[i].role = (char *)role->u.str;
-            (*msgs)[i].content = (char *)content->u.str;
-            (*mptrs)[i] = &(*msgs)[i];
-        }
-        q->messages = *mptrs;
-        q->n_messages = v->n;
+        const char *param;
+        if (lp_chat_request_json(root, chat_json, NULL, &param, why, cap)) return -1;
+        q->chat_json = *chat_json;
         if ((v = lp_json_get(root, "chat_template")) && v->type != LP_JSON_NULL) {
             if (v->type != LP_JSON_STRING) return snprintf(why, cap, "chat_template: must be a string"), -1;
             q->chat_template = (char *)v->u.str;
@@ -122,7 +125,7 @@ int lp__nb_read_request(const lp_json_t *root, Lmpipe__GenerateRequest *q, char 
     lp_sb_puts(&b, "{");
     for (size_t i = 0; i < root->n; i++) {
         const lp_json_t *it = &root->u.items[i];
-        if (is_own(it)) continue;
+        if (is_own(it, chat)) continue;
         if (b.len > 1) lp_sb_puts(&b, ",");
         lp_sb_json_str(&b, it->key, it->key_len);
         lp_sb_puts(&b, ":");

@@ -23,12 +23,16 @@ uint64_t lp__nb_ack_sseq(const char *ack_subj);
  * bridge's permissions. */
 bool lp__nb_reply_ok(const char *s);
 
+/* Whether NATS subject `subj` (no wildcards) is matched by `pattern`, whose
+ * tokens may be `*` (one token) and a last `>` (one or more). */
+bool lp__nb_subject_match(const char *pattern, const char *subj);
+
 /* The request body as a GenerateRequest; on a bad field returns -1 with
  * `why` naming it.  Strings in *q point into the document (borrowed, valid
- * until it is destroyed); *params, *ids, *stops, *msgs and *mptrs are the
- * caller's to free, also after a failure. */
+ * until it is destroyed); *params, *ids, *stops and *chat_json (a chat's
+ * conversation, lib/chat-request.h) are the caller's to free, also after a
+ * failure. */
 int lp__nb_read_request(const lp_json_t *root, Lmpipe__GenerateRequest *q, char **params, int32_t **ids,
-                        ProtobufCBinaryData **stops, Lmpipe__ChatMessage **msgs, Lmpipe__ChatMessage ***mptrs,
-                        char *why, size_t cap);
+                        ProtobufCBinaryData **stops, char **chat_json, char *why, size_t cap);
 
 #endif

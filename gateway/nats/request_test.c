@@ -16,7 +16,7 @@ typedef struct parsed {
     char *params;
     int32_t *ids;
     ProtobufCBinaryData *stops;
-    Lmpipe__ChatMessage *msgs, **mptrs;
+    char *chat_json;
     char why[512];
     int rc;
 } parsed_t;
@@ -29,7 +29,7 @@ static void parse(parsed_t *p, const char *body)
         p->rc = -2;
         return;
     }
-    p->rc = lp__nb_read_request(lp_json_root(p->doc), &p->q, &p->params, &p->ids, &p->stops, &p->msgs, &p->mptrs,
+    p->rc = lp__nb_read_request(lp_json_root(p->doc), &p->q, &p->params, &p->ids, &p->stops, &p->chat_json,
                                 p->why, sizeof(p->why));
 }
 
@@ -38,8 +38,7 @@ static void done(parsed_t *p)
     free(p->params);
     free(p->ids);
     free(p->stops);
-    free(p->msgs);
-    free(p->mptrs);
+    free(p->chat_json);
     lp_json_doc_destroy(&p->doc);
 }
 
@@ -63,9 +62,23 @@ int main(void)
     parse(&p, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_completion_tokens\":4,"
               "\"chat_template\":\"chatml\",\"logprobs\":true}");
     CHECK(p.rc == 0, "%s", p.why);
-    CHECK(p.q.n_messages == 1 && !strcmp(p.q.messages[0]->role, "user") && !strcmp(p.q.messages[0]->content, "Hi"));
+    CHECK(p.q.chat_json && !strcmp(p.q.chat_json, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}"),
+          "%s", p.q.chat_json);
     CHECK(p.q.n_predict == 4 && !strcmp(p.q.chat_template, "chatml"));
     CHECK(p.params && !strcmp(p.params, "{\"n_probs\":1}"), "%s", p.params);
+    done(&p);
+
+    /* tools, a tool call with content null, a tool result, template kwargs */
+    parse(&p, "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"},{\"role\":\"assistant\",\"content\":null,"
+              "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"add\",\"arguments\":"
+              "\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"4\"}],\"tools\":[{\"type\":"
+              "\"function\",\"function\":{\"name\":\"add\"}}],\"tool_choice\":\"auto\",\"chat_template_kwargs\":"
+              "{\"enable_thinking\":false},\"temperature\":0}");
+    CHECK(p.rc == 0, "%s", p.why);
+    CHECK(p.q.chat_json && strstr(p.q.chat_json, "\"tool_calls\":[") && strstr(p.q.chat_json, "\"tools\":[") &&
+              strstr(p.q.chat_json, "\"chat_template_kwargs\":{\"enable_thinking\":false}"),
+          "%s", p.q.chat_json);
+    CHECK(p.params && !strcmp(p.params, "{\"temperature\":0}"), "%s", p.params);
     done(&p);
 
     /* refusals, each naming its field */
@@ -85,7 +98,12 @@ int main(void)
          "stop:"},
         {"{\"prompt\":\"x\",\"messages\":[]}", "prompt:"},
         {"{\"messages\":[]}", "messages:"},
-        {"{\"messages\":[{\"role\":\"user\"}]}", "messages[0]:"},
+        {"{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"colour\":1}]}", "messages[0].colour:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content[0]:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"x\"}]}", "tools[0].type:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "tool_choice:"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":[]}", "chat_template_kwargs:"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template\":3}", "chat_template:"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -101,6 +119,15 @@ int main(void)
 
     /* event subjects */
     CHECK(lp__nb_reply_ok("lmpipe.evt.r1") && lp__nb_reply_ok("_INBOX.x.y"));
+    /* subject matching, for the bridge's own subjects */
+    CHECK(lp__nb_subject_match("lmpipe.req.>", "lmpipe.req.x") && lp__nb_subject_match("lmpipe.req.>", "lmpipe.req.a.b"));
+    CHECK(!lp__nb_subject_match("lmpipe.req.>", "lmpipe.req") && !lp__nb_subject_match("lmpipe.req.>", "lmpipe.reqx.a"));
+    CHECK(lp__nb_subject_match("lmpipe.control.sampler", "lmpipe.control.sampler"));
+    CHECK(!lp__nb_subject_match("lmpipe.control.sampler", "lmpipe.control.sampler.x"));
+    CHECK(!lp__nb_subject_match("lmpipe.control.sampler", "lmpipe.control"));
+    CHECK(lp__nb_subject_match("a.*.c", "a.b.c") && !lp__nb_subject_match("a.*.c", "a.b.d") &&
+          !lp__nb_subject_match("a.*.c", "a.c") && lp__nb_subject_match("*.>", "x.y"));
+    CHECK(lp__nb_subject_match(">", "x") && !lp__nb_subject_match("a.*", "a.b.c") && !lp__nb_subject_match("a", "ab"));
     const char *refused[] = {"", "$JS.API.STREAM.DELETE.LMPIPE_REQ", "$SYS.REQ.SERVER.PING", "_lmpipe.deliver.x",
                              "a.*", "a.>", "a b", "a..b", ".a", "a.", "a\tb"};
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)

@@ -14,9 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A raw-BPE symbol whose character is no string of the vocabulary: no
+ * merge names it. */
+#define NO_SID UINT32_MAX
+
 typedef struct sym {
     int32_t prev, next;
-    uint32_t sid;
+    uint32_t sid;          /* NO_SID: a character the vocabulary lacks */
+    uint32_t off;          /* byte offset in the word */
     uint32_t n;            /* bytes; 0 once merged away */
     uint32_t bprio, bsize; /* the latest pair queued with this symbol on the left */
     uint32_t bsid;         /* ... and the sid it merges into */
@@ -24,7 +29,7 @@ typedef struct sym {
 
 static int add_bigram(const lp_tokenizer_t *t, sym_t *s, lp__mq_t *q, int32_t l, int32_t r)
 {
-    if (l < 0 || r < 0) return 0;
+    if (l < 0 || r < 0 || s[l].sid == NO_SID || s[r].sid == NO_SID) return 0;
     int32_t rank;
     uint32_t sid;
     if (!lp__pairmap_get(&t->merges, (uint64_t)s[l].sid << 32 | s[r].sid, &rank, &sid)) return 0;
@@ -52,10 +57,35 @@ static int emit(const lp_tokenizer_t *t, uint32_t sid, lp__ivec_t *out)
     return 0;
 }
 
+/* Raw BPE (gemma4): a symbol that is no token is spelled in <0xXX> byte
+ * tokens, as SentencePiece's byte fallback. */
+static int emit_raw(const lp_tokenizer_t *t, uint32_t sid, const char *s, size_t n, lp__ivec_t *out)
+{
+    if (sid != NO_SID && t->strs.tok[sid] >= 0) return lp__ivec_push(out, t->strs.tok[sid]);
+    for (size_t j = 0; j < n; j++) {
+        const int32_t b = t->byte_tok[(uint8_t)s[j]];
+        int rc = b >= 0 ? lp__ivec_push(out, b) : 0;
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static bool all_newlines(const char *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (w[i] != '\n') return false;
+    return true;
+}
+
 int lp__bpe_word(const lp_tokenizer_t *t, const char *w, size_t n, lp__ivec_t *out)
 {
     if (n == 0) return 0;
-    if (n == 1) return emit(t, t->byte_sid[(uint8_t)w[0]], out);
+    if (n == 1 && !t->raw_bpe) return emit(t, t->byte_sid[(uint8_t)w[0]], out);
+    if (t->raw_bpe && all_newlines(w, n)) {
+        /* a run of newlines that is a token is taken whole */
+        int64_t sid = lp__strtab_find(&t->strs, w, n);
+        if (sid >= 0 && t->strs.tok[sid] >= 0) return lp__ivec_push(out, t->strs.tok[sid]);
+    }
     if (t->ignore_merges) {
         /* a word that is itself a token is taken whole */
         char small[256];
@@ -70,9 +100,24 @@ int lp__bpe_word(const lp_tokenizer_t *t, const char *w, size_t n, lp__ivec_t *o
     sym_t small_sym[64];
     sym_t *s = n <= 64 ? small_sym : malloc(n * sizeof(*s));
     if (!s) return lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-    for (size_t i = 0; i < n; i++)
-        s[i] = (sym_t){(int32_t)i - 1, i + 1 == n ? -1 : (int32_t)i + 1, t->byte_sid[(uint8_t)w[i]], 1,
-                       0, 0, 0};
+    if (t->raw_bpe) {
+        /* one symbol per UTF-8 character (the pre-tokenizer made it valid) */
+        size_t k = 0;
+        for (size_t at = 0; at < n; k++) {
+            size_t len = lp__utf8_len((uint8_t)w[at]);
+            if (len == 0 || at + len > n) len = 1;
+            int64_t sid = lp__strtab_find(&t->strs, w + at, len);
+            s[k] = (sym_t){(int32_t)k - 1, -1, sid >= 0 ? (uint32_t)sid : NO_SID, (uint32_t)at,
+                           (uint32_t)len, 0, 0, 0};
+            if (k) s[k - 1].next = (int32_t)k;
+            at += len;
+        }
+        n = k;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            s[i] = (sym_t){(int32_t)i - 1, i + 1 == n ? -1 : (int32_t)i + 1,
+                           t->byte_sid[(uint8_t)w[i]], (uint32_t)i, 1, 0, 0, 0};
+    }
     uint64_t small_heap[128];
     lp__mq_t q = {0};
     lp__heap_init(&q.h, small_heap, 128);
@@ -98,7 +143,8 @@ int lp__bpe_word(const lp_tokenizer_t *t, const char *w, size_t n, lp__ivec_t *o
         if (!rc) rc = add_bigram(t, s, &q, li, l->next);
     }
     if (!rc && q.oom) rc = lp_error_set(LP_ERR(ENOMEM), "tokenizer: out of memory");
-    for (int32_t i = 0; i != -1 && !rc; i = s[i].next) rc = emit(t, s[i].sid, out);
+    for (int32_t i = 0; i != -1 && !rc; i = s[i].next)
+        rc = t->raw_bpe ? emit_raw(t, s[i].sid, w + s[i].off, s[i].n, out) : emit(t, s[i].sid, out);
     lp__heap_free(&q.h);
     if (q.big) lp__bq_free(&q.b);
     if (s != small_sym) free(s);

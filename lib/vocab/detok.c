@@ -25,7 +25,7 @@ static int build_pieces(lp_tokenizer_t *t)
         size_t start = arena.n;
         if (a & (LP__ATTR_UNKNOWN | LP__ATTR_CONTROL | LP__ATTR_USER_DEFINED)) {
             rc = lp__buf_put(&arena, s, n);
-        } else if (t->kind == LP_VOCAB_SPM && (a & LP__ATTR_NORMAL)) {
+        } else if ((t->kind == LP_VOCAB_SPM || t->raw_bpe) && (a & LP__ATTR_NORMAL)) {
             for (size_t i = 0; i < n && !rc; i++) {
                 if (i + 3 <= n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
                     rc = lp__buf_put(&arena, " ", 1);
@@ -34,7 +34,7 @@ static int build_pieces(lp_tokenizer_t *t)
                     rc = lp__buf_put(&arena, s + i, 1);
                 }
             }
-        } else if (t->kind == LP_VOCAB_SPM && (a & LP__ATTR_BYTE)) {
+        } else if ((t->kind == LP_VOCAB_SPM || t->raw_bpe) && (a & LP__ATTR_BYTE)) {
             unsigned v;
             char hex[3] = {0};
             if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {

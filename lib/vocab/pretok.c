@@ -247,6 +247,7 @@ enum cls {
     CLS_P_DEFAULT,     /* [\p{P}\$\+<=>\^~\|] */
     CLS_P_FALCON,      /* [\p{P}\$\+<=>\^~\|`] */
     CLS_CRLF,          /* [\r\n] */
+    CLS_NL,            /* \n */
     CLS_CJK,
     CLS_DS_LETTER,
     CLS_DS_PUNCT,
@@ -265,6 +266,7 @@ static bool in_cls(enum cls k, uint32_t c, unsigned f)
     case CLS_P_FALCON:
         return in_cls(CLS_P_DEFAULT, c, f) || c == '`';
     case CLS_CRLF: return c == '\r' || c == '\n';
+    case CLS_NL: return c == '\n';
     case CLS_CJK: return in_ranges(c, cjk, 3);
     case CLS_DS_LETTER: return in_ranges(c, ds_letters, sizeof(ds_letters) / sizeof(ds_letters[0]));
     case CLS_DS_PUNCT: return in_ranges(c, ds_punct, sizeof(ds_punct) / sizeof(ds_punct[0]));
@@ -369,6 +371,7 @@ static const stepdef_t *steps_for(enum lp__pre pre)
     static const stepdef_t ds_llm[] = {
         {S_SINGLE, CLS_CRLF}, {S_WS_RUN, CLS_DS_LETTER}, {S_WS_RUN, CLS_DS_PUNCT}, {S_TRAIL_WS, 0},
         {S_RUN, CLS_CJK}, {S_RUN, CLS_N}, {S_END, 0}};
+    static const stepdef_t gemma4[] = {{S_RUN, CLS_NL}, {S_END, 0}};
     static const stepdef_t ds_coder[] = {
         {S_SINGLE, CLS_CRLF}, {S_WS_RUN, CLS_L}, {S_WS_RUN, CLS_P}, {S_RUN, CLS_CJK},
         {S_SINGLE, CLS_N}, {S_END, 0}};
@@ -382,6 +385,7 @@ static const stepdef_t *steps_for(enum lp__pre pre)
     case LP__PRE_DEEPSEEK_LLM: return ds_llm;
     case LP__PRE_DEEPSEEK_CODER: return ds_coder;
     case LP__PRE_DEFAULT: return dflt;
+    case LP__PRE_GEMMA4: return gemma4;
     }
     return dflt;
 }

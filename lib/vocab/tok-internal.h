@@ -200,6 +200,7 @@ enum lp__pre {
     LP__PRE_MINERVA,
     LP__PRE_JAIS,
     LP__PRE_CHATGLM4, /* llama3's regex, without ignore_merges or a default BOS */
+    LP__PRE_GEMMA4,   /* runs of newlines and runs of anything else ([^\n]+|[\n]+) */
 };
 
 struct lp_tokenizer {
@@ -219,6 +220,10 @@ struct lp_tokenizer {
 
     int32_t bos, eos, eot, eom, unk, pad;
     bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    /* tokenizer.ggml.model "gemma4": BPE over raw UTF-8 characters (no GPT-2
+     * byte mapping), spaces escaped to "▁" first, a symbol that is no token
+     * spelled as <0xXX> byte tokens (byte_tok) */
+    bool raw_bpe;
 
     /* Special tokens (control, user-defined, unknown), longest text first. */
     int32_t *special;
@@ -231,7 +236,7 @@ struct lp_tokenizer {
     uint32_t *piece_off, *piece_len; /* (n_tokens) into piece_arena */
     char *piece_arena;
 
-    /* SPM */
+    /* SPM (and raw BPE's byte fallback) */
     int32_t byte_tok[256];   /* <0xXX> token of each byte, or -1 */
     bool spm_split_ok;       /* no token has "▁" after a non-"▁" character */
 

@@ -7,9 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* SPM: optional leading space, then ' ' -> "▁". */
-static int spm_fragment(const lp_tokenizer_t *t, const char *s, size_t n, bool prefix,
-                        lp__ivec_t *out, lp__wcache_t *cache, lp__buf_t *esc)
+/* esc = optional "▁", then s with ' ' -> "▁". */
+static int escape_spaces(const char *s, size_t n, bool prefix, lp__buf_t *esc)
 {
     esc->n = 0;
     int rc = 0;
@@ -22,6 +21,14 @@ static int spm_fragment(const lp_tokenizer_t *t, const char *s, size_t n, bool p
         if (!rc && sp) rc = lp__buf_put(esc, "\xe2\x96\x81", 3);
         i = sp ? j + 1 : n;
     }
+    return rc;
+}
+
+/* SPM: optional leading space, then ' ' -> "▁". */
+static int spm_fragment(const lp_tokenizer_t *t, const char *s, size_t n, bool prefix,
+                        lp__ivec_t *out, lp__wcache_t *cache, lp__buf_t *esc)
+{
+    int rc = escape_spaces(s, n, prefix, esc);
     if (!rc) rc = lp__spm_encode(t, esc->v ? esc->v : "", esc->n, out, cache);
     return rc;
 }
@@ -105,6 +112,10 @@ static int tokenize_vec(const lp_tokenizer_t *t, const char *text, size_t len, b
             rc = spm_fragment(t, text + f->off, f->len, t->add_space_prefix && prev_special, out,
                               cache, &esc);
             prev_special = false;
+        } else if (t->raw_bpe) {
+            /* gemma4: spaces become "▁" before the pre-tokenizer */
+            rc = escape_spaces(text + f->off, f->len, false, &esc);
+            if (!rc) rc = bpe_fragment(t, esc.v ? esc.v : "", esc.n, out, cache);
         } else {
             rc = bpe_fragment(t, text + f->off, f->len, out, cache);
         }

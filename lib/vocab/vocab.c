@@ -48,6 +48,15 @@ static const struct {
     {"jais", LP__PRE_JAIS},
 };
 
+/* Gemma 4 (tokenizer.ggml.model gemma4): llama.cpp's end-of-generation
+ * texts and the texts it makes USER_DEFINED (matched even without
+ * parse_special). */
+static const char *const gemma4_eog_texts[] = {"<eos>", "<turn|>", "<|tool_response>"};
+static const char *const gemma4_user_texts[] = {
+    "<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
+    "<tool_response|>", "<|\"|>",
+};
+
 /* Texts llama.cpp treats as end of generation (and promotes to CONTROL). */
 static const char *const eog_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
@@ -271,9 +280,10 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
     if (rc) return rc;
     if (s.len == 5 && !memcmp(s.ptr, "llama", 5)) t->kind = LP_VOCAB_SPM;
     else if (s.len == 4 && !memcmp(s.ptr, "gpt2", 4)) t->kind = LP_VOCAB_BPE;
+    else if (s.len == 6 && !memcmp(s.ptr, "gemma4", 6)) t->kind = LP_VOCAB_BPE, t->raw_bpe = true;
     else
-        return lp_error_set(LP_ERR(ENOTSUP), "tokenizer.ggml.model: unsupported tokenizer '%.*s' (want llama or gpt2)",
-                            (int)(s.len > 64 ? 64 : s.len), s.ptr);
+        return lp_error_set(LP_ERR(ENOTSUP), "tokenizer.ggml.model: unsupported tokenizer '%.*s' "
+                            "(want llama, gpt2 or gemma4)", (int)(s.len > 64 ? 64 : s.len), s.ptr);
 
     strcpy(t->pre_name, "default");
     t->pre = LP__PRE_DEFAULT;
@@ -281,7 +291,17 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
     if (rc && rc != LP_ERR(ENOENT)) return rc;
     if (!rc) snprintf(t->pre_name, sizeof(t->pre_name), "%.*s", (int)(s.len > 63 ? 63 : s.len), s.ptr);
 
-    if (t->kind == LP_VOCAB_BPE) {
+    if (t->raw_bpe) {
+        /* llama.cpp forces its gemma4 pre-tokenizer, whatever the file says */
+        strcpy(t->pre_name, "gemma4");
+        t->pre = LP__PRE_GEMMA4;
+        t->add_space_prefix = false;
+        t->add_bos = true;
+        t->add_eos = false;
+        t->bos = 2;
+        t->eos = 1;
+        t->unk = 3;
+    } else if (t->kind == LP_VOCAB_BPE) {
         bool found = false;
         for (size_t i = 0; i < sizeof(pre_names) / sizeof(pre_names[0]); i++) {
             if (!rc && strlen(pre_names[i].name) == s.len && !memcmp(pre_names[i].name, s.ptr, s.len)) {
@@ -395,6 +415,16 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
     if ((rc = get_id_opt(g, "tokenizer.ggml.padding_token_id", t->n_tokens, &t->pad))) return rc;
     if ((rc = get_bool_opt(g, "tokenizer.ggml.add_bos_token", &t->add_bos))) return rc;
     if ((rc = get_bool_opt(g, "tokenizer.ggml.add_eos_token", &t->add_eos))) return rc;
+    if (t->raw_bpe) {
+        t->add_bos = true; /* llama.cpp overrides add_bos_token false for gemma4 */
+        mark_texts(t, gemma4_eog_texts, sizeof(gemma4_eog_texts) / sizeof(gemma4_eog_texts[0]),
+                   true, NULL);
+        for (size_t i = 0; i < sizeof(gemma4_user_texts) / sizeof(gemma4_user_texts[0]); i++) {
+            int64_t sid = lp__strtab_find(&t->strs, gemma4_user_texts[i], strlen(gemma4_user_texts[i]));
+            if (sid >= 0 && t->strs.tok[sid] >= 0)
+                t->attr[t->strs.tok[sid]] = LP__ATTR_USER_DEFINED;
+        }
+    }
 
     /* llama.cpp's fix-ups by token text (over its text -> id map, where a
      * later duplicate wins): EOT/EOG/FIM-looking tokens become CONTROL,
@@ -441,7 +471,7 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
         }
     }
 
-    if (t->kind == LP_VOCAB_SPM) {
+    if (t->kind == LP_VOCAB_SPM || t->raw_bpe) {
         for (int b = 0; b < 256; b++) {
             char hex[8];
             snprintf(hex, sizeof(hex), "<0x%02X>", b);
@@ -452,6 +482,8 @@ static int load(lp_tokenizer_t *t, const lp_gguf_t *g)
             }
             t->byte_tok[b] = sid >= 0 ? t->strs.tok[sid] : -1;
         }
+    }
+    if (t->kind == LP_VOCAB_SPM) {
         t->spm_split_ok = spm_split_ok(t);
         if ((rc = build_score_rank(t))) return rc;
     } else {

@@ -20,7 +20,8 @@ static void setup(void)
     uv_loop_init(&loop);
     lp_gw_opts_t o = {.coordinator = "inproc://lp-fuzz-http", .listen = "127.0.0.1:0",
                       .api_keys = {"key"}, .n_api_keys = 1, .admin_keys = {"admin"}, .n_admin_keys = 1,
-                      .max_body = 4096, .max_connections = 8, .header_timeout_ms = 60000,
+                      .max_body = 4096, .max_connections = 8, .max_per_address = 8,
+                      .header_timeout_ms = 60000, .body_timeout_ms = 60000,
                       .idle_timeout_ms = 60000};
     if (lp_gw_start(&loop, &o, &gw) != 0) abort();
     zmq_disconnect(gw->sock, o.coordinator); /* sends now fail at once */

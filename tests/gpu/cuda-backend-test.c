@@ -697,7 +697,7 @@ static void test_forward(const char *dir, const char *file, bool graphs)
     /* step 1: seq 0 prefills 30 tokens (cuBLAS path), seq 1 prefills 6;
      * logits for a's last 3 rows (scattered) and b's last row */
     for (int b = 0; b < 2; b++) {
-        lp_batch_seq_t batch[2] = {{0, 0, 30, a, 3, NULL, 0}, {1, 0, 6, bq, 1, NULL, 0}};
+        lp_batch_seq_t batch[2] = {{0, 0, 30, a, 3, NULL, 0, NULL, 0}, {1, 0, 6, bq, 1, NULL, 0, NULL, 0}};
         float *rows[4] = {out[b] + 2 * nv, out[b], out[b] + 5 * nv, out[b] + 3 * nv};
         CHECK(lp_engine_step(e[b], batch, 2, rows) == 0, "%s %s prefill: %s", file, names[b],
               lp_error_msg());
@@ -707,7 +707,7 @@ static void test_forward(const char *dir, const char *file, bool graphs)
     /* steps 2..6: both decode one token each (matvec path), contiguous rows */
     for (int s = 0; s < 5; s++, step_no++) {
         for (int b = 0; b < 2; b++) {
-            lp_batch_seq_t batch[2] = {{0, 30 + s, 1, a + 30 + s, 1, NULL, 0}, {1, 6 + s, 1, a + s, 1, NULL, 0}};
+            lp_batch_seq_t batch[2] = {{0, 30 + s, 1, a + 30 + s, 1, NULL, 0, NULL, 0}, {1, 6 + s, 1, a + s, 1, NULL, 0, NULL, 0}};
             float *rows[2] = {out[b], out[b] + nv};
             CHECK(lp_engine_step(e[b], batch, 2, rows) == 0, "%s %s decode: %s", file,
                   names[b], lp_error_msg());
@@ -717,7 +717,7 @@ static void test_forward(const char *dir, const char *file, bool graphs)
     /* step 7: rewind seq 0 to position 20 and feed 7 tokens, all rows, while
      * seq 2 starts with 1 token: 8 tokens, the matvec limit */
     for (int b = 0; b < 2; b++) {
-        lp_batch_seq_t batch[2] = {{0, 20, 7, a + 100, 7, NULL, 0}, {2, 0, 1, a, 1, NULL, 0}};
+        lp_batch_seq_t batch[2] = {{0, 20, 7, a + 100, 7, NULL, 0, NULL, 0}, {2, 0, 1, a, 1, NULL, 0, NULL, 0}};
         float *rows[8];
         for (int r = 0; r < 8; r++) rows[r] = out[b] + (size_t)r * nv;
         CHECK(lp_engine_step(e[b], batch, 2, rows) == 0, "%s %s rewind: %s", file, names[b],
@@ -729,7 +729,7 @@ static void test_forward(const char *dir, const char *file, bool graphs)
      * and past the device cache's first capacity, 60 tokens a step */
     for (int s = 0; s < 5; s++, step_no++) {
         for (int b = 0; b < 2; b++) {
-            lp_batch_seq_t batch = {2, 1 + 60 * s, 60, a + 1 + 60 * s, 1, NULL, 0};
+            lp_batch_seq_t batch = {2, 1 + 60 * s, 60, a + 1 + 60 * s, 1, NULL, 0, NULL, 0};
             float *rows[1] = {out[b]};
             CHECK(lp_engine_step(e[b], &batch, 1, rows) == 0, "%s %s long prefill: %s", file,
                   names[b], lp_error_msg());
@@ -739,7 +739,7 @@ static void test_forward(const char *dir, const char *file, bool graphs)
     /* steps 13..15: seq 2 decodes at positions 301.. (two attention splits) */
     for (int s = 0; s < 3; s++, step_no++) {
         for (int b = 0; b < 2; b++) {
-            lp_batch_seq_t batch = {2, 301 + s, 1, a + 301 + s, 1, NULL, 0};
+            lp_batch_seq_t batch = {2, 301 + s, 1, a + 301 + s, 1, NULL, 0, NULL, 0};
             float *rows[1] = {out[b]};
             CHECK(lp_engine_step(e[b], &batch, 1, rows) == 0, "%s %s long decode: %s", file,
                   names[b], lp_error_msg());

@@ -17,9 +17,9 @@ trap '[ -n "$up" ] && kill -TERM $up 2>/dev/null && wait $up; [ -n "$ls" ] && ki
 . "$here/up-http.sh"
 python3 "$here/gguf-chat-template.py" "$shared/models/stories260K.gguf" "$model" || exit 1
 lport=$(python3 "$(dirname "$0")/../free-ports.py")
-# --no-jinja: llama.cpp's built-in templates, which tokenizer-svc follows
+# --jinja: llama.cpp renders the GGUF's chat template, as tokenizer-svc does
 # (docs/TOKENIZER.md); the prompt cache on, as by default
-"$server" -m "$model" -t 1 -np 1 -c 512 --no-jinja --host 127.0.0.1 --port "$lport" >"$work/ls.log" 2>&1 &
+"$server" -m "$model" -t 1 -np 1 -c 512 --jinja --host 127.0.0.1 --port "$lport" >"$work/ls.log" 2>&1 &
 ls=$!
 up_http || exit 1
 for _ in $(seq 1 300); do

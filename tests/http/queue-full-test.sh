@@ -1,6 +1,6 @@
 #!/bin/bash
 # A full queue through the HTTP gateway: with one sequence slot and one
-# waiting request allowed per client (the gateway is one client of the
+# waiting request allowed per client (each API key, or each address without keys, is one client of the
 # coordinator), a third request gets 429 with OpenAI's rate_limit_exceeded,
 # the two before it finish with 200, and a request after them gets 200 again.
 # usage: queue-full-test.sh LMPIPE SHARED_DIR

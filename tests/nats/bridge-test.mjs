@@ -131,6 +131,25 @@ try {
               'Lmpipe-Reply-To $JS.API.STREAM.DELETE... or a wildcard: terminated, nothing published there', { st, onApi });
     }
 
+    // ---- an event subject that the bridge's own stream or control subject matches (#26):
+    // events published there would come back as new requests (or control) ----
+    {
+        let ctl = 0;
+        const spy = nc.subscribe('lmpipe.control.sampler', { callback: () => { ctl++; } });
+        await nc.flush();
+        const before = (await streamState(nc)).lastSeq ?? 0;
+        await request(js, { prompt: 'Once upon a time', n_predict: 50 }, { reply: 'lmpipe.req.x' });
+        await request(js, { prompt: 'Once upon a time', n_predict: 50 }, { reply: 'lmpipe.req.test' });
+        await request(js, { prompt: 'x', n_predict: 5 }, { reply: 'lmpipe.control.sampler' });
+        await sleep(1500);
+        spy.unsubscribe();
+        const st = await streamState(nc).catch((e) => String(e));
+        const last = typeof st === 'object' ? st.lastSeq : -1;
+        check(typeof st === 'object' && st.msgs === 0 && last - before === 3 && ctl === 0,
+              'Lmpipe-Reply-To lmpipe.req.x, lmpipe.req.test or lmpipe.control.sampler: terminated, ' +
+              'nothing published into the stream or the control subject', { st, before, ctl });
+    }
+
     // ---- Nats-Msg-Id deduplication (the stream's duplicate window) ----
     {
         const body = { prompt: 'Lily', n_predict: 4, temperature: 0 };

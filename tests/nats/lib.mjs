@@ -148,6 +148,6 @@ export async function streamState(nc, stream = 'LMPIPE_REQ', durable = 'lmpipe-b
     const jsm = await nc.jetstreamManager();
     const si = await jsm.streams.info(stream);
     const ci = await jsm.consumers.info(stream, durable);
-    return { msgs: si.state.messages, ackPending: ci.num_ack_pending, pending: ci.num_pending, redelivered: ci.num_redelivered };
+    return { msgs: si.state.messages, ackPending: ci.num_ack_pending, pending: ci.num_pending, redelivered: ci.num_redelivered, lastSeq: si.state.last_seq };
 }
 export { waitFor, headers };

@@ -1,0 +1,265 @@
+/* arch.c - the list of architectures, feature names, and the keys every
+ * transformer here reads the same way (arch.h). */
+#include "arch.h"
+
+#include "error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const lp_arch_t lp_arch_llama, lp_arch_qwen2, lp_arch_qwen3, lp_arch_gemma3,
+    lp_arch_gemma4;
+
+const lp_arch_t *const lp_archs[] = {
+    &lp_arch_llama, &lp_arch_qwen2, &lp_arch_qwen3, &lp_arch_gemma3, &lp_arch_gemma4, NULL,
+};
+
+const char *lp_arch_names(void)
+{
+    static char names[256];
+    if (!names[0]) {
+        size_t at = 0;
+        for (int i = 0; lp_archs[i] && at < sizeof(names); i++)
+            at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", i ? ", " : "",
+                                   lp_archs[i]->name);
+    }
+    return names;
+}
+
+static const char *const feat_names[LP_FEAT_COUNT] = {
+    "RoPE frequency factors",
+    "linear RoPE scaling",
+    "a head size other than n_embd / n_head",
+    "per-head q/k RMSNorm",
+    "RMSNorm of the attention and FFN outputs",
+    "GELU-gated feed-forward (GEGLU)",
+    "scaled token embeddings",
+    "sliding-window attention",
+    "head sizes and KV heads that differ per layer",
+    "per-head V RMSNorm",
+    "V taken from the K projection",
+    "a per-layer output scale",
+    "final logit soft-capping",
+    "an attention scale other than 1/sqrt(head size)",
+    "RoPE that differs per layer",
+};
+
+const char *lp_feat_name(uint32_t bit) { return bit < LP_FEAT_COUNT ? feat_names[bit] : "?"; }
+
+const char *lp_model_missing_feature(const lp_model_t *m, uint32_t have, char *buf, size_t len)
+{
+    const uint32_t lack = m->hp.features & ~have;
+    for (uint32_t b = 0; b < LP_FEAT_COUNT; b++) {
+        if (!(lack & (1u << b))) continue;
+        snprintf(buf, len, "%s (%s)", m->feat_cause[b][0] ? m->feat_cause[b] : "the architecture",
+                 feat_names[b]);
+        return buf;
+    }
+    return NULL;
+}
+
+/* ---- the keys every transformer here has ------------------------------- */
+
+/* rope.scaling.type none or linear with rope.scaling.factor (also the old
+ * rope.scale_linear); llama.cpp takes a factor without a type as linear.
+ * *scale gets 1 / factor. */
+static int rope_scaling(lp_arch_ld_t *ld, float *scale)
+{
+    lp_gguf_str_t type = {"linear", 6};
+    float factor = 0;
+    int rc;
+    *scale = 1.0f;
+    const bool has_type = lp_ld_has(ld, "rope.scaling.type");
+    if (has_type && (rc = lp_ld_str(ld, "rope.scaling.type", false, &type))) return rc;
+    if (type.len == 4 && !memcmp(type.ptr, "none", 4)) {
+        if (lp_ld_has(ld, "rope.scaling.factor")) {
+            /* read and ignored, as llama.cpp does with type none */
+            if ((rc = lp_ld_f32(ld, "rope.scaling.factor", false, &factor))) return rc;
+        }
+        return 0;
+    }
+    if (!(type.len == 6 && !memcmp(type.ptr, "linear", 6)))
+        return lp_ld_refuse(ld, "rope.scaling.type", "'%.*s' is not implemented (none and linear "
+                            "are)", (int)(type.len > 32 ? 32 : type.len), type.ptr);
+    rc = lp_ld_f32(ld, "rope.scaling.factor", false, &factor);
+    if (rc == LP_ERR(ENOENT) && lp_ld_has(ld, "rope.scale_linear"))
+        rc = lp_ld_f32(ld, "rope.scale_linear", false, &factor);
+    if (rc == LP_ERR(ENOENT)) return 0;
+    if (rc) return rc;
+    if (factor < 0)
+        return lp_ld_refuse(ld, "rope.scaling.factor", "%g is negative", factor);
+    if (factor == 0 || factor == 1) return 0;
+    *scale = 1.0f / factor;
+    lp_ld_feature(ld, LP_FEAT_ROPE_SCALE, has_type ? "rope.scaling.type" : "rope.scaling.factor");
+    return 0;
+}
+
+int lp_arch_softcap(lp_arch_ld_t *ld, float dflt)
+{
+    float cap = dflt;
+    int rc = lp_ld_f32(ld, "final_logit_softcapping", false, &cap);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    if (cap < 0) return lp_ld_refuse(ld, "final_logit_softcapping", "%g is negative", cap);
+    if (cap > 0) {
+        lp_ld_model(ld)->hp.logit_softcap = cap;
+        lp_ld_feature(ld, LP_FEAT_SOFTCAP, "final_logit_softcapping");
+    }
+    return 0;
+}
+
+int lp_arch_no_experts(lp_arch_ld_t *ld)
+{
+    static const char *const keys[] = {"expert_count", "expert_used_count"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        uint32_t n = 0;
+        int rc = lp_ld_u32(ld, keys[i], false, &n);
+        if (rc && rc != LP_ERR(ENOENT)) return rc;
+        if (n)
+            return lp_ld_refuse(ld, keys[i], "%u experts: mixture-of-experts %s models%s are "
+                                "not implemented yet", n, lp_ld_arch(ld),
+                                strcmp(lp_ld_arch(ld), "llama") ? "" : " (Mixtral)");
+    }
+    return 0;
+}
+
+int lp_arch_std_hparams(lp_arch_ld_t *ld, bool neox)
+{
+    lp_model_t *m = lp_ld_model(ld);
+    lp_hparams_t *hp = &m->hp;
+    const char *a = lp_ld_arch(ld);
+    uint32_t v;
+    int rc;
+    if ((rc = lp_ld_u32(ld, "embedding_length", true, &v))) return rc;
+    hp->n_embd = (int32_t)(v > INT32_MAX ? 0 : v);
+    if ((rc = lp_ld_u32(ld, "block_count", true, &v))) return rc;
+    hp->n_layer = (int32_t)(v > INT32_MAX ? 0 : v);
+    if ((rc = lp_ld_u32(ld, "attention.head_count", true, &v))) return rc;
+    hp->n_head = (int32_t)(v > INT32_MAX ? 0 : v);
+    if ((rc = lp_ld_u32(ld, "context_length", true, &v))) return rc;
+    hp->n_ctx_train = (int32_t)(v > INT32_MAX ? 0 : v);
+    if ((rc = lp_ld_f32(ld, "attention.layer_norm_rms_epsilon", true, &hp->rms_eps))) return rc;
+    if (hp->n_embd <= 0 || hp->n_embd > (1 << 16) || hp->n_layer <= 0 || hp->n_layer > 1024 ||
+        hp->n_head <= 0 || hp->n_head > 1024 || hp->n_ctx_train <= 0)
+        return lp_error_set(LP_ERR(EINVAL), "%s hyperparameters out of range (n_embd %d, "
+                            "n_layer %d, n_head %d, context %d)", a, hp->n_embd, hp->n_layer,
+                            hp->n_head, hp->n_ctx_train);
+    if (!(hp->rms_eps > 0))
+        return lp_error_set(LP_ERR(EINVAL), "key '%s.attention.layer_norm_rms_epsilon': %g is "
+                            "not positive", a, hp->rms_eps);
+    if (!(m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers))))
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+
+    int32_t *per = malloc(sizeof(int32_t) * (size_t)hp->n_layer);
+    if (!per) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    rc = lp_ld_layers(ld, "feed_forward_length", true, per);
+    for (int32_t l = 0; !rc && l < hp->n_layer; l++) m->layers[l].hp.n_ff = per[l];
+    if (!rc) {
+        rc = lp_ld_layers(ld, "attention.head_count_kv", false, per);
+        for (int32_t l = 0; rc == LP_ERR(ENOENT) && l < hp->n_layer; l++) per[l] = hp->n_head;
+        if (rc == LP_ERR(ENOENT)) rc = 0;
+        for (int32_t l = 0; !rc && l < hp->n_layer; l++) m->layers[l].hp.n_head_kv = per[l];
+    }
+    free(per);
+    if (rc) return rc;
+
+    /* head size: key_length, else n_embd / n_head */
+    uint32_t kl = 0, vl = 0;
+    rc = lp_ld_u32(ld, "attention.key_length", false, &kl);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    rc = lp_ld_u32(ld, "attention.value_length", false, &vl);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    if (!kl && vl) kl = vl;
+    if (!vl) vl = kl;
+    if (kl != vl)
+        return lp_ld_refuse(ld, "attention.value_length", "%u differs from key_length %u: "
+                            "different K and V head sizes are not implemented", vl, kl);
+    int32_t hd;
+    if (kl) {
+        if (kl > 1024) return lp_ld_refuse(ld, "attention.key_length", "%u is too large", kl);
+        hd = (int32_t)kl;
+    } else {
+        if (hp->n_embd % hp->n_head)
+            return lp_error_set(LP_ERR(EINVAL), "key '%s.attention.head_count': %d does not "
+                                "divide embedding_length %d", a, hp->n_head, hp->n_embd);
+        hd = hp->n_embd / hp->n_head;
+    }
+    if ((int64_t)hd * hp->n_head != hp->n_embd)
+        lp_ld_feature(ld, LP_FEAT_HEAD_DIM, "attention.key_length");
+
+    uint32_t n_rot = (uint32_t)hd;
+    rc = lp_ld_u32(ld, "rope.dimension_count", false, &n_rot);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    if (n_rot == 0 || n_rot > (uint32_t)hd || n_rot % 2)
+        return lp_error_set(LP_ERR(EINVAL), "key '%s.rope.dimension_count': %u is not an even "
+                            "number up to the head size %d", a, n_rot, hd);
+    float base = 10000.0f;
+    rc = lp_ld_f32(ld, "rope.freq_base", false, &base);
+    if (rc && rc != LP_ERR(ENOENT)) return rc;
+    if (!(base > 0))
+        return lp_error_set(LP_ERR(EINVAL), "key '%s.rope.freq_base': %g is not positive", a,
+                            base);
+    float scale;
+    if ((rc = rope_scaling(ld, &scale))) return rc;
+    m->ropes[0] = (lp_rope_t){(int32_t)n_rot, base, scale, NULL, neox};
+    m->n_ropes = 1;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        lp_layer_hp_t *L = &m->layers[l].hp;
+        L->head_dim = hd;
+        L->n_swa = 0;
+        L->rope = 0;
+        L->kv_group = 0;
+        L->attn_scale = 1.0f / sqrtf((float)hd);
+    }
+    return 0;
+}
+
+/* ---- the blocks of layer functions ---------------------------------------- */
+
+int lp_arch_attention(const lp_fwd_t *f, const lp_model_t *m, int32_t l, bool v_norm)
+{
+    const lp_fwd_ops_t *o = f->ops;
+    void *c = f->ctx;
+    const lp_layer_t *L = &m->layers[l];
+    const int32_t nh = m->hp.n_head, nkv = L->hp.n_head_kv, hd = L->hp.head_dim;
+    const lp_weight_t *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    static const enum lp_buf qkv_out[3] = {LP_BUF_Q, LP_BUF_K, LP_BUF_V};
+    int rc;
+    if ((rc = o->norm(c, LP_BUF_XN, LP_BUF_X, L->attn_norm, 1, m->hp.n_embd)) ||
+        (rc = o->matmul(c, L->wv.data ? 3 : 2, qkv, LP_BUF_XN, qkv_out)) ||
+        (!L->wv.data && (rc = o->copy(c, LP_BUF_V, LP_BUF_K, nkv * hd))))
+        return rc;
+    if ((L->bq && (rc = o->bias(c, LP_BUF_Q, L->bq, nh * hd))) ||
+        (L->bk && (rc = o->bias(c, LP_BUF_K, L->bk, nkv * hd))) ||
+        (L->bv && (rc = o->bias(c, LP_BUF_V, L->bv, nkv * hd))))
+        return rc;
+    if ((L->q_norm && (rc = o->norm(c, LP_BUF_Q, LP_BUF_Q, L->q_norm, nh, hd))) ||
+        (L->k_norm && (rc = o->norm(c, LP_BUF_K, LP_BUF_K, L->k_norm, nkv, hd))) ||
+        (v_norm && (rc = o->norm(c, LP_BUF_V, LP_BUF_V, NULL, nkv, hd))))
+        return rc;
+    if ((rc = o->rope(c, LP_BUF_Q, nh, l)) || (rc = o->rope(c, LP_BUF_K, nkv, l)) ||
+        (rc = o->attention(c, l)) || (rc = lp_fwd_mm(f, &L->wo, LP_BUF_ATT, LP_BUF_PROJ)))
+        return rc;
+    return L->post_attn_norm
+               ? o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_attn_norm, 1, m->hp.n_embd)
+               : 0;
+}
+
+int lp_arch_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_act act)
+{
+    const lp_fwd_ops_t *o = f->ops;
+    void *c = f->ctx;
+    const lp_layer_t *L = &m->layers[l];
+    const lp_weight_t *gate_up[2] = {&L->w_gate, &L->w_up};
+    static const enum lp_buf gate_up_out[2] = {LP_BUF_GATE, LP_BUF_UP};
+    int rc;
+    if ((rc = o->add_norm(c, LP_BUF_XN, LP_BUF_X, LP_BUF_PROJ, L->ffn_norm)) ||
+        (rc = o->matmul(c, 2, gate_up, LP_BUF_XN, gate_up_out)) ||
+        (rc = o->glu(c, act, L->hp.n_ff)) ||
+        (rc = lp_fwd_mm(f, &L->w_down, LP_BUF_GATE, LP_BUF_PROJ)) ||
+        (L->post_ffn_norm &&
+         (rc = o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_ffn_norm, 1, m->hp.n_embd))))
+        return rc;
+    return o->add(c, LP_BUF_X, LP_BUF_PROJ);
+}
