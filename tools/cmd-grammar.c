@@ -316,7 +316,8 @@ static int file_or_text(const char *arg, char **out, size_t *len)
 }
 
 #define USAGE_CHECK                                                                              \
-    "usage: lmpipe grammar check --vocab V.gguf (--schema S | --gbnf G | --regex R) [--text FILE]..."
+    "usage: lmpipe grammar check --vocab V.gguf (--schema S | --gbnf G [--rule NAME=SCHEMA]... | --regex R)\n" \
+    "                            [--text FILE]..."
 #define USAGE_MB "usage: lmpipe grammar maskbench --vocab V.gguf FILE.json..."
 
 static int load_vocab(const char *path, lp_tokenizer_t **tok, lp_grammar_vocab_t **gv)
@@ -338,8 +339,15 @@ static int cmd_check(int argc, char **argv)
     const char *vocab = NULL, *src = NULL;
     enum lp_grammar_kind kind = 0;
     const char **texts = calloc((size_t)argc, sizeof(char *));
-    size_t nt = 0;
-    if (!texts) return 1;
+    const char **rules = calloc((size_t)argc, sizeof(char *));
+    lp_grammar_schema_rule_t *sr = calloc((size_t)argc, sizeof(*sr));
+    size_t nt = 0, nr = 0;
+    if (!texts || !rules || !sr) {
+        free(texts);
+        free(rules);
+        free(sr);
+        return 1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -348,19 +356,27 @@ static int cmd_check(int argc, char **argv)
         else if (!strcmp(a, "--gbnf") && has && !src) kind = LP_GRAMMAR_GBNF, src = argv[++i];
         else if (!strcmp(a, "--regex") && has && !src) kind = LP_GRAMMAR_REGEX, src = argv[++i];
         else if (!strcmp(a, "--text") && has) texts[nt++] = argv[++i];
+        else if (!strcmp(a, "--rule") && has && strchr(argv[i + 1], '=')) rules[nr++] = argv[++i];
         else {
             free(texts);
+            free(rules);
+            free(sr);
             return lp_cmd_usage_error("grammar check", "unexpected argument '%s'\n" USAGE_CHECK, a);
         }
     }
-    if (!vocab || !src) {
+    if (!vocab || !src || (nr && kind != LP_GRAMMAR_GBNF)) {
         free(texts);
+        free(rules);
+        free(sr);
+        if (nr && src) return lp_cmd_usage_error("grammar check", "--rule goes with --gbnf\n" USAGE_CHECK);
         return lp_cmd_usage_error("grammar check", "--vocab and one grammar are required\n" USAGE_CHECK);
     }
     lp_tokenizer_t *tok;
     lp_grammar_vocab_t *gv;
     if (load_vocab(vocab, &tok, &gv)) {
         free(texts);
+        free(rules);
+        free(sr);
         return 1;
     }
     int status = 0;
@@ -379,7 +395,18 @@ static int cmd_check(int argc, char **argv)
         status = 1;
         goto done;
     }
-    lp_grammar_spec_t spec = {kind, text, len, false};
+    for (size_t i = 0; i < nr; i++) {
+        char *eq = strchr(rules[i], '='), *st;
+        *eq = '\0'; /* argv is ours */
+        sr[i].name = rules[i];
+        if (file_or_text(eq + 1, &st, &sr[i].schema_len)) {
+            fprintf(stderr, "lmpipe grammar: %s: %s\n", eq + 1, lp_error_msg());
+            status = 1;
+            goto done;
+        }
+        sr[i].schema = st;
+    }
+    lp_grammar_spec_t spec = {.kind = kind, .text = text, .len = len, .schema_rules = sr, .n_schema_rules = nr};
     double cus;
     char *err;
     lp_grammar_t *g = compile(gv, &spec, &cus, &err);
@@ -415,6 +442,9 @@ done:
     free(res);
     free(mask);
     free(texts);
+    for (size_t i = 0; i < nr; i++) free((char *)sr[i].schema);
+    free(sr);
+    free(rules);
     lp_grammar_vocab_destroy(&gv);
     lp_tokenizer_destroy(&tok);
     return status;
@@ -470,7 +500,7 @@ static int cmd_maskbench(int argc, char **argv)
             times_t times = {0};
             sb.n = 0;
             ser(&sb, schema, 0, 0);
-            lp_grammar_spec_t spec = {LP_GRAMMAR_JSON_SCHEMA, sb.p, sb.n, false};
+            lp_grammar_spec_t spec = {.kind = LP_GRAMMAR_JSON_SCHEMA, .text = sb.p, .len = sb.n, .compact = false};
             double cus;
             char *err;
             lp_grammar_t *g = compile(gv, &spec, &cus, &err);

@@ -39,6 +39,7 @@ typedef struct {
     uint32_t id;       /* IR rule, GR_NONE until made */
     gr_re_t *re;       /* regular: the inlined expression */
     size_t at;         /* where it was first referenced (messages) */
+    const lp_grammar_schema_rule_t *ext; /* defined by a JSON Schema */
 } grule_t;
 
 typedef struct {
@@ -51,6 +52,7 @@ typedef struct {
     uint32_t nodes;
     int rc;
     gr_grammar_t *g;
+    const gr_json_opts_t *jo;
 } gp_t;
 
 static int gfail(gp_t *p, int code, const char *what)
@@ -165,7 +167,7 @@ static uint32_t rule_index(gp_t *p, const char *name, size_t len, size_t at)
         gfail(p, LP_ERR(E2BIG), "too many rules");
         return GR_NONE;
     }
-    grule_t r = {name, len, NULL, 0, false, false, GR_NONE, NULL, at};
+    grule_t r = {name, len, NULL, 0, false, false, GR_NONE, NULL, at, NULL};
     if (GR_PUSH(p->rules, r)) {
         gfail(p, LP_ERR(ENOMEM), "out of memory");
         return GR_NONE;
@@ -437,6 +439,7 @@ static int gparse(gp_t *p)
 
 static void collect_refs(const gnode_t *x, lp__gr_u32v_t *out, int *err)
 {
+    if (!x) return; /* a rule from a JSON Schema */
     if (x->kind == G_REF) {
         if (GR_PUSH(*out, x->ref)) *err = LP_ERR(ENOMEM);
         return;
@@ -637,6 +640,18 @@ static int rule_id(gp_t *p, uint32_t r, uint32_t *out)
     }
     char name[80];
     snprintf(name, sizeof(name), "%.*s", (int)(g->len > 70 ? 70 : g->len), g->name);
+    if (g->ext) {
+        /* compiled into the same grammar; its root is the rule */
+        uint32_t root = p->g->root;
+        int rc = lp__gr_compile_schema(p->g, g->ext->schema, g->ext->schema_len, p->jo);
+        if (rc) {
+            lp_error_prefix("gbnf: rule '%s': ", name);
+            return p->rc = rc;
+        }
+        g->id = *out = p->g->root;
+        p->g->root = root;
+        return 0;
+    }
     if (g->regular) {
         int rc = lex_of(p, rule_re(p, r), name, &g->id);
         *out = g->id;
@@ -704,15 +719,27 @@ static int rule_id(gp_t *p, uint32_t r, uint32_t *out)
     return rc;
 }
 
-int lp__gr_compile_gbnf(gr_grammar_t *g, const char *text, size_t len)
+int lp__gr_compile_gbnf(gr_grammar_t *g, const char *text, size_t len, const lp_grammar_schema_rule_t *ext,
+                        size_t n_ext, const gr_json_opts_t *o)
 {
-    gp_t p = {.s = text, .n = len, .g = g};
+    gp_t p = {.s = text, .n = len, .g = g, .jo = o};
     p.rb.max_nodes = 400000;
     int rc = gparse(&p);
     uint32_t root = GR_NONE;
+    for (size_t k = 0; k < n_ext && !rc; k++) {
+        size_t nl = strlen(ext[k].name);
+        for (uint32_t i = 0; i < p.rules.n; i++) {
+            grule_t *r = &p.rules.v[i];
+            if (r->len != nl || memcmp(r->name, ext[k].name, nl)) continue;
+            if (r->body || r->ext)
+                rc = lp_error_set(LP_ERR(EINVAL), "gbnf: rule '%.60s' is defined %s", ext[k].name,
+                                  r->ext ? "by two JSON Schemas" : "both in the grammar and by a JSON Schema");
+            r->ext = &ext[k];
+        }
+    }
     if (!rc) {
         for (uint32_t i = 0; i < p.rules.n && !rc; i++)
-            if (!p.rules.v[i].body) {
+            if (!p.rules.v[i].body && !p.rules.v[i].ext) {
                 p.i = p.rules.v[i].at;
                 char msg[120];
                 snprintf(msg, sizeof(msg), "rule '%.*s' is used but not defined",
@@ -734,7 +761,7 @@ int lp__gr_compile_gbnf(gr_grammar_t *g, const char *text, size_t len)
         if (err) rc = lp_error_set(LP_ERR(ENOMEM), "gbnf: out of memory");
         for (uint32_t i = 0; i < n && !rc; i++)
             if (!s.idx[i]) strong(&s, i, 0);
-        for (uint32_t i = 0; i < n; i++) p.rules.v[i].regular = !p.rules.v[i].recursive;
+        for (uint32_t i = 0; i < n; i++) p.rules.v[i].regular = !p.rules.v[i].recursive && !p.rules.v[i].ext;
         bool ch = true;
         while (ch && !rc) {
             ch = false;

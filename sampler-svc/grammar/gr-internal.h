@@ -145,7 +145,8 @@ typedef struct {
 extern uint64_t lp__gr_compile_work;
 int lp__gr_compile_schema(gr_grammar_t *g, const char *text, size_t len, const gr_json_opts_t *o);
 int lp__gr_compile_json_object(gr_grammar_t *g, const gr_json_opts_t *o);
-int lp__gr_compile_gbnf(gr_grammar_t *g, const char *text, size_t len);
+int lp__gr_compile_gbnf(gr_grammar_t *g, const char *text, size_t len, const lp_grammar_schema_rule_t *ext,
+                        size_t n_ext, const gr_json_opts_t *o);
 int lp__gr_compile_regex(gr_grammar_t *g, const char *text, size_t len);
 int lp__gr_compile_choice(gr_grammar_t *g, const char *text, size_t len);
 

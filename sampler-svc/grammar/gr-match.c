@@ -11,6 +11,8 @@
 
 #include "error.h"
 
+#include <math.h>
+
 /* ---- frames ------------------------------------------------------------------------------ */
 
 static uint32_t frame_hash(uint32_t rule, uint32_t state, uint32_t ctr, uint64_t seen_h,
@@ -405,6 +407,7 @@ struct lp_grammar_matcher {
     gr_framev_t visited;
     gr_scratch_t scratch; /* masks */
     size_t compact_at;
+    size_t max_bytes;     /* the arena's cap after compaction */
 };
 
 int lp_grammar_matcher_new(lp_grammar_t *g, lp_grammar_matcher_t **out)
@@ -418,8 +421,44 @@ int lp_grammar_matcher_new(lp_grammar_t *g, lp_grammar_matcher_t **out)
         return rc;
     }
     m->compact_at = 1 << 20;
+    m->max_bytes = LP_GRAMMAR_MATCHER_MAX_BYTES;
     *out = m;
     return 0;
+}
+
+static int cfgs_copy(gr_cfgs_t *dst, const gr_cfgs_t *src);
+
+int lp_grammar_matcher_reset(lp_grammar_matcher_t *m)
+{
+    lp__gr_arena_t na = {0};
+    gr_cfgs_t start = {0};
+    int rc = lp__gr_start(&m->G->g, &na, &start);
+    if (rc || cfgs_copy(&m->cur, &start)) {
+        lp__gr_cfgs_free(&start);
+        lp__gr_arena_free(&na);
+        return rc ? rc : lp_error_set(LP_ERR(ENOMEM), "grammar: out of memory");
+    }
+    lp__gr_cfgs_free(&start);
+    lp__gr_arena_free(&m->arena);
+    m->arena = na;
+    m->done = false;
+    m->hist_n = m->hist_head = 0;
+    m->compact_at = 1 << 20;
+    return 0;
+}
+
+size_t lp_grammar_matcher_bytes(const lp_grammar_matcher_t *m)
+{
+    size_t b = sizeof(*m) + m->arena.used + m->scratch.arena.used + m->cur.cap * sizeof(gr_cfg_t);
+    for (uint32_t i = 0; i < HISTORY; i++) b += m->hist[i].cap * sizeof(gr_cfg_t);
+    for (uint32_t i = 0; i < 2; i++) b += m->tmp[i].cap * sizeof(gr_cfg_t);
+    for (uint32_t i = 0; i < m->scratch.nlvl; i++) b += m->scratch.lvl[i].cap * sizeof(gr_cfg_t);
+    return b;
+}
+
+void lp_grammar_matcher_set_max_bytes(lp_grammar_matcher_t *m, size_t max_bytes)
+{
+    m->max_bytes = max_bytes ? max_bytes : LP_GRAMMAR_MATCHER_MAX_BYTES;
 }
 
 void lp_grammar_matcher_destroy(lp_grammar_matcher_t **mp)
@@ -455,32 +494,37 @@ typedef struct {
     uint32_t cap, n;
 } fmap_t;
 
+/* Room for one more entry (at most half full). */
+static bool fmap_room(fmap_t *mp)
+{
+    if ((mp->n + 1) * 2 <= mp->cap) return true;
+    uint32_t nc = mp->cap ? mp->cap * 2 : 1024;
+    const gr_frame_t **nfrom = calloc(nc, sizeof(*nfrom));
+    gr_frame_t **nto = calloc(nc, sizeof(*nto));
+    if (!nfrom || !nto) {
+        free(nfrom);
+        free(nto);
+        return false;
+    }
+    for (uint32_t i = 0; i < mp->cap; i++) {
+        if (!mp->from[i]) continue;
+        uint32_t h = (uint32_t)lp__gr_mix(0, (uintptr_t)mp->from[i]) & (nc - 1);
+        while (nfrom[h]) h = (h + 1) & (nc - 1);
+        nfrom[h] = mp->from[i];
+        nto[h] = mp->to[i];
+    }
+    free(mp->from);
+    free(mp->to);
+    mp->from = nfrom;
+    mp->to = nto;
+    mp->cap = nc;
+    return true;
+}
+
 static gr_frame_t *fmap_copy(fmap_t *mp, lp__gr_arena_t *a, const gr_grammar_t *g,
                              const gr_frame_t *f)
 {
-    if (!f) return NULL;
-    if ((mp->n + 1) * 2 > mp->cap) {
-        uint32_t nc = mp->cap ? mp->cap * 2 : 1024;
-        const gr_frame_t **nfrom = calloc(nc, sizeof(*nfrom));
-        gr_frame_t **nto = calloc(nc, sizeof(*nto));
-        if (!nfrom || !nto) {
-            free(nfrom);
-            free(nto);
-            return NULL;
-        }
-        for (uint32_t i = 0; i < mp->cap; i++) {
-            if (!mp->from[i]) continue;
-            uint32_t h = (uint32_t)lp__gr_mix(0, (uintptr_t)mp->from[i]) & (nc - 1);
-            while (nfrom[h]) h = (h + 1) & (nc - 1);
-            nfrom[h] = mp->from[i];
-            nto[h] = mp->to[i];
-        }
-        free(mp->from);
-        free(mp->to);
-        mp->from = nfrom;
-        mp->to = nto;
-        mp->cap = nc;
-    }
+    if (!f || !fmap_room(mp)) return NULL;
     uint32_t h = (uint32_t)lp__gr_mix(0, (uintptr_t)f) & (mp->cap - 1);
     while (mp->from[h]) {
         if (mp->from[h] == f) return mp->to[h];
@@ -489,8 +533,9 @@ static gr_frame_t *fmap_copy(fmap_t *mp, lp__gr_arena_t *a, const gr_grammar_t *
     gr_frame_t *parent = NULL;
     if (f->parent) {
         parent = fmap_copy(mp, a, g, f->parent);
-        if (!parent) return NULL;
-        /* the table may have grown: find the slot again */
+        /* the parents filled the table: make room again (a deep stack once
+         * filled it and the probe below never ended), then find the slot */
+        if (!parent || !fmap_room(mp)) return NULL;
         h = (uint32_t)lp__gr_mix(0, (uintptr_t)f) & (mp->cap - 1);
         while (mp->from[h]) h = (h + 1) & (mp->cap - 1);
     }
@@ -551,6 +596,7 @@ int lp_grammar_matcher_clone(const lp_grammar_matcher_t *m, lp_grammar_matcher_t
     c->G = lp_grammar_ref(m->G);
     c->done = m->done;
     c->compact_at = m->compact_at;
+    c->max_bytes = m->max_bytes;
     fmap_t mp = {0};
     int rc = cfgs_copy(&c->cur, &m->cur);
     if (!rc) rc = copy_sets(&mp, &c->arena, &c->G->g, &c->cur, 1);
@@ -599,7 +645,13 @@ static int advance(lp_grammar_matcher_t *m, const uint8_t *s, size_t n)
     int rc = push_history(m);
     if (rc) return rc;
     if (cfgs_copy(&m->cur, o)) return lp_error_set(LP_ERR(ENOMEM), "grammar: out of memory");
-    if (m->arena.used > m->compact_at) return compact(m);
+    if ((m->arena.used > m->compact_at || m->arena.used > m->max_bytes) && (rc = compact(m))) return rc;
+    if (m->arena.used > m->max_bytes) {
+        /* what is live is past the cap: refuse the token, back to before it */
+        lp_grammar_matcher_rollback(m, 1);
+        return lp_error_set(LP_ERR(E2BIG), "grammar: the output's parse state would pass %zu MiB",
+                            m->max_bytes >> 20);
+    }
     return 0;
 }
 
@@ -654,13 +706,37 @@ int lp_grammar_matcher_fill_mask(lp_grammar_matcher_t *m, uint64_t *mask)
     const lp_grammar_vocab_t *v = m->G->vocab;
     if (m->done) {
         memset(mask, 0, v->words * sizeof(uint64_t));
-        return 0;
+        return lp_error_set(LP_ERR(ENOENT), "grammar: the output is complete: no token may follow its end");
     }
     int rc = lp__gr_fill_mask(m->G, &m->cur, &m->scratch, mask);
-    if (rc) return rc;
-
+    if (rc) {
+        memset(mask, 0, v->words * sizeof(uint64_t));
+        return rc;
+    }
     if (m->cur.end) lp__gr_bor(mask, v->eog, v->words);
+    uint64_t any = 0;
+    for (size_t w = 0; w < v->words; w++) any |= mask[w];
+    if (!any)
+        return lp_error_set(LP_ERR(ENOENT), "grammar: no token of the vocabulary can continue the output here%s",
+                            m->cur.end ? " (it is complete, and the vocabulary has no end-of-generation token)"
+                                       : " (the grammar needs text that no token spells)");
     return 0;
+}
+
+int lp_grammar_mask_apply(const lp_grammar_vocab_t *v, const uint64_t *mask, float *logits, int32_t n_logits)
+{
+    int32_t n = v->n_tokens < n_logits ? v->n_tokens : n_logits, allowed = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (mask[i >> 6] >> (i & 63) & 1) {
+            allowed += logits[i] == logits[i] && logits[i] != -INFINITY; /* NaN and -inf allow nothing */
+        } else {
+            logits[i] = -INFINITY;
+        }
+    }
+    for (int32_t i = n; i < n_logits; i++) logits[i] = -INFINITY; /* padding ids: never */
+    if (!allowed)
+        return lp_error_set(LP_ERR(ENOENT), "grammar: every token the grammar allows here has a logit of -inf or NaN");
+    return allowed;
 }
 
 int lp__gr_matcher_mask_naive(lp_grammar_matcher_t *m, uint64_t *mask)

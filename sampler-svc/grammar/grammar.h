@@ -51,6 +51,15 @@ enum lp_grammar_kind {
     LP_GRAMMAR_CHOICE,          /* text: a JSON array of strings */
 };
 
+/* A GBNF rule defined by a JSON Schema instead of the grammar's text: what
+ * lib/chat's tool-call grammars leave to the engine (lp_chat_grammar_t's
+ * refs, "args-0" = a function's parameters). */
+typedef struct {
+    const char *name;   /* NUL-terminated rule name */
+    const char *schema; /* JSON Schema text, schema_len bytes */
+    size_t schema_len;
+} lp_grammar_schema_rule_t;
+
 typedef struct {
     enum lp_grammar_kind kind;
     const char *text; /* borrowed for the call; need not be NUL-terminated */
@@ -58,6 +67,11 @@ typedef struct {
     /* JSON: no whitespace between tokens.  Default (false): any whitespace
      * JSON allows between tokens, none before the value or after it. */
     bool compact;
+    /* GBNF only: rules the text references but does not define, each
+     * compiled from its JSON Schema (with `compact` as above); borrowed for
+     * the call.  A rule both defined in the text and here is refused. */
+    const lp_grammar_schema_rule_t *schema_rules;
+    size_t n_schema_rules;
 } lp_grammar_spec_t;
 
 /* Compile spec for vocabulary v (borrowed: it must outlive the grammar).
@@ -84,10 +98,22 @@ int lp_grammar_cache_get(lp_grammar_cache_t *c, const lp_grammar_spec_t *spec, l
 int lp_grammar_matcher_new(lp_grammar_t *g, lp_grammar_matcher_t **out);
 void lp_grammar_matcher_destroy(lp_grammar_matcher_t **self_p);
 /* The tokens allowed next: bit i of mask (lp_grammar_mask_words words) set
- * when token i may follow.  The end-of-generation tokens are set only when
- * the grammar is complete here.  LP_ERR(E2BIG) when the grammar is too
- * ambiguous at this point to follow within the engine's bounds. */
+ * when token i may follow.  The end-of-generation tokens (the tokenizer's
+ * EOG set: EOS, EOT, ...) are set exactly when the grammar is complete here.
+ * Bits past the vocabulary's tokens are never set.  Errors, with the mask
+ * all zero: LP_ERR(ENOENT) when no token at all may follow (after end of
+ * generation; or a dead end: the grammar needs text that no token spells, or
+ * it is complete and the vocabulary has no EOG token): the sequence must
+ * end with an error, never sample from an empty mask; LP_ERR(E2BIG) when the
+ * grammar is too ambiguous at this point to follow within the engine's
+ * bounds. */
 int lp_grammar_matcher_fill_mask(lp_grammar_matcher_t *m, uint64_t *mask);
+/* Apply a mask to a logit row of n_logits (which may be longer than the
+ * vocabulary: padding ids): every token outside the mask, and every id past
+ * the vocabulary, gets -inf.  Returns how many tokens stay samplable (a
+ * finite or +inf logit), or LP_ERR(ENOENT) when none does, so that a
+ * softmax over the row never sees only -inf (NaN). */
+int lp_grammar_mask_apply(const lp_grammar_vocab_t *v, const uint64_t *mask, float *logits, int32_t n_logits);
 /* Take token id.  An end-of-generation token is taken only where the grammar
  * is complete, and ends it.  LP_ERR(EINVAL) when the token is not allowed
  * (the matcher is unchanged). */
@@ -104,5 +130,18 @@ int lp_grammar_matcher_rollback(lp_grammar_matcher_t *m, uint32_t n);
 uint32_t lp_grammar_matcher_history(const lp_grammar_matcher_t *m);
 /* An independent copy (same grammar, same position, its own history). */
 int lp_grammar_matcher_clone(const lp_grammar_matcher_t *m, lp_grammar_matcher_t **out);
+/* Back to the grammar's start, history emptied (a sequence restarted). */
+int lp_grammar_matcher_reset(lp_grammar_matcher_t *m);
+
+/* Memory.  A matcher holds its parse stacks, the last 64 states (rollback)
+ * and a mask's scratch; the grammar's tables are shared and bounded by the
+ * vocabulary object.  A token that would take a matcher's live parse state
+ * past its cap is refused with LP_ERR(E2BIG) and the matcher is left as it
+ * was (the request fails cleanly; deep nesting and ambiguity are bounded
+ * earlier, by depth and configuration count). */
+#define LP_GRAMMAR_MATCHER_MAX_BYTES ((size_t)64 << 20)
+size_t lp_grammar_matcher_bytes(const lp_grammar_matcher_t *m);
+/* 0 restores the default. */
+void lp_grammar_matcher_set_max_bytes(lp_grammar_matcher_t *m, size_t max_bytes);
 
 #endif

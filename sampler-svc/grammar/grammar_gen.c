@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     }
     int count = atoi(argv[3]);
     rng = strtoull(argv[4], NULL, 10) * 0x9e3779b97f4a7c15ull + 1;
-    lp_grammar_spec_t spec = {LP_GRAMMAR_JSON_SCHEMA, schema, len, false};
+    lp_grammar_spec_t spec = {.kind = LP_GRAMMAR_JSON_SCHEMA, .text = schema, .len = len, .compact = false};
     lp_grammar_t *g;
     if (lp_grammar_compile(gv, &spec, &g)) {
         printf("{\"refused\": true}\n");

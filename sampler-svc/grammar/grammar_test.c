@@ -19,6 +19,7 @@
 #include "json.h"
 #include "tokenizer.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ static bool bit(const uint64_t *m, int32_t i) { return m[i >> 6] >> (i & 63) & 1
 
 static lp_grammar_t *compile(enum lp_grammar_kind kind, const char *text, size_t len)
 {
-    lp_grammar_spec_t spec = {kind, text, len, false};
+    lp_grammar_spec_t spec = {.kind = kind, .text = text, .len = len, .compact = false};
     lp_grammar_t *g = NULL;
     if (lp_grammar_compile(gv, &spec, &g)) return NULL;
     return g;
@@ -203,7 +204,7 @@ static void test_inputs(void)
         expect(g, " {}", false, "json mode: no whitespace before");
         lp_grammar_unref(&g);
     }
-    lp_grammar_spec_t compact = {LP_GRAMMAR_JSON_OBJECT, NULL, 0, true};
+    lp_grammar_spec_t compact = {.kind = LP_GRAMMAR_JSON_OBJECT, .text = NULL, .len = 0, .compact = true};
     CHECK_RC(lp_grammar_compile(gv, &compact, &g), 0);
     if (g) {
         expect(g, "{\"a\":[1,2]}", true, "compact");
@@ -257,7 +258,7 @@ static void refused(enum lp_grammar_kind kind, const char *text, int code, const
     CHECK(!g, "accepted: %s", text);
     lp_grammar_unref(&g);
     int rc = 0;
-    lp_grammar_spec_t spec = {kind, text, strlen(text), false};
+    lp_grammar_spec_t spec = {.kind = kind, .text = text, .len = strlen(text), .compact = false};
     rc = lp_grammar_compile(gv, &spec, &g);
     CHECK(rc == code, "%s: code %d, want %d (%s)", text, rc, code, lp_error_msg());
     CHECK(strstr(lp_error_msg(), word), "%s: message '%s' does not name '%s'", text, lp_error_msg(), word);
@@ -335,7 +336,7 @@ static void test_matcher(void)
     const char *text = "{\"n\": 12}";
     CHECK_RC(lp_tokenize_alloc(tok, text, strlen(text), false, false, &ids, &n), 0);
     int32_t eos = lp_tokenizer_eos(tok);
-    lp_grammar_matcher_t *m, *c;
+    lp_grammar_matcher_t *m, *c, *m2;
     CHECK_RC(lp_grammar_matcher_new(g, &m), 0);
     /* end of generation only when complete */
     CHECK_RC(lp_grammar_matcher_accept(m, eos), LP_ERR(EINVAL));
@@ -367,11 +368,26 @@ static void test_matcher(void)
     CHECK(!lp_grammar_matcher_end_allowed(m));
     CHECK_RC(lp_grammar_matcher_accept(c, eos), 0);
     CHECK(lp_grammar_matcher_done(c));
-    CHECK_RC(lp_grammar_matcher_fill_mask(c, b), 0);
+    /* nothing may follow the end: an error, and an empty mask */
+    CHECK_RC(lp_grammar_matcher_fill_mask(c, b), LP_ERR(ENOENT));
+    CHECK(strstr(lp_error_msg(), "complete"), "%s", lp_error_msg());
     bool any = false;
     for (size_t w = 0; w < words; w++) any |= b[w] != 0;
     CHECK(!any, "tokens allowed after the end");
     CHECK_RC(lp_grammar_matcher_accept(c, ids[0]), LP_ERR(EINVAL));
+    /* reset: the start's mask again, end of generation refused */
+    CHECK_RC(lp_grammar_matcher_new(g, &m2), 0);
+    CHECK_RC(lp_grammar_matcher_fill_mask(m2, a), 0);
+    CHECK_RC(lp_grammar_matcher_reset(c), 0);
+    CHECK(!lp_grammar_matcher_done(c) && !lp_grammar_matcher_end_allowed(c) && !lp_grammar_matcher_history(c));
+    CHECK_RC(lp_grammar_matcher_fill_mask(c, b), 0);
+    CHECK(!memcmp(a, b, words * 8), "reset: not the start's mask");
+    for (size_t i = 0; i < n; i++) CHECK_RC(lp_grammar_matcher_accept(c, ids[i]), 0);
+    CHECK_RC(lp_grammar_matcher_accept(c, eos), 0);
+    lp_grammar_matcher_destroy(&m2);
+    /* memory: reported, and a cap refuses the token that passes it */
+    size_t mb = lp_grammar_matcher_bytes(c);
+    CHECK(mb > 0 && mb < LP_GRAMMAR_MATCHER_MAX_BYTES, "matcher bytes %zu", mb);
     lp_grammar_matcher_destroy(&c);
     lp_grammar_matcher_destroy(&m);
     CHECK(m == NULL && c == NULL);
@@ -382,6 +398,138 @@ static void test_matcher(void)
     lp_grammar_unref(&g);
 }
 
+/* End of generation and the logit row: EOG exactly where the grammar is
+ * complete; padding ids and masked tokens never samplable; a row with
+ * nothing samplable an error, not a softmax over -inf (NaN). */
+static void test_eog_and_row(void)
+{
+    const char *gb = "root ::= \"[\" ( [0-9] ( \",\" [0-9] )* )? \"]\"";
+    lp_grammar_t *g = compile(LP_GRAMMAR_GBNF, gb, strlen(gb));
+    CHECK(g, "%s", lp_error_msg());
+    if (!g) return;
+    size_t words = lp_grammar_mask_words(gv);
+    int32_t nt = lp_grammar_vocab_n_tokens(gv), nl = nt + 300; /* a padded row */
+    uint64_t *mask = malloc(words * 8);
+    float *row = malloc((size_t)nl * sizeof(float));
+    int32_t n_eog = 0;
+    for (int32_t t = 0; t < nt; t++) n_eog += lp_tokenizer_is_eog(tok, t);
+    CHECK(n_eog > 0, "the vocabulary has no end-of-generation token");
+    lp_grammar_matcher_t *m;
+    CHECK_RC(lp_grammar_matcher_new(g, &m), 0);
+    const char *steps[] = {"[", "3", ",", "4", "]"};
+    for (size_t k = 0; k <= 5; k++) {
+        CHECK_RC(lp_grammar_matcher_fill_mask(m, mask), 0);
+        bool complete = k == 5;
+        CHECK(lp_grammar_matcher_end_allowed(m) == complete);
+        for (int32_t t = 0; t < nt; t++)
+            if (lp_tokenizer_is_eog(tok, t)) CHECK(bit(mask, t) == complete, "EOG %d at step %zu", t, k);
+        for (size_t w = nt / 64 + 1; w < words; w++) CHECK(!mask[w]);
+        if (nt % 64) CHECK(!(mask[nt / 64] >> (nt % 64)), "bits past the vocabulary");
+        /* the row: every logit high, padding highest */
+        for (int32_t i = 0; i < nl; i++) row[i] = i >= nt ? 100.0f : 1.0f + (float)(i % 7);
+        int rc = lp_grammar_mask_apply(gv, mask, row, nl);
+        CHECK(rc > 0, "%s", lp_error_msg());
+        int32_t best = 0;
+        for (int32_t i = 1; i < nl; i++)
+            if (row[i] > row[best]) best = i;
+        CHECK(best < nt && bit(mask, best), "step %zu: argmax %d is not allowed", k, best);
+        for (int32_t i = nt; i < nl; i++) CHECK(row[i] == -INFINITY, "padding id %d samplable", i);
+        if (k < 5) CHECK_RC(lp_grammar_matcher_accept_bytes(m, steps[k], 1), 0);
+    }
+    /* every allowed token at -inf or NaN: an error naming it */
+    for (int32_t i = 0; i < nl; i++) row[i] = bit(mask, i) && i < nt ? (i & 1 ? -INFINITY : NAN) : 5.0f;
+    CHECK_RC(lp_grammar_mask_apply(gv, mask, row, nl), LP_ERR(ENOENT));
+    CHECK(strstr(lp_error_msg(), "-inf"), "%s", lp_error_msg());
+    /* after EOS: the empty mask is an error, and applying it leaves nothing */
+    int32_t eos = lp_tokenizer_eos(tok);
+    CHECK_RC(lp_grammar_matcher_accept(m, eos), 0);
+    CHECK_RC(lp_grammar_matcher_fill_mask(m, mask), LP_ERR(ENOENT));
+    for (int32_t i = 0; i < nl; i++) row[i] = 1.0f;
+    CHECK_RC(lp_grammar_mask_apply(gv, mask, row, nl), LP_ERR(ENOENT));
+    lp_grammar_matcher_destroy(&m);
+    free(mask);
+    free(row);
+    lp_grammar_unref(&g);
+}
+
+/* A matcher's cap on its parse state: deep nesting passes a small cap, the
+ * token is refused, and the matcher is as before it. */
+static void test_memory_cap(void)
+{
+    const char *gb = "root ::= \"[\" root? \"]\"";
+    lp_grammar_t *g = compile(LP_GRAMMAR_GBNF, gb, strlen(gb));
+    CHECK(g, "%s", lp_error_msg());
+    if (!g) return;
+    lp_grammar_matcher_t *m;
+    CHECK_RC(lp_grammar_matcher_new(g, &m), 0);
+    lp_grammar_matcher_set_max_bytes(m, 64 << 10);
+    int rc = 0;
+    uint32_t depth = 0;
+    for (; depth < 100000 && !rc; depth++) rc = lp_grammar_matcher_accept_bytes(m, "[", 1);
+    CHECK(rc == LP_ERR(E2BIG) && strstr(lp_error_msg(), "MiB"), "no cap after %u levels: %d %s", depth, rc, lp_error_msg());
+    CHECK(lp_grammar_matcher_bytes(m) < (1u << 20) + (64u << 10) * 4, "bytes %zu", lp_grammar_matcher_bytes(m));
+    /* what was taken before the refusal still closes */
+    uint32_t open = depth - 1, k;
+    for (k = 0; k < open; k++)
+        if (lp_grammar_matcher_accept_bytes(m, "]", 1)) break;
+    CHECK(k == open && lp_grammar_matcher_end_allowed(m), "closed %u of %u", k, open);
+    lp_grammar_matcher_destroy(&m);
+    lp_grammar_unref(&g);
+}
+
+/* GBNF whose rules come from JSON Schemas (lib/chat's tool-call grammars). */
+static void test_schema_rules(void)
+{
+    const char *gb = "root ::= \"call \" args \" \" n";
+    lp_grammar_schema_rule_t r[2] = {
+        {"args", "{\"type\":\"object\",\"properties\":{\"u\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"u\"]}", 0},
+        {"n", "{\"type\":\"integer\",\"minimum\":3}", 0}};
+    r[0].schema_len = strlen(r[0].schema);
+    r[1].schema_len = strlen(r[1].schema);
+    lp_grammar_spec_t spec = {.kind = LP_GRAMMAR_GBNF, .text = gb, .len = strlen(gb), .schema_rules = r,
+                              .n_schema_rules = 2};
+    lp_grammar_t *g = NULL;
+    CHECK_RC(lp_grammar_compile(gv, &spec, &g), 0);
+    if (g) {
+        expect(g, "call {\"u\": \"c\"} 3", true, "schema rules");
+        expect(g, "call {\"u\":\"f\"} 12", true, "schema rules");
+        expect(g, "call {\"u\": \"k\"} 3", false, "an enum the rule's schema refuses");
+        expect(g, "call {\"u\": \"c\"} 2", false, "a minimum the rule's schema refuses");
+        expect(g, "call {} 3", false, "a required property");
+        lp_grammar_unref(&g);
+    }
+    /* the cache keys on the rules too */
+    lp_grammar_cache_t *cache;
+    CHECK_RC(lp_grammar_cache_new(gv, 4, &cache), 0);
+    lp_grammar_t *g1 = NULL, *g2 = NULL;
+    bool hit = true;
+    CHECK_RC(lp_grammar_cache_get(cache, &spec, &g1, &hit), 0);
+    CHECK(!hit);
+    const char *n2 = "{\"type\":\"integer\",\"maximum\":3}";
+    r[1].schema = n2;
+    r[1].schema_len = strlen(n2);
+    CHECK_RC(lp_grammar_cache_get(cache, &spec, &g2, &hit), 0);
+    CHECK(!hit && g1 != g2, "another rule's schema hit the cache");
+    if (g2) expect(g2, "call {\"u\": \"c\"} 2", true, "the second grammar's rule");
+    lp_grammar_unref(&g1);
+    lp_grammar_unref(&g2);
+    lp_grammar_cache_destroy(&cache);
+    /* refusals name the rule */
+    const char *twice = "root ::= args\nargs ::= \"x\"";
+    spec.text = twice;
+    spec.len = strlen(twice);
+    CHECK_RC(lp_grammar_compile(gv, &spec, &g), LP_ERR(EINVAL));
+    CHECK(strstr(lp_error_msg(), "'args'") && strstr(lp_error_msg(), "JSON Schema"), "%s", lp_error_msg());
+    r[0].schema = "{\"type\":\"array\",\"items\":{\"type\":\"object\"},\"uniqueItems\":true}";
+    r[0].schema_len = strlen(r[0].schema);
+    spec.text = gb;
+    spec.len = strlen(gb);
+    int rc = lp_grammar_compile(gv, &spec, &g);
+    CHECK(rc < 0 && strstr(lp_error_msg(), "rule 'args'"), "%d %s", rc, lp_error_msg());
+    lp_grammar_spec_t bad = {.kind = LP_GRAMMAR_REGEX, .text = "a", .len = 1, .schema_rules = r, .n_schema_rules = 1};
+    CHECK_RC(lp_grammar_compile(gv, &bad, &g), LP_ERR(EINVAL));
+}
+
 /* ---- the cache ------------------------------------------------------------------------------------- */
 
 static void test_cache(void)
@@ -389,7 +537,8 @@ static void test_cache(void)
     lp_grammar_cache_t *c;
     CHECK_RC(lp_grammar_cache_new(gv, 2, &c), 0);
     const char *s1 = "{\"type\":\"integer\"}", *s2 = "{\"type\":\"array\",\"uniqueItems\":true}";
-    lp_grammar_spec_t a = {LP_GRAMMAR_JSON_SCHEMA, s1, strlen(s1), false}, b = {LP_GRAMMAR_JSON_SCHEMA, s2, strlen(s2), false};
+    lp_grammar_spec_t a = {.kind = LP_GRAMMAR_JSON_SCHEMA, .text = s1, .len = strlen(s1)};
+    lp_grammar_spec_t b = {.kind = LP_GRAMMAR_JSON_SCHEMA, .text = s2, .len = strlen(s2)};
     lp_grammar_t *g1, *g2, *g3 = NULL;
     bool hit;
     CHECK_RC(lp_grammar_cache_get(c, &a, &g1, &hit), 0);
@@ -482,6 +631,9 @@ int main(int argc, char **argv)
     test_inputs();
     test_refusals();
     test_matcher();
+    test_eog_and_row();
+    test_memory_cap();
+    test_schema_rules();
     test_cache();
     test_threads();
     lp_grammar_vocab_destroy(&gv);

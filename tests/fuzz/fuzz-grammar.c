@@ -44,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2) return 0;
     static const enum lp_grammar_kind kinds[5] = {LP_GRAMMAR_JSON_SCHEMA, LP_GRAMMAR_GBNF, LP_GRAMMAR_REGEX,
                                                   LP_GRAMMAR_CHOICE, LP_GRAMMAR_JSON_OBJECT};
-    lp_grammar_spec_t spec = {kinds[data[0] % 5], (const char *)data + 2, size - 2, (data[0] >> 4) & 1};
+    lp_grammar_spec_t spec = {.kind = kinds[data[0] % 5], .text = (const char *)data + 2, .len = size - 2,
+                              .compact = (data[0] >> 4) & 1};
     uint8_t pick = data[1];
     lp_grammar_t *g;
     if (lp_grammar_compile(gv, &spec, &g)) return 0;
