@@ -105,8 +105,8 @@ def main():
                 lazy = ">>>" + out  # the prompt's ">>>" begins the first call
             else:
                 lazy = out[out.find(ga["trigger"]):] if ga["trigger"] and ga["trigger"] in out else None
-            if lazy is None:
-                fails.append("%s: no trigger %r in the turn" % (name, ga["trigger"]))
+            if lazy is None or not ga["lazy"]:
+                fails.append("%s: not lazy, or no trigger %r in the turn" % (name, ga["trigger"]))
                 continue
             _, err, got = check(lmpipe, vocab, tmp, base + ["--tool-choice", '"auto"'] + extra, [lazy])
             if err or not got[0]:
