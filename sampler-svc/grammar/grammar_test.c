@@ -437,7 +437,7 @@ static void test_eog_and_row(void)
         if (k < 5) CHECK_RC(lp_grammar_matcher_accept_bytes(m, steps[k], 1), 0);
     }
     /* every allowed token at -inf or NaN: an error naming it */
-    for (int32_t i = 0; i < nl; i++) row[i] = bit(mask, i) && i < nt ? (i & 1 ? -INFINITY : NAN) : 5.0f;
+    for (int32_t i = 0; i < nl; i++) row[i] = i < nt && bit(mask, i) ? (i & 1 ? -INFINITY : NAN) : 5.0f;
     CHECK_RC(lp_grammar_mask_apply(gv, mask, row, nl), LP_ERR(ENOENT));
     CHECK(strstr(lp_error_msg(), "-inf"), "%s", lp_error_msg());
     /* after EOS: the empty mask is an error, and applying it leaves nothing */
