@@ -393,8 +393,19 @@ static int parse_value(parser_t *ps, lp_json_t *v)
         return literal(ps, "null");
     default:
         if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) {
+            const char *s = ps->p;
             v->type = LP_JSON_NUMBER;
-            return parse_number(ps, v);
+            int rc = parse_number(ps, v);
+            if (rc) return rc;
+            /* the text as written: exact where a double is not (big
+             * integers, "1.0" against "1") */
+            v->n = (size_t)(ps->p - s);
+            char *t = arena_alloc(ps->doc, v->n + 1);
+            if (!t) return lp_error_set(LP_ERR(ENOMEM), "json: out of memory");
+            memcpy(t, s, v->n);
+            t[v->n] = '\0';
+            v->num_text = t;
+            return 0;
         }
         if (*ps->p == 'N' || *ps->p == 'I')
             return fail(ps, "expected a value (NaN and Infinity are not JSON numbers)");

@@ -34,7 +34,7 @@ struct lp_json {
     enum lp_json_type type;
     const char *key;   /* member name when the parent is an object, else NULL */
     size_t key_len;
-    size_t n;          /* STRING: byte length; ARRAY/OBJECT: number of items */
+    size_t n;          /* STRING, NUMBER: byte length; ARRAY/OBJECT: number of items */
     bool is_int;       /* NUMBER written as an integer (no fraction, no exponent)
                         * that fits int64_t: inum holds it exactly */
     bool is_intlike;   /* NUMBER written as an integer, whether it fits or not */
@@ -45,6 +45,7 @@ struct lp_json {
         const char *str;     /* STRING: NUL-terminated, may contain "\0" escapes */
         lp_json_t *items;    /* ARRAY/OBJECT: n nodes in order */
     } u;
+    const char *num_text;    /* NUMBER: as written (n bytes, NUL-terminated); else NULL */
 };
 
 typedef struct lp_json_doc lp_json_doc_t;
