@@ -131,8 +131,8 @@ static int hparams(lp_arch_ld_t *ld)
         (rc = size_key(ld, "ssm.inner_size", 1u << 20, &s->d_inner)))
         return rc;
     if (s->n_v_heads % s->n_group)
-        return lp_ld_refuse(ld, "ssm.time_step_rank", "%d value heads are not a multiple of "
-                            "the %d key heads (ssm.group_count)", s->n_v_heads, s->n_group);
+        return lp_ld_refuse(ld, "ssm.group_count", "%d key heads do not divide the %d value "
+                            "heads (ssm.time_step_rank)", s->n_group, s->n_v_heads);
     if ((int64_t)s->n_v_heads * s->d_state != s->d_inner)
         return lp_ld_refuse(ld, "ssm.inner_size", "%d is not time_step_rank %d x state_size %d: "
                             "value heads of another size are not implemented", s->d_inner,
