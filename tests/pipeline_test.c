@@ -6,6 +6,8 @@
  *   pipeline_test goldens MODELS_DIR GOLDENS_DIR [--no-shm]
  *       every shared golden's greedy continuation, up to the first step
  *       whose top-1 margin is below the golden's tau (goldens/README.md)
+ *   pipeline_test golden MODELS_DIR GOLDEN_JSON [--no-shm]
+ *       the same for one golden file
  *   pipeline_test concurrent MODEL [--no-shm] [--max-batch-tokens=N]
  *       eight requests with different prompts, lengths and samplers give,
  *       all at once, exactly the tokens each gives alone (a small N splits
@@ -1551,6 +1553,7 @@ int main(int argc, char **argv)
     bool no_shm = argc > 1 && !strcmp(argv[argc - 1], "--no-shm");
     if (no_shm) argc--;
     if (argc == 4 && !strcmp(argv[1], "goldens")) test_goldens(argv[2], argv[3], no_shm);
+    else if (argc == 4 && !strcmp(argv[1], "golden")) golden_file(argv[2], argv[3], no_shm);
     else if (argc == 3 && !strcmp(argv[1], "concurrent")) test_concurrent(argv[2], no_shm);
     else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
     else if (argc == 4 && !strcmp(argv[1], "context")) test_context(argv[2], argv[3], no_shm);
