@@ -16,8 +16,9 @@ static void usage(FILE *f)
             "                   [--admin-key KEY]... [--model-name NAME] [--max-body BYTES]\n"
             "                   [--max-connections N] [--max-connections-per-address N]\n"
             "                   [--header-timeout-ms MS] [--body-timeout-ms MS] [--idle-timeout-ms MS]\n"
-            "                   [--metrics-auth] [--curve-key F.key --server-key KEY]\n"
+            "                   [--metrics-auth] [--curve-key F.key --server-key KEY] [--listen-fd FD]\n"
             "OpenAI- and llama.cpp-compatible HTTP in front of an lmpipe coordinator.\n"
+            "--listen-fd: a socket already listening on --listen's address (lmpipe up's).\n"
             "API keys also come from LMPIPE_API_KEY.  No TLS: terminate it in front.\n"
             "Exit status: 0 after SIGINT/SIGTERM, 2 for bad flags or an address it cannot listen on.\n");
 }
