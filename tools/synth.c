@@ -540,7 +540,8 @@ static int plan_tensors_arch(const shape_t *s, const ftype_t *ft, const char *ar
     ADD("token_embd.weight", -1, FILL_NORMAL, 2, E, n_vocab);
     for (int l = 0; l < (int)s->n_layer && s->attn_interval; l++) {
         /* qwen35: each layer's tensors in name order; attn_v's extra bits
-         * count the attention layers only, as llama-quantize counts them */
+         * counted over the attention layers (docs/GGUF.md: unchecked
+         * against a llama-quantize file of a hybrid) */
         const int64_t q = (int64_t)s->head_dim * s->n_head, kv = (int64_t)s->head_dim * s->n_head_kv;
         const int64_t hd = s->head_dim, di = (int64_t)s->n_v_heads * s->d_state, Hv = s->n_v_heads;
         const int64_t ch = 2 * (int64_t)s->n_group * s->d_state + di;
