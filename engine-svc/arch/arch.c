@@ -45,8 +45,8 @@ static const char *const feat_names[LP_FEAT_COUNT] = {
     "final logit soft-capping",
     "an attention scale other than 1/sqrt(head size)",
     "RoPE that differs per layer",
-    "Gated DeltaNet layers (a recurrent state per sequence)",
-    "a sigmoid gate on the attention output",
+    [21] = "Gated DeltaNet layers (a recurrent state per sequence)",
+    [22] = "a sigmoid gate on the attention output",
 };
 
 const char *lp_feat_name(uint32_t bit) { return bit < LP_FEAT_COUNT ? feat_names[bit] : "?"; }
