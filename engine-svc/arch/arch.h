@@ -44,8 +44,8 @@ enum lp_feat {
     LP_FEAT_SOFTCAP = 1u << 12,    /* logits = cap * tanh(logits / cap) */
     LP_FEAT_ATTN_SCALE = 1u << 13, /* attention scale other than 1/sqrt(head_dim) */
     LP_FEAT_LAYER_ROPE = 1u << 14, /* RoPE base, scale or dims that differ per layer */
-    /* bits 15-20 are the moe branch's (MoE, shared expert, sinks, YaRN,
-     * output bias, SwiGLU-OAI) */
+    /* bits 15-20: reserved for the mixture-of-experts and gpt-oss features
+     * (issue #31) */
     LP_FEAT_DELTANET = 1u << 21,   /* Gated DeltaNet layers: per-sequence recurrent state */
     LP_FEAT_ATTN_GATE = 1u << 22,  /* attention output times sigmoid(a gate from attn_q) */
 };
@@ -86,7 +86,7 @@ enum {
     LP_T_OPTIONAL = 1 << 1, /* may be absent (the field stays empty) */
     LP_T_MATRIX = 1 << 2,   /* an lp_weight_t read in place; else floats (a vector, or
                                ne0 x ne1 floats row after row) */
-    /* 1 << 3 is the moe branch's LP_T_EXPERTS */
+    /* 1 << 3: reserved for expert tensors (issue #31) */
     LP_T_ATTN = 1 << 4,     /* only on attention layers: refused on a recurrent one */
     LP_T_REC = 1 << 5,      /* only on recurrent (DeltaNet) layers: refused elsewhere */
 };
