@@ -83,39 +83,10 @@ int lp_ld_str(lp_arch_ld_t *ld, const char *suffix, bool required, lp_gguf_str_t
     return rc ? rc : missing(lp_gguf_get_str(ld->m->gguf, key, out), required, key);
 }
 
-int lp_ld_layers(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out)
-{
-    char key[KEY_MAX];
-    int rc = full_key(ld, suffix, key, sizeof(key));
-    if (rc) return rc;
-    const int32_t n_layer = ld->m->hp.n_layer;
-    const lp_gguf_kv_t *kv = lp_gguf_find(ld->m->gguf, key);
-    if (!kv) return missing(LP_ERR(ENOENT), required, key);
-    if (kv->type != LP_GGUF_ARRAY) {
-        uint32_t v;
-        if ((rc = lp_gguf_get_u32(ld->m->gguf, key, &v))) return rc;
-        if (v > INT32_MAX) return lp_error_set(LP_ERR(EINVAL), "key '%s': %u is too large", key, v);
-        for (int32_t l = 0; l < n_layer; l++) out[l] = (int32_t)v;
-        return 0;
-    }
-    if (kv->arr_n != (uint64_t)n_layer)
-        return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %llu values for %d layers",
-                            key, (unsigned long long)kv->arr_n, n_layer);
-    if (kv->arr_type == LP_GGUF_STRING || kv->arr_type == LP_GGUF_ARRAY ||
-        kv->arr_type == LP_GGUF_FLOAT32 || kv->arr_type == LP_GGUF_FLOAT64)
-        return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %s, expected integers", key,
-                            lp_gguf_vtype_name(kv->arr_type));
-    for (int32_t l = 0; l < n_layer; l++) {
-        double v = lp_gguf_num_at(kv->arr_type, kv->data, (uint64_t)l);
-        if (!(v >= 0 && v <= INT32_MAX))
-            return lp_error_set(LP_ERR(EINVAL), "key '%s': value %g of layer %d is out of range",
-                                key, v, l);
-        out[l] = (int32_t)v;
-    }
-    return 0;
-}
-
-int lp_ld_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out, int32_t n)
+/* n integers from a key: a scalar for all n, or an array of exactly n
+ * (per_layer) or at most n (the rest 0); each in 0..INT32_MAX. */
+static int read_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out,
+                     int32_t n, bool per_layer)
 {
     char key[KEY_MAX];
     int rc = full_key(ld, suffix, key, sizeof(key));
@@ -129,6 +100,9 @@ int lp_ld_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out
         for (int32_t i = 0; i < n; i++) out[i] = (int32_t)v;
         return 0;
     }
+    if (per_layer && kv->arr_n != (uint64_t)n)
+        return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %llu values for %d layers",
+                            key, (unsigned long long)kv->arr_n, n);
     if (kv->arr_n > (uint64_t)n)
         return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %llu values, at most %d "
                             "expected", key, (unsigned long long)kv->arr_n, n);
@@ -139,11 +113,21 @@ int lp_ld_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out
     for (int32_t i = 0; i < n; i++) {
         double v = (uint64_t)i < kv->arr_n ? lp_gguf_num_at(kv->arr_type, kv->data, (uint64_t)i) : 0;
         if (!(v >= 0 && v <= INT32_MAX))
-            return lp_error_set(LP_ERR(EINVAL), "key '%s': value %g at %d is out of range", key,
-                                v, i);
+            return lp_error_set(LP_ERR(EINVAL), "key '%s': value %g %s %d is out of range", key,
+                                v, per_layer ? "of layer" : "at", i);
         out[i] = (int32_t)v;
     }
     return 0;
+}
+
+int lp_ld_layers(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out)
+{
+    return read_ints(ld, suffix, required, out, ld->m->hp.n_layer, true);
+}
+
+int lp_ld_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out, int32_t n)
+{
+    return read_ints(ld, suffix, required, out, n, false);
 }
 
 bool lp_ld_has(const lp_arch_ld_t *ld, const char *suffix)
