@@ -129,13 +129,13 @@ static void groups(lp_json_buf_t *b, const lp_gw_t *gw, const Lmpipe__StatsReply
         const Lmpipe__GroupStats *q = s->groups[i];
         if (!q->ready) continue;
         const char *off = q->prefix_cache_off ? q->prefix_cache_off : "";
-        lp_sb_puts(b, "lmpipe:group_prefix_cache_enabled{model_name=\"");
-        label_value(b, gw->model);
-        lp_sb_puts(b, "\",group=\"");
+        lp_json_buf_puts(b, "lmpipe:group_prefix_cache_enabled{model_name=\"");
+        label_value(b, gw->link.model);
+        lp_json_buf_puts(b, "\",group=\"");
         label_value(b, q->name);
-        lp_sb_puts(b, "\",reason=\"");
+        lp_json_buf_puts(b, "\",reason=\"");
         label_value(b, off);
-        lp_sb_printf(b, "\"} %d\n", off[0] ? 0 : 1);
+        lp_json_buf_printf(b, "\"} %d\n", off[0] ? 0 : 1);
     }
 }
 
