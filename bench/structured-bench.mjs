@@ -1,0 +1,69 @@
+// structured-bench.mjs - what a JSON-Schema constraint costs per token at 8
+// concurrent streams (issue 29's overlap target: at most 5% over the same 8
+// streams unconstrained), through `lmpipe up --http`, one server, one GGUF,
+// the same threads, constrained and unconstrained rounds alternating
+// (docs/BENCHMARKS.md).
+//
+// Each round starts N streaming /completion requests at once (temperature
+// 1, fixed seeds, n_predict tokens, ignore_eos); the constrained round adds
+// a JSON Schema whose output stays open for the whole run (an array of
+// objects with free strings), so every token is drawn from a mask.  Time
+// per token for one stream = (last token event - first) / (tokens - 1);
+// reported: the mean over streams and rounds, each kind, and the ratio.
+//
+// usage: node bench/structured-bench.mjs --model Q.gguf [--build build]
+//          [--threads 2] [--clients 8] [--tokens 96] [--rounds 4] [--json out.json]
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { freePort, waitHealthy, stop, ssePost } from './common.mjs';
+
+const args = { build: 'build', threads: '2', clients: '8', tokens: '96', rounds: '4' };
+for (let i = 2; i < process.argv.length; i++) {
+    const a = process.argv[i];
+    if (!a.startsWith('--') || i + 1 >= process.argv.length) { console.error(`structured-bench: bad argument '${a}'`); process.exit(2); }
+    args[a.slice(2)] = process.argv[++i];
+}
+if (!args.model) { console.error('structured-bench: --model GGUF is required'); process.exit(2); }
+const lmpipe = resolve(args.build, 'tools/lmpipe');
+const nClients = Number(args.clients), nTokens = Number(args.tokens), rounds = Number(args.rounds);
+const schema = {
+    type: 'array',
+    items: { type: 'object', properties: { name: { type: 'string' }, note: { type: 'string' }, n: { type: 'integer' } },
+             required: ['name', 'note', 'n'], additionalProperties: false },
+};
+const work = mkdtempSync(join(tmpdir(), 'lmpipe-structured-bench-'));
+const port = await freePort();
+const srv = { name: 'lmpipe', base: `http://127.0.0.1:${port}` };
+const child = spawn(lmpipe, ['up', '--model', resolve(args.model), '--threads', args.threads, '--endpoint',
+                             `ipc://${work}/c.sock`, '--http', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'inherit'] });
+try {
+    await waitHealthy(srv.base, child, 'lmpipe up');
+    async function round(constrained, r) {
+        const per = [];
+        await Promise.all([...Array(nClients).keys()].map(async (i) => {
+            const times = [];
+            const body = { prompt: `Item ${i}:`, n_predict: nTokens, ignore_eos: true, temperature: 1, seed: 1000 * r + i,
+                           stream: true, ...(constrained ? { json_schema: schema } : {}) };
+            await ssePost(srv, '/completion', body, (j, now) => { if (j.tokens?.length || j.content) times.push(now); });
+            if (times.length > 8) per.push((times[times.length - 1] - times[0]) / (times.length - 1));
+        }));
+        return per;
+    }
+    await round(false, 0); // warm: the first constrained open also builds the grammar vocabulary
+    await round(true, 0);
+    const res = { off: [], on: [] };
+    for (let r = 1; r <= rounds; r++)
+        for (const c of r % 2 ? [false, true] : [true, false]) res[c ? 'on' : 'off'].push(...await round(c, r));
+    const mean = (xs) => xs.reduce((a, x) => a + x, 0) / xs.length;
+    const off = mean(res.off), on = mean(res.on);
+    const out = { clients: nClients, tokens: nTokens, rounds, threads: Number(args.threads),
+                  ms_per_token_unconstrained: +off.toFixed(3), ms_per_token_constrained: +on.toFixed(3),
+                  overhead_pct: +((on / off - 1) * 100).toFixed(1), streams: { off: res.off.length, on: res.on.length } };
+    console.log(JSON.stringify(out));
+    if (args.json) writeFileSync(args.json, JSON.stringify(out, null, 1));
+} finally {
+    await stop(child);
+    rmSync(work, { recursive: true, force: true });
+}
