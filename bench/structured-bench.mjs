@@ -6,9 +6,10 @@
 //
 // Each round starts N streaming /completion requests at once (temperature
 // 1, fixed seeds, n_predict tokens, ignore_eos); the constrained round adds
-// a JSON Schema whose output stays open for the whole run (an array of
-// objects with free strings), so every token is drawn from a mask.  Time
-// per token for one stream = (last token event - first) / (tokens - 1);
+// a strict JSON Schema (compact) whose output stays open for the whole run
+// (at least 1000 objects with free strings), so every token is drawn from a
+// mask.  Time per token for one stream = (last token event - first) /
+// (tokens_predicted - 1);
 // reported: the mean over streams and rounds, each kind, and the ratio.
 //
 // usage: node bench/structured-bench.mjs --model Q.gguf [--build build]
@@ -29,25 +30,33 @@ if (!args.model) { console.error('structured-bench: --model GGUF is required'); 
 const lmpipe = resolve(args.build, 'tools/lmpipe');
 const nClients = Number(args.clients), nTokens = Number(args.tokens), rounds = Number(args.rounds);
 const schema = {
-    type: 'array',
+    type: 'array', minItems: 1000,
     items: { type: 'object', properties: { name: { type: 'string' }, note: { type: 'string' }, n: { type: 'integer' } },
              required: ['name', 'note', 'n'], additionalProperties: false },
 };
 const work = mkdtempSync(join(tmpdir(), 'lmpipe-structured-bench-'));
 const port = await freePort();
 const srv = { name: 'lmpipe', base: `http://127.0.0.1:${port}` };
-const child = spawn(lmpipe, ['up', '--model', resolve(args.model), '--threads', args.threads, '--endpoint',
-                             `ipc://${work}/c.sock`, '--http', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'inherit'] });
+writeFileSync(join(work, 'lmpipe.conf'), `model = ${resolve(args.model)}\nendpoint = ipc://${work}/c.sock\n` +
+              `http.listen = 127.0.0.1:${port}\nthreads = ${args.threads}\n`);
+const child = spawn(lmpipe, ['up', '--config', join(work, 'lmpipe.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
 try {
     await waitHealthy(srv.base, child, 'lmpipe up');
     async function round(constrained, r) {
         const per = [];
         await Promise.all([...Array(nClients).keys()].map(async (i) => {
             const times = [];
+            let text = '', n = 0;
             const body = { prompt: `Item ${i}:`, n_predict: nTokens, ignore_eos: true, temperature: 1, seed: 1000 * r + i,
-                           stream: true, ...(constrained ? { json_schema: schema } : {}) };
-            await ssePost(srv, '/completion', body, (j, now) => { if (j.tokens?.length || j.content) times.push(now); });
-            if (times.length > 8) per.push((times[times.length - 1] - times[0]) / (times.length - 1));
+                           stream: true, ...(constrained ? { response_format: { type: 'json_schema', json_schema: { name: 'items', schema, strict: true } } } : {}) };
+            await ssePost(srv, '/completion', body, (j, now) => {
+                text += j.content ?? '';
+                if (j.stop) n = j.tokens_predicted; // (a token whose text is held back has no event of its own)
+                else times.push(now);
+            });
+            // the constraint holds: an array of objects, never closed within the run
+            if (constrained && !text.startsWith('[{"')) throw new Error(`not constrained: ${text.slice(0, 80)}`);
+            if (times.length > 8 && n > 8) per.push((times[times.length - 1] - times[0]) / (n - 1));
         }));
         return per;
     }

@@ -206,27 +206,25 @@ static int seq_guard(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab
     if (max_masked) cd->row_max = max = lp__row_max(cd->row, n, NULL);
     if (seq->allowed) {
         /* a constraint's bitset (one word per 64-logit block, as bmax): the
-         * tokens outside it, and ids past its length, go to -inf on the copy */
+         * tokens outside it, and ids past its length, go to -inf on the
+         * copy.  Only the excluded ids are touched (inside a JSON string
+         * nearly every token is allowed); a block's bound stays an upper
+         * bound, and an empty block's is -inf. */
         const uint64_t *bits = seq->allowed;
-        int32_t nb = (n + 63) / 64, nw = (seq->n_allowed + 63) / 64;
+        int32_t nb = (n + 63) / 64;
         seq->allowed = NULL;
-        max = -INFINITY;
         for (int32_t w = 0; w < nb; w++) {
-            int32_t lo = w * 64, hi = lo + 64 < n ? lo + 64 : n;
-            uint64_t b = w < nw ? bits[w] : 0;
-            if (hi - lo == 64 && b == ~0ull && lo + 64 <= seq->n_allowed) {
-                if (cd->bmax[w] > max) max = cd->bmax[w];
-                continue;
-            }
-            float bm = -INFINITY;
-            for (int32_t i = lo; i < hi; i++) {
-                if (!((b >> (i - lo)) & 1) || i >= seq->n_allowed) cd->row[i] = -INFINITY;
-                else if (cd->row[i] > bm) bm = cd->row[i];
-            }
-            cd->bmax[w] = bm;
-            if (bm > max) max = bm;
+            int32_t lo = w * 64, len = lo + 64 < n ? 64 : n - lo;
+            uint64_t valid = len == 64 ? ~0ull : (1ull << len) - 1;
+            if (lo + len > seq->n_allowed) /* ids past the bitset's length */
+                valid &= seq->n_allowed > lo ? (1ull << (seq->n_allowed - lo)) - 1 : 0;
+            uint64_t b = (w < (seq->n_allowed + 63) / 64 ? bits[w] : 0) & valid;
+            uint64_t off = ~b & (len == 64 ? ~0ull : (1ull << len) - 1);
+            if (!off) continue;
+            if (!b) cd->bmax[w] = -INFINITY;
+            for (; off; off &= off - 1) cd->row[lo + __builtin_ctzll(off)] = -INFINITY;
         }
-        cd->row_max = max;
+        cd->row_max = max = lp__row_max(cd->row, n, NULL);
         if (max == -INFINITY)
             return lp_error_set(LP_ERR(ENOENT), "sample: the constraint allows no token that "
                                 "the row and the vocabulary guard leave (all -inf or NaN)");

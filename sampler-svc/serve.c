@@ -577,13 +577,7 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         snprintf(err, errcap, "%s", lp_error_msg());
         goto out;
     }
-    if (c) {
-        c->ready = false;
-        if (lp_grammar_matcher_accept(c->m, r->id) != 0) {
-            snprintf(err, errcap, "constraint: token %d: %s", r->id, lp_error_msg());
-            goto out;
-        }
-    }
+
     /* The chosen token goes back with the slot at once: a chained step
      * waits for it there (StepSeq.chain).  Its logprobs (with n_probs, a
      * pass over the row as loaded, which the chain kept) and its text come
@@ -591,6 +585,14 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
     if (from_ring) {
         lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, r->id);
         from_ring = false;
+    }
+    /* the matcher takes it after the engine has it (it was in the mask) */
+    if (c) {
+        c->ready = false;
+        if (lp_grammar_matcher_accept(c->m, r->id) != 0) {
+            snprintf(err, errcap, "constraint: token %d: %s", r->id, lp_error_msg());
+            goto out;
+        }
     }
     if (lp_sampler_seq_logprobs(seq, r) != 0) {
         snprintf(err, errcap, "%s", lp_error_msg());
