@@ -10,7 +10,9 @@
 // (at least 1000 objects with free strings), so every token is drawn from a
 // mask.  Time per token for one stream = (last token event - first) /
 // (tokens_predicted - 1);
-// reported: the mean over streams and rounds, each kind, and the ratio.
+// reported: the mean over streams and rounds, each kind, their ratio, and
+// the median of the rounds' ratios (each round pairs an unconstrained and a
+// constrained run back to back).
 //
 // usage: node bench/structured-bench.mjs --model Q.gguf [--build build]
 //          [--threads 2] [--clients 8] [--tokens 96] [--rounds 4] [--json out.json]
@@ -42,8 +44,18 @@ writeFileSync(join(work, 'lmpipe.conf'), `model = ${resolve(args.model)}\nendpoi
 const child = spawn(lmpipe, ['up', '--config', join(work, 'lmpipe.conf')], { stdio: ['ignore', 'ignore', 'inherit'] });
 try {
     await waitHealthy(srv.base, child, 'lmpipe up');
+    // the sampler's time on a step's rows (lmpipe:sampler_step_seconds): the
+    // path from the rows to the tokens, which the overlap keeps the masks off
+    async function stepSums() {
+        const t = await (await fetch(`${srv.base}/metrics`)).text();
+        const get = (name) => Number((t.match(new RegExp(`^lmpipe:${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm')) || [])[1] ?? NaN);
+        return { s: get('sampler_step_seconds_sum'), n: get('sampler_step_seconds_count'),
+                 e: get('engine_step_seconds_sum') };
+    }
+    const stepMs = { off: [0, 0, 0], on: [0, 0, 0] };
     async function round(constrained, r) {
         const per = [];
+        const m0 = await stepSums();
         await Promise.all([...Array(nClients).keys()].map(async (i) => {
             const times = [];
             let text = '', n = 0;
@@ -58,18 +70,39 @@ try {
             if (constrained && !text.startsWith('[{"')) throw new Error(`not constrained: ${text.slice(0, 80)}`);
             if (times.length > 8 && n > 8) per.push((times[times.length - 1] - times[0]) / (n - 1));
         }));
+        const m1 = await stepSums();
+        const acc = stepMs[constrained ? 'on' : 'off'];
+        acc[0] += m1.s - m0.s;
+        acc[1] += m1.e - m0.e;
+        acc[2] += m1.n - m0.n;
         return per;
     }
     await round(false, 0); // warm: the first constrained open also builds the grammar vocabulary
     await round(true, 0);
-    const res = { off: [], on: [] };
-    for (let r = 1; r <= rounds; r++)
-        for (const c of r % 2 ? [false, true] : [true, false]) res[c ? 'on' : 'off'].push(...await round(c, r));
+    for (const k of ['off', 'on']) stepMs[k] = [0, 0, 0];
+    const res = { off: [], on: [] }, ratios = [];
     const mean = (xs) => xs.reduce((a, x) => a + x, 0) / xs.length;
+    for (let r = 1; r <= rounds; r++) {
+        const pair = {};
+        for (const c of r % 2 ? [false, true] : [true, false]) {
+            const per = await round(c, r);
+            res[c ? 'on' : 'off'].push(...per);
+            pair[c ? 'on' : 'off'] = mean(per);
+        }
+        ratios.push(pair.on / pair.off);
+    }
+    // the median of the rounds' ratios: a noisy round (the machine is shared) weighs less
+    const med = [...ratios].sort((a, b) => a - b)[Math.floor(ratios.length / 2)];
     const off = mean(res.off), on = mean(res.on);
     const out = { clients: nClients, tokens: nTokens, rounds, threads: Number(args.threads),
                   ms_per_token_unconstrained: +off.toFixed(3), ms_per_token_constrained: +on.toFixed(3),
-                  overhead_pct: +((on / off - 1) * 100).toFixed(1), streams: { off: res.off.length, on: res.on.length } };
+                  overhead_pct: +((on / off - 1) * 100).toFixed(1),
+                  overhead_pct_median_round: +((med - 1) * 100).toFixed(1),
+                  round_ratios: ratios.map((x) => +x.toFixed(3)), streams: { off: res.off.length, on: res.on.length },
+                  sampler_ms_per_step: { off: +(1000 * stepMs.off[0] / stepMs.off[2]).toFixed(3),
+                                         on: +(1000 * stepMs.on[0] / stepMs.on[2]).toFixed(3) },
+                  engine_ms_per_step: { off: +(1000 * stepMs.off[1] / stepMs.off[2]).toFixed(3),
+                                        on: +(1000 * stepMs.on[1] / stepMs.on[2]).toFixed(3) } };
     console.log(JSON.stringify(out));
     if (args.json) writeFileSync(args.json, JSON.stringify(out, null, 1));
 } finally {

@@ -221,10 +221,35 @@ static int seq_guard(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab
             uint64_t b = (w < (seq->n_allowed + 63) / 64 ? bits[w] : 0) & valid;
             uint64_t off = ~b & (len == 64 ? ~0ull : (1ull << len) - 1);
             if (!off) continue;
-            if (!b) cd->bmax[w] = -INFINITY;
-            for (; off; off &= off - 1) cd->row[lo + __builtin_ctzll(off)] = -INFINITY;
+            float *r = cd->row + lo;
+            if (__builtin_popcountll(b) < 32) {
+                /* few allowed (most masks outside strings): keep them, fill
+                 * the block, and the block's bound becomes exact */
+                float keep[64], bm = -INFINITY;
+                int k = 0;
+                for (uint64_t x = b; x; x &= x - 1) keep[k++] = r[__builtin_ctzll(x)];
+                for (int32_t i = 0; i < len; i++) r[i] = -INFINITY;
+                k = 0;
+                for (uint64_t x = b; x; x &= x - 1) {
+                    float v = keep[k++];
+                    r[__builtin_ctzll(x)] = v;
+                    if (v > bm) bm = v;
+                }
+                cd->bmax[w] = bm;
+            } else {
+                for (; off; off &= off - 1) r[__builtin_ctzll(off)] = -INFINITY;
+            }
         }
-        cd->row_max = max = lp__row_max(cd->row, n, NULL);
+        /* the row's maximum stands while one of its holders is allowed
+         * (found through the block bounds); else one pass finds the new one */
+        bool kept = false;
+        for (int32_t w = 0; w < nb && !kept && max != -INFINITY; w++) {
+            if (cd->bmax[w] != max) continue;
+            int32_t lo = w * 64, hi = lo + 64 < n ? lo + 64 : n;
+            for (int32_t i = lo; i < hi && !kept; i++) kept = cd->row[i] == max;
+        }
+        if (!kept) max = lp__row_max(cd->row, n, NULL);
+        cd->row_max = max;
         if (max == -INFINITY)
             return lp_error_set(LP_ERR(ENOENT), "sample: the constraint allows no token that "
                                 "the row and the vocabulary guard leave (all -inf or NaN)");
