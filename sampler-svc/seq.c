@@ -166,6 +166,15 @@ const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq)
     return &seq->eff;
 }
 
+/* Bits set in x (SWAR: no popcnt instruction assumed, no libgcc call). */
+static inline int popcount64(uint64_t x)
+{
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((x * 0x0101010101010101ull) >> 56);
+}
+
 /* Follow the store's strategy, load the row into the candidates with the
  * vocabulary guard (only real, unmasked tokens are candidates), and give
  * the guarded row's length and maximum. */
@@ -222,7 +231,7 @@ static int seq_guard(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab
             uint64_t off = ~b & (len == 64 ? ~0ull : (1ull << len) - 1);
             if (!off) continue;
             float *r = cd->row + lo;
-            if (__builtin_popcountll(b) < 32) {
+            if (popcount64(b) < 32) {
                 /* few allowed (most masks outside strings): keep them, fill
                  * the block, and the block's bound becomes exact */
                 float keep[64], bm = -INFINITY;
