@@ -14,7 +14,9 @@ Debian's python3-jsonschema as the judge).
   Python's re and the choice list.
 - max_tokens that cuts a constrained output: finish_reason length.
 - A live sampler swap (POST /sampler) while constrained generations run:
-  every output still valid.
+  every output still valid; sampler-svc SIGKILLed during constrained
+  generations (lmpipe up restarts it, the sessions are reopened with their
+  tokens): every finished output valid.
 
 - The npm openai SDK (structured-sdk-test.mjs) and, where nats-server and
   lmpipe-nats are there, the bridge (tests/nats/structured-test.mjs).
@@ -357,6 +359,64 @@ try:
           f"compact (strict)", flush=True)
     if n_valid < 8:
         fail(f"swap: only {n_valid} outputs finished")
+
+    # ---- sampler-svc killed during constrained generations ----
+    # lmpipe up starts a new one; the coordinator reopens each session with
+    # the tokens generated so far, which the new matcher replays.
+    def sampler_pids():
+        pids = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                cmd = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"sampler-svc") and any(f"lmpipe-{up.pid}-".encode() in a for a in cmd):
+                pids.append(int(d))
+        return pids
+
+    def redriven():
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+            m = re.search(r"^lmpipe:requests_redriven_total(?:\{[^}]*\})? (\S+)$", r.read().decode(), re.M)
+        return float(m.group(1)) if m else -1
+
+    redriven0 = redriven()
+    with ThreadPoolExecutor(8) as ex:
+        futs = [ex.submit(gen, 100 + s) for s in range(8)]
+        time.sleep(0.25)
+        killed = sampler_pids()
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        results = [f.result() for f in futs]
+    n_valid = n_err = 0
+    for st, r in results:
+        if st != 200:
+            n_err += 1
+            print(f"(after the kill: {st} {str(r)[:200]})")
+            continue
+        c = r["choices"][0]
+        if c["finish_reason"] == "length":
+            continue
+        try:
+            value = json.loads(c["text"])
+            errs = list(v.iter_errors(value))
+        except ValueError as ex:
+            errs = [ex]
+        if errs or not compact(c["text"]):
+            fail(f"sampler killed: invalid output: {c['text']!r}")
+        else:
+            n_valid += 1
+    if not killed:
+        fail("no sampler-svc of this lmpipe up found to kill")
+    n_redriven = redriven() - redriven0
+    if n_redriven < 1:
+        fail(f"the kill re-drove no request (requests_redriven_total went up by {n_redriven})")
+    if n_valid < 4:
+        fail(f"sampler killed: only {n_valid} of 8 outputs finished valid ({n_err} errors)")
+    else:
+        print(f"ok: sampler-svc SIGKILLed during 8 constrained generations: {n_redriven:.0f} re-driven, "
+              f"{n_valid} finished valid, {n_err} failed, none invalid", flush=True)
 
     # ---- the npm openai SDK, and NATS ----
     env = {**os.environ, "LMPIPE_HTTP": base, "LMPIPE_API_KEY": key, "BIAS": json.dumps(bias)}
