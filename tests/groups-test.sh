@@ -141,7 +141,10 @@ else bad "prefix placement: the first request was not placed on exactly one grou
 kill -STOP $eng_b
 b0=$(stat_placed b)
 for i in $(seq 16); do gen "kill.$i" "$(prompt $i)" & done
-sleep 1.5
+# kill it once requests are placed on it: a fixed wait is too short under
+# ASan on a loaded machine
+for _ in $(seq 300); do [ "$(stat_placed b)" -gt "$b0" ] 2>/dev/null && break; sleep 0.1; done
+sleep 0.2
 { kill -KILL $eng_b && wait $eng_b; } 2>/dev/null
 wait_gens
 b1=$(stat_placed b)
