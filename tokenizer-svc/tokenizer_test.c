@@ -647,7 +647,7 @@ static int render(const lp_chat_renderer_t *cr, const char *tmpl, const char *js
 {
     lp_chat_msg_t msgs[] = {{"user", "Hi"}};
     size_t len;
-    return lp_chat_render(cr, tmpl, json, json ? strlen(json) : 0, msgs, 1, gen, text, &len, has_bos);
+    return lp_chat_render(cr, tmpl, json, json ? strlen(json) : 0, msgs, 1, gen, text, &len, has_bos, NULL);
 }
 
 /* The model's own template, rendered by lib/jinja: the expected texts are

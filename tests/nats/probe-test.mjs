@@ -66,8 +66,7 @@ function bodyWith(path, field, value, aliasOf) {
 // ---- 50 fields lmpipe does not implement, and misspellings ----
 const unimplemented = [
     ['response_format', { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } }],
-    ['response_format', { type: 'nonsense' }], ['tool_choice', { type: 'function', function: { name: 'f' } }],
-    ['tool_choice', 'required'], ['reasoning_format', 'deepseek'], ['functions', [{ name: 'f' }]], ['function_call', 'none'],
+    ['response_format', { type: 'nonsense' }], ['functions', [{ name: 'f' }]], ['function_call', 'none'],
     ['grammar', 'root ::= "yes"'], ['json_schema', { type: 'string' }], ['guided_json', { type: 'object' }],
     ['guided_regex', '\\d+'], ['guided_choice', ['yes', 'no']], ['guided_grammar', 'root ::= "a"'],
     ['structured_outputs', { regex: '[a-z]' }], ['lora', [{ id: 0, scale: 0.5 }]], ['priority', 10], ['id_slot', 1],
@@ -81,6 +80,7 @@ const unimplemented = [
     ['audio', { voice: 'alloy', format: 'mp3' }], ['modalities', ['text', 'audio']],
     ['prediction', { type: 'content', content: 'x' }], ['service_tier', 'priority'], ['logits_processors', ['x']],
     ['tfs_z', 0.9], ['penalize_nl', true], ['mirostat_mode', 2], ['frobnicate', 1], ['Temperature', 0.5],
+    ['verbosity', 'low'], ['web_search_options', {}], ['n_cmpl', 2],
 ];
 check(unimplemented.length >= 50, 'the probe has 50 fields', unimplemented.length);
 let refusedOk = 0;
