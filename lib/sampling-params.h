@@ -147,4 +147,46 @@ int lp_sampler_step_parse(const char *name, size_t n, lp_sampler_step_t *st);
 /* "top_k" for LP_SAMPLER_TOP_K, and so on. */
 const char *lp_sampler_kind_name(enum lp_sampler_kind k);
 
+
+/* ---- constraints (structured outputs) ---------------------------------------
+ * A request's constraint as an edge reads it (lib/request-schema.h), before
+ * it becomes SamplingParams.constraint (lib/sampling-wire.h).  The kinds
+ * are Constraint.Kind's numbers. */
+enum lp_constraint_kind {
+    LP_CON_NONE = 0,
+    LP_CON_JSON_OBJECT = 1,
+    LP_CON_JSON_SCHEMA = 2,
+    LP_CON_GBNF = 3,
+    LP_CON_REGEX = 4,
+    LP_CON_CHOICE = 5,
+};
+
+/* Bounds on what a request may constrain with (the grammar engine bounds
+ * the compile's time and memory on top of these). */
+#define LP_CONSTRAINT_MAX_TEXT (1u << 20)   /* bytes of a schema, grammar or regex */
+#define LP_CONSTRAINT_MAX_CHOICES 1024
+#define LP_CONSTRAINT_MAX_RULES 64
+
+/* A GBNF rule given as a JSON Schema (tool-call grammars). */
+typedef struct lp_sampling_rule {
+    const char *name;
+    const char *schema;
+    size_t schema_len;
+} lp_sampling_rule_t;
+
+/* A constraint as an edge reads it; every pointer is borrowed. */
+typedef struct lp_sampling_constraint {
+    enum lp_constraint_kind kind;       /* LP_CON_NONE: none */
+    const char *text;                   /* schema, grammar or regex */
+    size_t len;
+    const char *const *choices;         /* KIND_CHOICE */
+    const size_t *choice_lens;
+    size_t n_choices;
+    bool strict, compact;
+    const lp_sampling_rule_t *rules;    /* KIND_GBNF: rules defined by a schema */
+    size_t n_rules;
+    const char *field;                  /* the request field it came from */
+} lp_sampling_constraint_t;
+
+
 #endif

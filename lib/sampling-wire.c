@@ -57,6 +57,11 @@ struct lp_sampling_pb {
     char brk_text[LP_SAMPLER_MAX_BREAKERS][LP_SAMPLER_BREAKER_TEXT + 1];
     char steps[LP_SAMPLER_MAX_CHAIN][LP_SAMPLER_NAME_MAX + 8];
     char *steps_p[LP_SAMPLER_MAX_CHAIN];
+    /* the constraint: its strings are copies, freed with the message */
+    Lmpipe__Constraint con;
+    char **choices;
+    Lmpipe__ConstraintRule *rules;
+    Lmpipe__ConstraintRule **rules_p;
 };
 
 int lp_sampling_pb_new(const lp_sampler_params_t *p, lp_sampling_pb_t **out)
@@ -137,11 +142,126 @@ int lp_sampling_pb_from_json(const char *json, lp_sampling_pb_t **out)
 
 Lmpipe__SamplingParams *lp_sampling_pb_msg(lp_sampling_pb_t *w) { return &w->m; }
 
+static void constraint_free(lp_sampling_pb_t *w)
+{
+    Lmpipe__Constraint *c = &w->con;
+    if (c->text != (char *)protobuf_c_empty_string) free(c->text);
+    if (c->field != (char *)protobuf_c_empty_string) free(c->field);
+    for (size_t i = 0; i < c->n_choices; i++) free(w->choices[i]);
+    for (size_t i = 0; i < c->n_schema_rules; i++) {
+        free(w->rules[i].name);
+        free(w->rules[i].schema);
+    }
+    free(w->choices);
+    free(w->rules);
+    free(w->rules_p);
+    w->choices = NULL;
+    w->rules = NULL;
+    w->rules_p = NULL;
+    lmpipe__constraint__init(c);
+    w->m.constraint = NULL;
+    w->m.given &= ~GIVEN(F_CONSTRAINT);
+}
+
 void lp_sampling_pb_destroy(lp_sampling_pb_t **self_p)
 {
     if (!self_p || !*self_p) return;
+    constraint_free(*self_p);
     free(*self_p);
     *self_p = NULL;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        if (n) memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+_Static_assert((int)LP_CON_CHOICE == (int)LMPIPE__CONSTRAINT__KIND__KIND_CHOICE &&
+                   (int)LP_CON_JSON_SCHEMA == (int)LMPIPE__CONSTRAINT__KIND__KIND_JSON_SCHEMA &&
+                   (int)LP_CON_REGEX == (int)LMPIPE__CONSTRAINT__KIND__KIND_REGEX &&
+                   (int)LP_CON_GBNF == (int)LMPIPE__CONSTRAINT__KIND__KIND_GBNF, "Constraint.Kind's numbers");
+
+int lp_sampling_pb_set_constraint(lp_sampling_pb_t *w, const lp_sampling_constraint_t *c)
+{
+    constraint_free(w);
+    if (!c || c->kind == LP_CON_NONE) return 0;
+    Lmpipe__Constraint *m = &w->con;
+    m->kind = (Lmpipe__Constraint__Kind)c->kind;
+    m->strict = c->strict;
+    m->compact = c->compact;
+    bool oom = false;
+    const char *field = c->field ? c->field : "constraint";
+    if (!(m->field = dup_n(field, strlen(field)))) oom = true;
+    if (c->text && !(m->text = dup_n(c->text, c->len))) oom = true;
+    if (c->n_choices > LP_CONSTRAINT_MAX_CHOICES || c->n_rules > LP_CONSTRAINT_MAX_RULES ||
+        c->len > LP_CONSTRAINT_MAX_TEXT) {
+        constraint_free(w);
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, field,
+                                 "%s: longer than the limits (%u bytes of text, %d choices, %d "
+                                 "schema rules)", field, LP_CONSTRAINT_MAX_TEXT,
+                                 LP_CONSTRAINT_MAX_CHOICES, LP_CONSTRAINT_MAX_RULES);
+    }
+    if (c->n_choices) {
+        if (!(w->choices = calloc(c->n_choices, sizeof(char *)))) oom = true;
+        for (size_t i = 0; !oom && i < c->n_choices; i++) {
+            if (!(w->choices[i] = dup_n(c->choices[i], c->choice_lens[i]))) oom = true;
+            m->n_choices = i + 1;
+        }
+        m->choices = w->choices;
+    }
+    if (!oom && c->n_rules) {
+        w->rules = calloc(c->n_rules, sizeof(*w->rules));
+        w->rules_p = calloc(c->n_rules, sizeof(*w->rules_p));
+        if (!w->rules || !w->rules_p) oom = true;
+        for (size_t i = 0; !oom && i < c->n_rules; i++) {
+            lmpipe__constraint_rule__init(&w->rules[i]);
+            w->rules[i].name = dup_n(c->rules[i].name, strlen(c->rules[i].name));
+            w->rules[i].schema = dup_n(c->rules[i].schema, c->rules[i].schema_len);
+            w->rules_p[i] = &w->rules[i];
+            m->n_schema_rules = i + 1;
+            if (!w->rules[i].name || !w->rules[i].schema) oom = true;
+        }
+        m->schema_rules = w->rules_p;
+    }
+    if (oom) {
+        constraint_free(w);
+        return LP_ERR(ENOMEM);
+    }
+    w->m.constraint = m;
+    w->m.given |= GIVEN(F_CONSTRAINT);
+    return lp_sampling_constraint_check(m);
+}
+
+int lp_sampling_constraint_check(const Lmpipe__Constraint *c)
+{
+    if (!c || c->kind == LMPIPE__CONSTRAINT__KIND__KIND_NONE) return 0;
+    const char *field = c->field && c->field[0] ? c->field : "constraint";
+    size_t len = c->text ? strlen(c->text) : 0;
+#define CBAD(...) lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, field, __VA_ARGS__)
+    if (len > LP_CONSTRAINT_MAX_TEXT) return CBAD("%s: %zu bytes, past the limit of %u", field, len, LP_CONSTRAINT_MAX_TEXT);
+    if (c->n_choices > LP_CONSTRAINT_MAX_CHOICES || c->n_schema_rules > LP_CONSTRAINT_MAX_RULES)
+        return CBAD("%s: more than %d choices or %d schema rules", field, LP_CONSTRAINT_MAX_CHOICES,
+                    LP_CONSTRAINT_MAX_RULES);
+    switch (c->kind) {
+    case LMPIPE__CONSTRAINT__KIND__KIND_JSON_OBJECT: return 0;
+    case LMPIPE__CONSTRAINT__KIND__KIND_JSON_SCHEMA:
+    case LMPIPE__CONSTRAINT__KIND__KIND_GBNF:
+    case LMPIPE__CONSTRAINT__KIND__KIND_REGEX:
+        if (!len) return CBAD("%s: empty %s", field, c->kind == LMPIPE__CONSTRAINT__KIND__KIND_JSON_SCHEMA ? "schema" : c->kind == LMPIPE__CONSTRAINT__KIND__KIND_GBNF ? "grammar" : "regular expression");
+        if (c->n_schema_rules && c->kind != LMPIPE__CONSTRAINT__KIND__KIND_GBNF)
+            return CBAD("%s: schema rules come only with a grammar", field);
+        return 0;
+    case LMPIPE__CONSTRAINT__KIND__KIND_CHOICE:
+        if (!c->n_choices) return CBAD("%s: an empty list of choices", field);
+        return 0;
+    default: return CBAD("%s: unknown constraint kind %d", field, (int)c->kind);
+    }
+#undef CBAD
 }
 
 /* ---- reading ---------------------------------------------------------------- */
@@ -221,7 +341,6 @@ int lp_sampling_pb_read(const Lmpipe__SamplingParams *m, lp_sampler_params_t *p)
         p->n_breakers = n_ids;
         p->set |= 1ull << LP_SP_DRY_SEQUENCE_BREAKERS;
     }
-    if ((m->given & GIVEN(F_CONSTRAINT)) || (m->constraint && m->constraint->kind))
-        return bad("constraint", "constrained decoding is not supported by this sampler");
+    if (m->constraint && (rc = lp_sampling_constraint_check(m->constraint)) != 0) return rc;
     return lp_sampler_params_validate(p);
 }

@@ -25,8 +25,23 @@ int lp_sampling_pb_from_json(const char *json, lp_sampling_pb_t **out);
 
 /* Lay the message's given fields over *p (its other fields keep their
  * values) and validate the result; LP_ERR(EINVAL) naming the field, as
- * lp_sampler_params_validate.  A set constraint is refused (not supported
- * by this sampler yet). */
+ * lp_sampler_params_validate.  A constraint is checked for shape
+ * (lp_sampling_constraint_check) but not kept in *p: the sampler reads it
+ * from the message and compiles it. */
 int lp_sampling_pb_read(const Lmpipe__SamplingParams *m, lp_sampler_params_t *p);
+
+/* ---- constraints (structured outputs) --------------------------------------- */
+
+/* (lp_sampling_constraint_t and its bounds: sampling-params.h) */
+
+/* Put c into the message (copied: c may go away afterwards); a constraint
+ * of kind NONE removes it.  LP_ERR(EINVAL) naming c->field when it is out
+ * of the bounds above. */
+int lp_sampling_pb_set_constraint(lp_sampling_pb_t *w, const lp_sampling_constraint_t *c);
+
+/* A constraint's shape: a known kind, the text or choices its kind needs,
+ * within the bounds.  LP_ERR(EINVAL) of kind invalid_request naming the
+ * constraint's field.  NULL or kind NONE: 0. */
+int lp_sampling_constraint_check(const Lmpipe__Constraint *c);
 
 #endif

@@ -162,6 +162,14 @@ uint64_t lp_sampler_seq_seed(const lp_sampler_seq_t *seq);
 /* Where the parameters left the seed random (-1), use `seed` instead of the
  * one drawn at creation (SamplerOpen.random_seed); an explicit seed stays. */
 void lp_sampler_seq_set_random_seed(lp_sampler_seq_t *seq, uint64_t seed);
+/* A constraint for the next draw only (lp_sampler_seq_sample or _pick):
+ * token i may be drawn only when bit i of bits ((n_bits + 63) / 64 words,
+ * borrowed until that draw) is set.  The bits mask the sampler's copy of
+ * the row (never the caller's), before the chain, so that every step and
+ * the logprobs see the constrained row; a draw with nothing left is
+ * LP_ERR(ENOENT).  The strategy may change between draws: the bits are
+ * the caller's and outlive a swap. */
+void lp_sampler_seq_set_allowed(lp_sampler_seq_t *seq, const uint64_t *bits, int32_t n_bits);
 /* The effective parameters (default overlaid with the request's) of the
  * version last used. Borrowed. */
 const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq);

@@ -31,6 +31,8 @@ struct lp_sampler_seq {
     bool kept;   /* and kept the guarded row (n_probs > 0) in cands */
     int32_t keep_n; /* its length (cands.n_row is 0 once the chain made a list) */
     float keep_max;
+    const uint64_t *allowed; /* lp_sampler_seq_set_allowed: the next draw's bitset */
+    int32_t n_allowed;
 };
 
 /* Build the chain for strategy c; on success the sequence moves to it. */
@@ -153,6 +155,12 @@ void lp_sampler_seq_set_random_seed(lp_sampler_seq_t *seq, uint64_t seed)
     lp_rng_seed(&seq->rng, seq->seed);
 }
 
+void lp_sampler_seq_set_allowed(lp_sampler_seq_t *seq, const uint64_t *bits, int32_t n_bits)
+{
+    seq->allowed = bits;
+    seq->n_allowed = bits ? n_bits : 0;
+}
+
 const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq)
 {
     return &seq->eff;
@@ -196,6 +204,33 @@ static int seq_guard(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab
         cd->row[m] = -INFINITY;
     }
     if (max_masked) cd->row_max = max = lp__row_max(cd->row, n, NULL);
+    if (seq->allowed) {
+        /* a constraint's bitset (one word per 64-logit block, as bmax): the
+         * tokens outside it, and ids past its length, go to -inf on the copy */
+        const uint64_t *bits = seq->allowed;
+        int32_t nb = (n + 63) / 64, nw = (seq->n_allowed + 63) / 64;
+        seq->allowed = NULL;
+        max = -INFINITY;
+        for (int32_t w = 0; w < nb; w++) {
+            int32_t lo = w * 64, hi = lo + 64 < n ? lo + 64 : n;
+            uint64_t b = w < nw ? bits[w] : 0;
+            if (hi - lo == 64 && b == ~0ull && lo + 64 <= seq->n_allowed) {
+                if (cd->bmax[w] > max) max = cd->bmax[w];
+                continue;
+            }
+            float bm = -INFINITY;
+            for (int32_t i = lo; i < hi; i++) {
+                if (!((b >> (i - lo)) & 1) || i >= seq->n_allowed) cd->row[i] = -INFINITY;
+                else if (cd->row[i] > bm) bm = cd->row[i];
+            }
+            cd->bmax[w] = bm;
+            if (bm > max) max = bm;
+        }
+        cd->row_max = max;
+        if (max == -INFINITY)
+            return lp_error_set(LP_ERR(ENOENT), "sample: the constraint allows no token that "
+                                "the row and the vocabulary guard leave (all -inf or NaN)");
+    }
     if (max == -INFINITY)
         return lp_error_set(LP_ERR(ENOENT), "sample: every token of the row is masked or NaN");
     *n_out = n;

@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "grammar.h"
 #include "hello.h"
 #include "plugin-watch.h"
 #include "log.h"
@@ -41,7 +42,21 @@ struct lp_sampler_svc {
         bool ended;        /* one of them came: no more text */
     } *detoks;             /* SamplerOpen.detok */
     size_t n_detoks, cap_detoks;
+    /* constrained sessions (SamplingParams.constraint): the grammar
+     * vocabulary and cache are built at the first one */
+    lp_grammar_vocab_t *gvocab;
+    lp_grammar_cache_t *gcache;
+    struct cons {
+        uint64_t session;
+        lp_grammar_matcher_t *m;
+        uint64_t *mask;    /* the next draw's allowed tokens */
+        bool ready;        /* mask is for the matcher's current position */
+    } *cons;
+    size_t n_cons, cap_cons;
 };
+
+/* Compiled grammars kept for reuse (LRU, keyed by the spec's hash). */
+#define SAMPLER_GRAMMAR_CACHE 128
 
 void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
 {
@@ -56,6 +71,13 @@ void lp_sampler_svc_destroy(lp_sampler_svc_t **self_p)
         free(s->detoks[i].end_ids);
     }
     free(s->detoks);
+    for (size_t i = 0; i < s->n_cons; i++) {
+        lp_grammar_matcher_destroy(&s->cons[i].m);
+        free(s->cons[i].mask);
+    }
+    free(s->cons);
+    lp_grammar_cache_destroy(&s->gcache);
+    lp_grammar_vocab_destroy(&s->gvocab);
     free(s->aligned);
     free(s);
     *self_p = NULL;
@@ -244,6 +266,144 @@ static void detok_remove(lp_sampler_svc_t *s, struct detok *d)
     *d = s->detoks[--s->n_detoks];
 }
 
+/* ---- constraints: a matcher per session ------------------------------------ */
+
+static struct cons *cons_find(lp_sampler_svc_t *s, uint64_t session)
+{
+    for (size_t i = 0; i < s->n_cons; i++)
+        if (s->cons[i].session == session) return &s->cons[i];
+    return NULL;
+}
+
+static void cons_remove(lp_sampler_svc_t *s, struct cons *c)
+{
+    lp_grammar_matcher_destroy(&c->m);
+    free(c->mask);
+    *c = s->cons[--s->n_cons];
+}
+
+/* The mask for the matcher's position.  After the end of generation was
+ * taken no draw of the session counts (a row chained before the
+ * coordinator knew): it stays unconstrained. */
+static int cons_fill(lp_sampler_svc_t *s, struct cons *c)
+{
+    (void)s;
+    if (c->ready || lp_grammar_matcher_done(c->m)) return 0;
+    int rc = lp_grammar_matcher_fill_mask(c->m, c->mask);
+    if (rc) return rc;
+    c->ready = true;
+    return 0;
+}
+
+/* Compile (through the cache) the constraint of a session being opened,
+ * and replay the tokens it generated before a restart or a re-drive. */
+static int cons_add(lp_sampler_svc_t *s, uint64_t session, const Lmpipe__Constraint *k,
+                    const int32_t *generated, size_t n_generated)
+{
+    const char *field = k->field && k->field[0] ? k->field : "constraint";
+    if (!s->tok)
+        return lp_error_set_kind(LP_ERR(ENOTSUP), LP_EK_INVALID_REQUEST, field,
+                                 "%s: the model has no tokenizer, which constrained decoding needs", field);
+    int rc;
+    if (!s->gvocab) {
+        if ((rc = lp_grammar_vocab_new(s->tok, &s->gvocab)) != 0 ||
+            (rc = lp_grammar_cache_new(s->gvocab, SAMPLER_GRAMMAR_CACHE, &s->gcache)) != 0) {
+            lp_grammar_vocab_destroy(&s->gvocab);
+            return rc;
+        }
+    }
+    lp_grammar_spec_t spec = {.compact = k->compact};
+    lp_json_buf_t choices = {0};
+    lp_grammar_schema_rule_t *rules = NULL;
+    switch (k->kind) {
+    case LMPIPE__CONSTRAINT__KIND__KIND_JSON_OBJECT: spec.kind = LP_GRAMMAR_JSON_OBJECT; break;
+    case LMPIPE__CONSTRAINT__KIND__KIND_JSON_SCHEMA: spec.kind = LP_GRAMMAR_JSON_SCHEMA; break;
+    case LMPIPE__CONSTRAINT__KIND__KIND_GBNF: spec.kind = LP_GRAMMAR_GBNF; break;
+    case LMPIPE__CONSTRAINT__KIND__KIND_REGEX: spec.kind = LP_GRAMMAR_REGEX; break;
+    case LMPIPE__CONSTRAINT__KIND__KIND_CHOICE:
+        spec.kind = LP_GRAMMAR_CHOICE;
+        lp_json_buf_puts(&choices, "[");
+        for (size_t i = 0; i < k->n_choices; i++) {
+            if (i) lp_json_buf_puts(&choices, ",");
+            lp_json_buf_str(&choices, k->choices[i], strlen(k->choices[i]));
+        }
+        lp_json_buf_puts(&choices, "]");
+        if (choices.oom) {
+            lp_json_buf_free(&choices);
+            return LP_ERR(ENOMEM);
+        }
+        break;
+    default:
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, field,
+                                 "%s: unknown constraint kind %d", field, (int)k->kind);
+    }
+    if (spec.kind == LP_GRAMMAR_CHOICE) {
+        spec.text = choices.p;
+        spec.len = choices.n;
+    } else if (k->text) {
+        spec.text = k->text;
+        spec.len = strlen(k->text);
+    }
+    if (k->n_schema_rules) {
+        if (!(rules = calloc(k->n_schema_rules, sizeof(*rules)))) {
+            lp_json_buf_free(&choices);
+            return LP_ERR(ENOMEM);
+        }
+        for (size_t i = 0; i < k->n_schema_rules; i++) {
+            rules[i].name = k->schema_rules[i]->name;
+            rules[i].schema = k->schema_rules[i]->schema;
+            rules[i].schema_len = strlen(k->schema_rules[i]->schema);
+        }
+        spec.schema_rules = rules;
+        spec.n_schema_rules = k->n_schema_rules;
+    }
+    lp_grammar_t *g = NULL;
+    rc = lp_grammar_cache_get(s->gcache, &spec, &g, NULL);
+    lp_json_buf_free(&choices);
+    free(rules);
+    if (rc) {
+        /* a schema or grammar refused (the keyword is in the message), or
+         * malformed: the request's fault, named by its field */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", lp_error_msg());
+        if (rc == LP_ERR(ENOMEM)) return rc;
+        return lp_error_set_kind(rc, LP_EK_INVALID_REQUEST, field, "%s: %s", field, msg);
+    }
+    if (s->n_cons == s->cap_cons) {
+        size_t cap = s->cap_cons ? 2 * s->cap_cons : 16;
+        struct cons *n = realloc(s->cons, cap * sizeof(*n));
+        if (!n) {
+            lp_grammar_unref(&g);
+            return LP_ERR(ENOMEM);
+        }
+        s->cons = n;
+        s->cap_cons = cap;
+    }
+    struct cons *c = &s->cons[s->n_cons];
+    *c = (struct cons){.session = session};
+    rc = lp_grammar_matcher_new(g, &c->m);
+    lp_grammar_unref(&g);
+    if (!rc && !(c->mask = malloc(lp_grammar_mask_words(s->gvocab) * sizeof(uint64_t))))
+        rc = LP_ERR(ENOMEM);
+    /* the tokens generated so far, as the first matcher took them */
+    for (size_t i = 0; !rc && i < n_generated; i++) {
+        if (lp_grammar_matcher_done(c->m)) break;
+        if ((rc = lp_grammar_matcher_accept(c->m, generated[i])) != 0)
+            lp_error_set_kind(rc, LP_EK_INVALID_REQUEST, field, "sampler_open: generated_ids[%zu] = "
+                              "%d is not allowed by the %s constraint: %s", i, generated[i], field,
+                              lp_error_msg());
+    }
+    /* the first mask now: the session's first row may come with the open */
+    if (!rc && (rc = cons_fill(s, c)) != 0) lp_error_prefix("%s: ", field);
+    if (rc) {
+        lp_grammar_matcher_destroy(&c->m);
+        free(c->mask);
+        return rc;
+    }
+    s->n_cons++;
+    return 0;
+}
+
 static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req)
 {
     const Lmpipe__SamplerOpen *o = req->msg->sampler_open;
@@ -284,9 +444,16 @@ static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req
     rc = lp_sampler_seq_resume(seq, o->generated_ids, o->n_generated_ids);
     if (!rc && o->has_mirostat_mu && (rc = lp_sampler_seq_set_mu(seq, o->mirostat_mu)) != 0)
         lp_error_prefix("sampler_open: ");
-    if (!rc && o->detok)
+    const Lmpipe__Constraint *k = o->params ? o->params->constraint : NULL;
+    bool constrained = k && k->kind != LMPIPE__CONSTRAINT__KIND__KIND_NONE;
+    if (!rc && constrained)
+        rc = cons_add(s, o->session, k, o->generated_ids, o->n_generated_ids);
+    if (!rc && o->detok) {
         rc = detok_add(s, o->session, o->detok_end_ids, o->n_detok_end_ids, o->prompt_ids,
                        o->n_prompt_ids, o->generated_ids, o->n_generated_ids);
+        struct cons *c = rc && constrained ? cons_find(s, o->session) : NULL;
+        if (c) cons_remove(s, c);
+    }
     if (rc) {
         lp_sampler_seq_destroy(&seq);
         return rc;
@@ -294,6 +461,8 @@ static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req
     if ((rc = lp_sampler_registry_put(s->reg, o->session, seq)) != 0) {
         struct detok *d = o->detok ? detok_find(s, o->session) : NULL;
         if (d) detok_remove(s, d);
+        struct cons *c = constrained ? cons_find(s, o->session) : NULL;
+        if (c) cons_remove(s, c);
         return rc;
     }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
@@ -327,6 +496,8 @@ static int do_close(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *re
     m.sampler_close = &ack;
     rc = lp_service_reply(svc, req, &m, NULL, 0);
     if (d) detok_remove(s, d);
+    struct cons *c = cons_find(s, key);
+    if (c) cons_remove(s, c);
     return rc;
 }
 
@@ -388,9 +559,30 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         snprintf(err, errcap, "no session %llu", (unsigned long long)it->session);
         goto out;
     }
-    if (lp_sampler_seq_pick(seq, row, s->n_vocab, r) != 0 || lp_sampler_seq_accept(seq, r->id) != 0) {
+    /* A constrained session: its mask (computed after the last reply,
+     * while the engine ran) masks the sampler's copy of the row. */
+    struct cons *c = cons_find(s, it->session);
+    if (c && !lp_grammar_matcher_done(c->m)) {
+        if (cons_fill(s, c) != 0) {
+            snprintf(err, errcap, "constraint: %s", lp_error_msg());
+            goto out;
+        }
+        lp_sampler_seq_set_allowed(seq, c->mask, lp_grammar_vocab_n_tokens(s->gvocab));
+    } else {
+        c = NULL;
+    }
+    int prc = lp_sampler_seq_pick(seq, row, s->n_vocab, r);
+    lp_sampler_seq_set_allowed(seq, NULL, 0);
+    if (prc != 0 || lp_sampler_seq_accept(seq, r->id) != 0) {
         snprintf(err, errcap, "%s", lp_error_msg());
         goto out;
+    }
+    if (c) {
+        c->ready = false;
+        if (lp_grammar_matcher_accept(c->m, r->id) != 0) {
+            snprintf(err, errcap, "constraint: token %d: %s", r->id, lp_error_msg());
+            goto out;
+        }
     }
     /* The chosen token goes back with the slot at once: a chained step
      * waits for it there (StepSeq.chain).  Its logprobs (with n_probs, a
@@ -496,6 +688,13 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
     m.body_case = LMPIPE__MSG__BODY_SAMPLE_REPLY;
     m.sample_reply = &rep;
     rc = lp_service_reply(svc, req, &m, NULL, 0);
+    /* The masks of the next step, now that the tokens are out: the engine
+     * computes the next rows meanwhile (docs/SAMPLER.md, "Constraints").  A
+     * failure here comes back at that step's draw. */
+    for (size_t i = 0; i < n; i++) {
+        struct cons *c = res[i].token >= 0 ? cons_find(s, sr->items[i]->session) : NULL;
+        if (c) (void)cons_fill(s, c);
+    }
 out:
     free(res);
     free(resp);
