@@ -206,7 +206,7 @@ int lp_chat_request_json(const lp_json_t *root, char **out, size_t *out_len, con
                 found = n && n->type == LP_JSON_STRING && !strcmp(n->u.str, nm->u.str);
             }
             if (!found) {
-                snprintf(why, cap, "tool_choice.function.name: '%.60s' is not one of the tools", nm->u.str);
+                snprintf(why, cap, "tool_choice: the function '%.60s' is not one of the tools", nm->u.str);
                 FAIL_IF(1);
             }
         }

@@ -130,7 +130,7 @@ static void test_unknown(void)
             LP_RS_HTTP, "tool_choice", "tool_choice: \"required\" needs tools");
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":{\"type\":\"function\","
             "\"function\":{\"name\":\"f\"}}}", LP_RS_CHAT, LP_RS_HTTP, "tool_choice",
-            "tool_choice.function.name: 'f' is not one of the tools");
+            "tool_choice: the function 'f' is not one of the tools");
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
             "\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"always\"}", LP_RS_CHAT, LP_RS_HTTP, "tool_choice",
             "tool_choice: 'always' is not");

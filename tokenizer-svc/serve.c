@@ -243,6 +243,10 @@ static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_f
             cons.schema_rules = rule_ps;
             cons.n_schema_rules = nr;
             cons.field = "tool_choice"; /* a refusal by the sampler names it */
+            /* the arguments as compact JSON: the engine's JSON allows any
+             * amount of white space between tokens, on which a model could
+             * spend its whole budget */
+            cons.compact = true;
             rep.constraint = &cons;
         }
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
