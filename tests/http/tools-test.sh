@@ -42,8 +42,10 @@ for _ in $(seq 1 600); do
 done
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200 ] ||
     { echo "FAIL: lmpipe up did not get healthy on $base: $(cat "$work/up.out" "$work/up.err")"; exit 1; }
-# the model's end-of-text tokens, banned for the parallel-call case
-eog=$(printf '<|im_end|><|endoftext|>' | "$lmpipe" tokenize --model "$model" | tr ' ' ',')
+# the vocabulary's end-of-generation tokens (llama.cpp's list: end of text
+# and turn, and the FIM pad, repo and file-separator tokens), banned for the
+# parallel-call case
+eog=$(printf '<|im_end|><|endoftext|><|fim_pad|><|repo_name|><|file_sep|>' | "$lmpipe" tokenize --model "$model" | tr ' ' ',')
 LMPIPE_HTTP=$base LMPIPE_API_KEY=$key SHARED=$shared EOG_IDS="[$eog]" LMPIPE=$lmpipe LMPIPE_NATS=$bridge \
     COORD="ipc://$work/client.sock" MODEL=$model WORK=$work NATS_OK=$nats_ok timeout 240 node "$here/tools-test.mjs"
 rc=$?
