@@ -49,6 +49,7 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
     mine->kv_blocks = g0->s.paged ? (uint32_t)g0->s.kv_blocks : 0;
     mine->kv_swa_window = g0->s.swa ? (uint32_t)g0->s.swa_window : 0;
     mine->kv_blocks_swa = g0->s.swa ? (uint32_t)g0->s.kv_blocks_swa : 0;
+    mine->recurrent_layers = e->recurrent_layers;
     return lp_hello_check_vocab(mine, peer);
 }
 

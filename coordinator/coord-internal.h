@@ -151,6 +151,7 @@ typedef struct lp__group {
     size_t n_queue_pending;  /* requests running whose first step is still to go out */
     uint64_t t_sampled;      /* when the group's last SampleReply came */
     uint64_t n_steps, n_placed, n_dropped; /* totals, for GroupStats */
+    const char *prefix_off; /* static: GroupStats.prefix_cache_off, "" when on */
     uint64_t prefix_hits;    /* prompt tokens taken from its prefix cache, total */
     bool was_ready;          /* its shape is known (slots_total) */
     /* Sessions of requests moved off the group while its sampler may have

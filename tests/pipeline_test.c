@@ -6,6 +6,8 @@
  *   pipeline_test goldens MODELS_DIR GOLDENS_DIR [--no-shm]
  *       every shared golden's greedy continuation, up to the first step
  *       whose top-1 margin is below the golden's tau (goldens/README.md)
+ *   pipeline_test golden MODELS_DIR GOLDEN_JSON [--no-shm]
+ *       the same for one golden file
  *   pipeline_test concurrent MODEL [--no-shm] [--max-batch-tokens=N]
  *       eight requests with different prompts, lengths and samplers give,
  *       all at once, exactly the tokens each gives alone (a small N splits
@@ -227,7 +229,8 @@ static void test_goldens(const char *models, const char *goldens, bool no_shm)
                                   "synth-llama-Q8_0", "synth-qwen2-Q4_K_M", "synth-qwen2-Q8_0",
                                   "synth-llama3-F32", "synth-llama3-nofeat-F32", "synth-nemo-F32",
                                   "synth-qwen3-F32", "synth-gemma3-F32", "synth-gemma3-nofeat-F32",
-                                  "synth-gemma4-F32", "synth-gemma4-nofeat-F32"};
+                                  "synth-gemma4-F32", "synth-gemma4-nofeat-F32",
+                                  "synth-qwen35-F32"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/%s.json", goldens, files[i]);
@@ -1597,6 +1600,7 @@ int main(int argc, char **argv)
     bool no_shm = argc > 1 && !strcmp(argv[argc - 1], "--no-shm");
     if (no_shm) argc--;
     if (argc == 4 && !strcmp(argv[1], "goldens")) test_goldens(argv[2], argv[3], no_shm);
+    else if (argc == 4 && !strcmp(argv[1], "golden")) golden_file(argv[2], argv[3], no_shm);
     else if (argc == 3 && !strcmp(argv[1], "concurrent")) test_concurrent(argv[2], no_shm);
     else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
     else if (argc == 4 && !strcmp(argv[1], "context")) test_context(argv[2], argv[3], no_shm);

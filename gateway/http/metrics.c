@@ -122,6 +122,21 @@ static void groups(lp_json_buf_t *b, const lp_gw_t *gw, const Lmpipe__StatsReply
             sample(b, gw, g[k].name, "group", q->name, v[k]);
         }
     }
+    /* off for a reason: configured, not_paged, recurrent_state (docs) */
+    meta(b, "group_prefix_cache_enabled", "gauge", "1 when the group's prefix cache is on; "
+         "0 with the reason it is off (configured, not_paged, recurrent_state).");
+    for (size_t i = 0; i < s->n_groups; i++) {
+        const Lmpipe__GroupStats *q = s->groups[i];
+        if (!q->ready) continue;
+        const char *off = q->prefix_cache_off ? q->prefix_cache_off : "";
+        lp_json_buf_puts(b, "lmpipe:group_prefix_cache_enabled{model_name=\"");
+        label_value(b, gw->link.model);
+        lp_json_buf_puts(b, "\",group=\"");
+        label_value(b, q->name);
+        lp_json_buf_puts(b, "\",reason=\"");
+        label_value(b, off);
+        lp_json_buf_printf(b, "\"} %d\n", off[0] ? 0 : 1);
+    }
 }
 
 static void metrics_reply(lp_link_op_t *op, const Lmpipe__Msg *m)
