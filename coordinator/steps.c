@@ -109,8 +109,16 @@ void lp__steps_on_opened(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
         r->session_open = false;
         /* The edge checked the parameters with the sampler's own reader: a
          * refusal here is the sampler's (a plugin it no longer has). */
-        if (m->body_case == LMPIPE__MSG__BODY_ERROR && lp_frame_error_kind(m->error) == LP_EK_INVALID_REQUEST)
-            lp__coord_fail_kind(c, r, E_BAD_REQUEST, LP_EK_INVALID_REQUEST, m->error->param, m->error->message);
+        if (m->body_case == LMPIPE__MSG__BODY_ERROR && lp_frame_error_kind(m->error) == LP_EK_INVALID_REQUEST) {
+            /* the client sees "FIELD: why" (a constraint the sampler refused
+             * to compile), as for the edge's own refusals */
+            const char *msg = m->error->message ? m->error->message : "";
+            size_t pre = strlen("sampler-svc: ");
+            if (!strncmp(msg, "sampler-svc: ", pre) && m->error->param && m->error->param[0] &&
+                !strncmp(msg + pre, m->error->param, strlen(m->error->param)))
+                msg += pre;
+            lp__coord_fail_kind(c, r, E_BAD_REQUEST, LP_EK_INVALID_REQUEST, m->error->param, msg);
+        }
         else
             lp__coord_fail(c, r, E_SAMPLER,
                            m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply");

@@ -31,10 +31,12 @@
     ROW(name, type, GEN, BOTH, SAMPLING, SAMPLING, olo, ohi, llo, lhi, def, doc, ex)
 /* A field lmpipe does not implement: refused wherever it comes. */
 #define REFUSE(name, eps, why, ex) ROW(name, ANY, eps, BOTH, REFUSED, NONE, -N, N, -N, N, NULL, why, ex)
+/* A structured-output field: a constraint in SamplingParams.constraint. */
+#define CONS(name, type, doc, ex) ROW(name, type, GEN, BOTH, SAMPLING, CONSTRAINT, -N, N, -N, N, "none", doc, ex)
 /* Request metadata of OpenAI's that changes nothing here. */
 #define NOEFF(name, type, doc, ex) ROW(name, type, OAI, BOTH, NO_EFFECT, METADATA, -N, N, -N, N, NULL, doc, ex)
 
-#define SO "not supported: structured outputs (constrained decoding) are not implemented yet"
+#define SO "not supported: lazy grammars, backends and whitespace patterns (structured outputs are response_format, grammar, json_schema, structured_outputs, guided_json/regex/choice/grammar)"
 #define TOOLS "not supported: the deprecated function-calling API (give tools)"
 #define REASON "not supported: reasoning output is not split from the answer yet"
 #define I32 2147483647.0
@@ -210,14 +212,21 @@ const lp_rs_field_t lp_rs_fields[] = {
 
     /* ---- refused: not implemented ---- */
     REFUSE("suffix", EP(COMPLETIONS), "not supported: insertion (fill in the middle)", "\"x\""),
-    REFUSE("response_format", GEN, SO, "{\"type\":\"json_object\"}"),
-    REFUSE("grammar", GEN, SO, "\"root ::= \\\"a\\\"\""),
-    REFUSE("json_schema", GEN, SO, "{\"type\":\"object\"}"),
-    REFUSE("structured_outputs", GEN, SO, "{\"choice\":[\"a\",\"b\"]}"),
-    REFUSE("guided_json", GEN, SO, "{\"type\":\"object\"}"),
-    REFUSE("guided_regex", GEN, SO, "\"[a-z]+\""),
-    REFUSE("guided_choice", GEN, SO, "[\"a\",\"b\"]"),
-    REFUSE("guided_grammar", GEN, SO, "\"root ::= \\\"a\\\"\""),
+    CONS("response_format", OBJECT, "OpenAI's: {\"type\": \"text\"} (none), {\"type\": \"json_object\"} (any JSON object; "
+         "llama.cpp's \"schema\" member makes it a schema), or {\"type\": \"json_schema\", \"json_schema\": {name, schema, "
+         "strict, description}}; strict schemas are written compact (no whitespace) unless \"whitespace\": \"any\" "
+         "(lmpipe's member; \"compact\" for the others).  A schema the engine cannot enforce exactly is 400 naming "
+         "the keyword (docs/SAMPLER.md)", "{\"type\":\"json_object\"}"),
+    CONS("grammar", STRING, "llama.cpp's GBNF grammar (start rule root); \"\" is none", "\"root ::= \\\"a\\\"\""),
+    CONS("json_schema", OBJECT, "llama.cpp's: a JSON Schema the output follows (any whitespace)", "{\"type\":\"object\"}"),
+    CONS("structured_outputs", OBJECT, "vLLM's: one of json (a schema, object or text), regex, choice (strings), grammar "
+         "(GBNF), json_object (true); disable_any_whitespace (true: compact JSON)", "{\"choice\":[\"a\",\"b\"]}"),
+    CONS("guided_json", ANY, "vLLM's older name for structured_outputs.json: a schema (object or text)",
+         "{\"type\":\"object\"}"),
+    CONS("guided_regex", STRING, "vLLM's older name for structured_outputs.regex: the whole output matches it", "\"[a-z]+\""),
+    CONS("guided_choice", ANY, "vLLM's older name for structured_outputs.choice: the output is one of these strings",
+         "[\"a\",\"b\"]"),
+    CONS("guided_grammar", STRING, "vLLM's older name for structured_outputs.grammar (GBNF)", "\"root ::= \\\"a\\\"\""),
     REFUSE("guided_decoding_backend", GEN, SO, "\"xgrammar\""),
     REFUSE("guided_whitespace_pattern", GEN, SO, "\" \""),
     REFUSE("grammar_lazy", GEN, SO, "true"),
@@ -605,6 +614,179 @@ static int read_metadata(lp_request_t *rq, const lp_rs_field_t *f, const lp_json
     }
 }
 
+/* ---- structured outputs: one constraint per request ------------------------------ */
+
+#define CK(k) LP_CON_##k
+
+/* A schema value (an object, or llama.cpp's/vLLM's text of one) as text. */
+static int con_schema(lp_request_t *rq, const char *field, const lp_json_t *v, bool text_ok)
+{
+    lp_json_buf_t b = {0};
+    if (v->type == LP_JSON_STRING && text_ok) lp_json_buf_put(&b, v->u.str, v->n);
+    else if (v->type == LP_JSON_OBJECT || v->type == LP_JSON_BOOL) lp_json_buf_value(&b, v);
+    else return refuse(rq, field, "a JSON Schema must be an object%s, got %s", text_ok ? " or its text" : "",
+                       lp_json_type_name(v->type));
+    free(rq->con_text);
+    rq->con_text = lp_json_buf_take(&b, &rq->constraint.len);
+    if (!rq->con_text) return LP_ERR(ENOMEM);
+    rq->constraint.text = rq->con_text;
+    rq->constraint.kind = CK(JSON_SCHEMA);
+    if (rq->constraint.len > LP_CONSTRAINT_MAX_TEXT)
+        return refuse(rq, field, "a schema of %zu bytes is past the limit of %u", rq->constraint.len, LP_CONSTRAINT_MAX_TEXT);
+    return 0;
+}
+
+static int con_string(lp_request_t *rq, const char *field, const lp_json_t *v, enum lp_constraint_kind kind)
+{
+    if (v->type != LP_JSON_STRING) return refuse(rq, field, "must be a string, got %s", lp_json_type_name(v->type));
+    if (strlen(v->u.str) != v->n) return refuse(rq, field, "contains a NUL character");
+    if (v->n > LP_CONSTRAINT_MAX_TEXT) return refuse(rq, field, "%zu bytes is past the limit of %u", v->n, LP_CONSTRAINT_MAX_TEXT);
+    rq->constraint.kind = kind;
+    rq->constraint.text = v->u.str;
+    rq->constraint.len = v->n;
+    return 0;
+}
+
+static int con_choice(lp_request_t *rq, const char *field, const lp_json_t *v)
+{
+    if (v->type != LP_JSON_ARRAY || !v->n)
+        return refuse(rq, field, "must be a non-empty list of strings");
+    if (v->n > LP_CONSTRAINT_MAX_CHOICES) return refuse(rq, field, "at most %d choices", LP_CONSTRAINT_MAX_CHOICES);
+    rq->con_choices = calloc(v->n, sizeof(char *));
+    rq->con_choice_lens = calloc(v->n, sizeof(size_t));
+    if (!rq->con_choices || !rq->con_choice_lens) return LP_ERR(ENOMEM);
+    for (size_t i = 0; i < v->n; i++) {
+        const lp_json_t *c = &v->u.items[i];
+        if (c->type != LP_JSON_STRING) return refuse(rq, field, "choice %zu is not a string", i);
+        if (strlen(c->u.str) != c->n) return refuse(rq, field, "choice %zu contains a NUL character", i);
+        rq->con_choices[i] = c->u.str;
+        rq->con_choice_lens[i] = c->n;
+    }
+    rq->constraint.kind = CK(CHOICE);
+    rq->constraint.choices = rq->con_choices;
+    rq->constraint.choice_lens = rq->con_choice_lens;
+    rq->constraint.n_choices = v->n;
+    return 0;
+}
+
+/* response_format: OpenAI's, with llama.cpp's "schema" member */
+static int con_response_format(lp_request_t *rq, const lp_json_t *v)
+{
+    const char *F = "response_format";
+    if (v->type != LP_JSON_OBJECT) return refuse(rq, F, "must be an object, got %s", lp_json_type_name(v->type));
+    const lp_json_t *type = NULL, *js = NULL, *schema = NULL, *ws = NULL;
+    for (size_t i = 0; i < v->n; i++) {
+        const lp_json_t *m = &v->u.items[i];
+        if (!strcmp(m->key, "type")) type = m;
+        else if (!strcmp(m->key, "json_schema")) js = m;
+        else if (!strcmp(m->key, "schema")) schema = m;
+        else if (!strcmp(m->key, "whitespace")) ws = m;
+        else return refuse(rq, F, "response_format.%.40s: unknown member (type, json_schema, schema, whitespace)", m->key);
+    }
+    if (!type || type->type != LP_JSON_STRING) return refuse(rq, F, "response_format.type: missing (text, json_object or json_schema)");
+    bool strict = false;
+    int rc;
+    if (!strcmp(type->u.str, "text")) {
+        if (js || schema) return refuse(rq, F, "response_format: type text takes no schema");
+        rq->constraint.kind = CK(NONE);
+        return 0;
+    } else if (!strcmp(type->u.str, "json_object")) {
+        if (js) return refuse(rq, F, "response_format.json_schema: only with type json_schema");
+        if (schema) {
+            if ((rc = con_schema(rq, F, schema, false))) return rc;
+        } else {
+            rq->constraint.kind = CK(JSON_OBJECT);
+        }
+    } else if (!strcmp(type->u.str, "json_schema")) {
+        if (js && schema) return refuse(rq, F, "response_format: json_schema or schema, not both");
+        if (schema) {
+            if ((rc = con_schema(rq, F, schema, false))) return rc;
+        } else {
+            if (!js || js->type != LP_JSON_OBJECT) return refuse(rq, F, "response_format.json_schema: missing (an object)");
+            const lp_json_t *sc = NULL;
+            for (size_t i = 0; i < js->n; i++) {
+                const lp_json_t *m = &js->u.items[i];
+                if (!strcmp(m->key, "schema")) sc = m;
+                else if (!strcmp(m->key, "strict")) {
+                    if (m->type == LP_JSON_NULL) continue;
+                    if (m->type != LP_JSON_BOOL) return refuse(rq, F, "response_format.json_schema.strict: must be true or false");
+                    strict = m->u.b;
+                } else if (!strcmp(m->key, "name") || !strcmp(m->key, "description")) {
+                    if (m->type != LP_JSON_STRING && m->type != LP_JSON_NULL)
+                        return refuse(rq, F, "response_format.json_schema.%s: must be a string", m->key);
+                } else {
+                    return refuse(rq, F, "response_format.json_schema.%.40s: unknown member (name, description, "
+                                  "schema, strict)", m->key);
+                }
+            }
+            if (!sc || sc->type == LP_JSON_NULL) return refuse(rq, F, "response_format.json_schema.schema: missing");
+            if ((rc = con_schema(rq, F, sc, false))) return rc;
+        }
+    } else {
+        return refuse(rq, F, "response_format.type: \"%.40s\" is not text, json_object or json_schema", type->u.str);
+    }
+    /* whitespace: strict schemas compact unless asked (docs/SAMPLER.md) */
+    rq->constraint.strict = strict;
+    rq->constraint.compact = strict;
+    if (ws && ws->type != LP_JSON_NULL) {
+        if (ws->type != LP_JSON_STRING || (strcmp(ws->u.str, "any") && strcmp(ws->u.str, "compact")))
+            return refuse(rq, F, "response_format.whitespace: \"any\" or \"compact\"");
+        rq->constraint.compact = !strcmp(ws->u.str, "compact");
+    }
+    return 0;
+}
+
+/* structured_outputs: vLLM's */
+static int con_structured(lp_request_t *rq, const lp_json_t *v)
+{
+    const char *F = "structured_outputs";
+    if (v->type != LP_JSON_OBJECT) return refuse(rq, F, "must be an object, got %s", lp_json_type_name(v->type));
+    int n_kinds = 0, rc = 0;
+    bool compact = false;
+    for (size_t i = 0; i < v->n; i++) {
+        const lp_json_t *m = &v->u.items[i];
+        if (m->type == LP_JSON_NULL) continue;
+        if (!strcmp(m->key, "json")) n_kinds++, rc = con_schema(rq, F, m, true);
+        else if (!strcmp(m->key, "regex")) n_kinds++, rc = con_string(rq, F, m, CK(REGEX));
+        else if (!strcmp(m->key, "choice")) n_kinds++, rc = con_choice(rq, F, m);
+        else if (!strcmp(m->key, "grammar")) n_kinds++, rc = con_string(rq, F, m, CK(GBNF));
+        else if (!strcmp(m->key, "json_object")) {
+            if (m->type != LP_JSON_BOOL) return refuse(rq, F, "structured_outputs.json_object: must be true or false");
+            if (m->u.b) n_kinds++, rq->constraint.kind = CK(JSON_OBJECT);
+        } else if (!strcmp(m->key, "disable_any_whitespace")) {
+            if (m->type != LP_JSON_BOOL) return refuse(rq, F, "structured_outputs.disable_any_whitespace: must be true or false");
+            compact = m->u.b;
+        } else {
+            return refuse(rq, F, "structured_outputs.%.40s: not supported (json, regex, choice, grammar, json_object, "
+                          "disable_any_whitespace)", m->key);
+        }
+        if (rc) return rc;
+    }
+    if (n_kinds != 1) return refuse(rq, F, "exactly one of json, regex, choice, grammar, json_object (got %d)", n_kinds);
+    rq->constraint.compact = compact;
+    return 0;
+}
+
+static int read_constraint(lp_request_t *rq, const lp_rs_field_t *f, const lp_json_t *v)
+{
+    if (rq->constraint.field)
+        return refuse(rq, f->name, "one constraint per request: %s is given too", rq->constraint.field);
+    rq->constraint.field = f->name;
+    const char *name = f->name;
+    if (!strcmp(name, "response_format")) return con_response_format(rq, v);
+    if (!strcmp(name, "structured_outputs")) return con_structured(rq, v);
+    if (!strcmp(name, "json_schema")) return con_schema(rq, name, v, false);
+    if (!strcmp(name, "guided_json")) return con_schema(rq, name, v, true);
+    if (!strcmp(name, "guided_regex")) return con_string(rq, name, v, CK(REGEX));
+    if (!strcmp(name, "guided_choice")) return con_choice(rq, name, v);
+    if (!strcmp(name, "grammar") || !strcmp(name, "guided_grammar")) {
+        int rc = con_string(rq, name, v, CK(GBNF));
+        if (!rc && !v->n && !strcmp(name, "grammar")) rq->constraint.kind = CK(NONE); /* llama.cpp: "" is none */
+        return rc;
+    }
+    return refuse(rq, name, "not a constraint field");
+}
+
 /* One member whose row is f. */
 static int read_field(lp_request_t *rq, const lp_rs_field_t *f, const lp_json_t *v, bool *seen_logprobs,
                       int64_t *top_logprobs, int64_t *best_of)
@@ -613,6 +795,7 @@ static int read_field(lp_request_t *rq, const lp_rs_field_t *f, const lp_json_t 
     int rc;
     switch (f->id) {
     case LP_RS_ID_SAMPLING: return read_sampling(rq, f, v);
+    case LP_RS_ID_CONSTRAINT: return read_constraint(rq, f, v);
     case LP_RS_ID_MODEL: return want_string(rq, v, &rq->model);
     case LP_RS_ID_PROMPT: return read_prompt(rq, v);
     case LP_RS_ID_MESSAGES:
@@ -814,6 +997,12 @@ int lp_request_read(const lp_json_t *root, enum lp_rs_endpoint ep, unsigned edge
 
 void lp_request_clear(lp_request_t *rq)
 {
+    free(rq->con_text);
+    free(rq->con_choices);
+    free(rq->con_choice_lens);
+    rq->con_text = NULL;
+    rq->con_choices = NULL;
+    rq->con_choice_lens = NULL;
     for (size_t i = 0; rq->prompts && i < rq->n_prompts; i++) free(rq->prompts[i].ids);
     free(rq->prompts);
     free(rq->chat_json);

@@ -88,6 +88,7 @@ enum lp_rs_id {
     LP_RS_ID_NATS_V, LP_RS_ID_NATS_ID, LP_RS_ID_NATS_REPLY_TO,
     LP_RS_ID_REASONING_FORMAT,
     LP_RS_ID_CHAT, /* the rest of the conversation (tools, ...): checked and written with messages */
+    LP_RS_ID_CONSTRAINT, /* structured outputs: response_format, grammar, json_schema, guided_*, ... */
 };
 
 #define LP_RS_EP(e) (1u << (e))
@@ -170,6 +171,12 @@ typedef struct lp_request {
     /* /detokenize */
     int32_t *tokens;          /* owned */
     size_t n_tokens;
+    /* structured outputs: at most one constraint, from the field named in
+     * constraint.field (its text owned: con_text; choices borrowed) */
+    lp_sampling_constraint_t constraint;
+    char *con_text;
+    const char **con_choices;
+    size_t *con_choice_lens;
     /* NATS */
     const char *nats_id, *reply_to;
     /* after a refusal: the field at fault ("" for the body as a whole) */

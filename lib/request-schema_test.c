@@ -121,10 +121,10 @@ static void test_unknown(void)
             "max_tokens: not a field of /completion");
     refused("{\"prompt\":\"x\"}", LP_RS_CHAT, LP_RS_HTTP, "prompt", "prompt: not a field of /v1/chat/completions");
     /* unimplemented: "not supported", also inside messages */
-    refused("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", LP_RS_COMPLETIONS, LP_RS_HTTP,
-            "response_format", "response_format: not supported");
-    refused("{\"prompt\":\"x\",\"response_format\":{\"type\":\"nonsense\"}}", LP_RS_COMPLETIONS, LP_RS_HTTP,
-            "response_format", "response_format: not supported");
+    refused("{\"prompt\":\"x\",\"grammar_lazy\":true}", LP_RS_COMPLETIONS, LP_RS_HTTP,
+            "grammar_lazy", "grammar_lazy: not supported");
+    refused("{\"prompt\":\"x\",\"guided_decoding_backend\":\"xgrammar\"}", LP_RS_COMPLETIONS, LP_RS_HTTP,
+            "guided_decoding_backend", "guided_decoding_backend: not supported");
     /* tool_choice forcing a call: it needs tools, and a named one must be among them */
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", LP_RS_CHAT,
             LP_RS_HTTP, "tool_choice", "tool_choice: \"required\" needs tools");
@@ -307,10 +307,54 @@ static void test_printed(void)
     }
 }
 
+/* structured outputs: one constraint, read into rq->constraint */
+static void test_constraints(void)
+{
+    taken("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+          "\"schema\":{\"type\":\"object\",\"x-n\":1.50},\"strict\":true}}}", LP_RS_COMPLETIONS, LP_RS_HTTP);
+    CHECK(RQ.constraint.kind == LP_CON_JSON_SCHEMA && RQ.constraint.strict && RQ.constraint.compact &&
+          !strcmp(RQ.constraint.field, "response_format") &&
+          RQ.constraint.len == strlen("{\"type\":\"object\",\"x-n\":1.5}") &&
+          !memcmp(RQ.constraint.text, "{\"type\":\"object\",\"x-n\":1.5}", RQ.constraint.len),
+          "json_schema: %.*s", (int)RQ.constraint.len, RQ.constraint.text);
+    taken("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+          "\"schema\":{},\"strict\":true},\"whitespace\":\"any\"}}", LP_RS_COMPLETIONS, LP_RS_HTTP);
+    CHECK(RQ.constraint.strict && !RQ.constraint.compact, "whitespace any");
+    taken("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", LP_RS_COMPLETION, LP_RS_NATS);
+    CHECK(RQ.constraint.kind == LP_CON_JSON_OBJECT && !RQ.constraint.compact);
+    taken("{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}", LP_RS_COMPLETIONS, LP_RS_HTTP);
+    CHECK(RQ.constraint.kind == LP_CON_NONE);
+    taken("{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\"}", LP_RS_COMPLETION, LP_RS_HTTP);
+    CHECK(RQ.constraint.kind == LP_CON_GBNF && RQ.constraint.len == 12);
+    taken("{\"prompt\":\"x\",\"grammar\":\"\"}", LP_RS_COMPLETION, LP_RS_HTTP);
+    CHECK(RQ.constraint.kind == LP_CON_NONE, "grammar \"\" is none");
+    taken("{\"prompt\":\"x\",\"guided_choice\":[\"a\",\"\",\"c d\"]}", LP_RS_COMPLETIONS, LP_RS_HTTP);
+    CHECK(RQ.constraint.kind == LP_CON_CHOICE && RQ.constraint.n_choices == 3 && RQ.constraint.choice_lens[1] == 0 &&
+          !strcmp(RQ.constraint.choices[2], "c d"));
+    taken("{\"prompt\":\"x\",\"guided_json\":\"{\\\"type\\\":\\\"integer\\\"}\"}", LP_RS_COMPLETIONS, LP_RS_HTTP);
+    CHECK(RQ.constraint.kind == LP_CON_JSON_SCHEMA && !strcmp(RQ.constraint.text, "{\"type\":\"integer\"}"));
+    taken("{\"prompt\":\"x\",\"structured_outputs\":{\"regex\":\"[a-z]+\",\"disable_any_whitespace\":true}}",
+          LP_RS_COMPLETIONS, LP_RS_NATS);
+    CHECK(RQ.constraint.kind == LP_CON_REGEX && RQ.constraint.compact && RQ.constraint.len == 6);
+    refused("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", LP_RS_COMPLETIONS, LP_RS_HTTP,
+            "response_format", "response_format: response_format.json_schema: missing");
+    refused("{\"prompt\":\"x\",\"response_format\":{\"type\":\"nonsense\"}}", LP_RS_COMPLETIONS, LP_RS_HTTP,
+            "response_format", "response_format: response_format.type: \"nonsense\"");
+    refused("{\"prompt\":\"x\",\"grammar\":\"root ::= x\",\"guided_regex\":\"a\"}", LP_RS_COMPLETION, LP_RS_HTTP,
+            "guided_regex", "guided_regex: one constraint per request: grammar is given too");
+    refused("{\"prompt\":\"x\",\"structured_outputs\":{\"regex\":\"a\",\"choice\":[\"b\"]}}", LP_RS_COMPLETIONS,
+            LP_RS_HTTP, "structured_outputs", "structured_outputs: exactly one of");
+    refused("{\"prompt\":\"x\",\"guided_choice\":[]}", LP_RS_COMPLETIONS, LP_RS_HTTP, "guided_choice",
+            "guided_choice: must be a non-empty list");
+    refused("{\"prompt\":\"x\",\"guided_regex\":5}", LP_RS_COMPLETIONS, LP_RS_HTTP, "guided_regex",
+            "guided_regex: must be a string");
+}
+
 int main(void)
 {
     test_rows();
     test_unknown();
+    test_constraints();
     test_dialects();
     test_completion_fields();
     test_nats();

@@ -166,6 +166,15 @@ const lp_sampler_params_t *lp_sampler_seq_params(const lp_sampler_seq_t *seq)
     return &seq->eff;
 }
 
+/* Bits set in x (SWAR: no popcnt instruction assumed, no libgcc call). */
+static inline int popcount64(uint64_t x)
+{
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((x * 0x0101010101010101ull) >> 56);
+}
+
 /* Follow the store's strategy, load the row into the candidates with the
  * vocabulary guard (only real, unmasked tokens are candidates), and give
  * the guarded row's length and maximum. */
@@ -206,26 +215,49 @@ static int seq_guard(lp_sampler_seq_t *seq, const float *logits, int32_t n_vocab
     if (max_masked) cd->row_max = max = lp__row_max(cd->row, n, NULL);
     if (seq->allowed) {
         /* a constraint's bitset (one word per 64-logit block, as bmax): the
-         * tokens outside it, and ids past its length, go to -inf on the copy */
+         * tokens outside it, and ids past its length, go to -inf on the
+         * copy.  Only the excluded ids are touched (inside a JSON string
+         * nearly every token is allowed); a block's bound stays an upper
+         * bound, and an empty block's is -inf. */
         const uint64_t *bits = seq->allowed;
-        int32_t nb = (n + 63) / 64, nw = (seq->n_allowed + 63) / 64;
+        int32_t nb = (n + 63) / 64;
         seq->allowed = NULL;
-        max = -INFINITY;
         for (int32_t w = 0; w < nb; w++) {
-            int32_t lo = w * 64, hi = lo + 64 < n ? lo + 64 : n;
-            uint64_t b = w < nw ? bits[w] : 0;
-            if (hi - lo == 64 && b == ~0ull && lo + 64 <= seq->n_allowed) {
-                if (cd->bmax[w] > max) max = cd->bmax[w];
-                continue;
+            int32_t lo = w * 64, len = lo + 64 < n ? 64 : n - lo;
+            uint64_t valid = len == 64 ? ~0ull : (1ull << len) - 1;
+            if (lo + len > seq->n_allowed) /* ids past the bitset's length */
+                valid &= seq->n_allowed > lo ? (1ull << (seq->n_allowed - lo)) - 1 : 0;
+            uint64_t b = (w < (seq->n_allowed + 63) / 64 ? bits[w] : 0) & valid;
+            uint64_t off = ~b & (len == 64 ? ~0ull : (1ull << len) - 1);
+            if (!off) continue;
+            float *r = cd->row + lo;
+            if (popcount64(b) < 32) {
+                /* few allowed (most masks outside strings): keep them, fill
+                 * the block, and the block's bound becomes exact */
+                float keep[64], bm = -INFINITY;
+                int k = 0;
+                for (uint64_t x = b; x; x &= x - 1) keep[k++] = r[__builtin_ctzll(x)];
+                for (int32_t i = 0; i < len; i++) r[i] = -INFINITY;
+                k = 0;
+                for (uint64_t x = b; x; x &= x - 1) {
+                    float v = keep[k++];
+                    r[__builtin_ctzll(x)] = v;
+                    if (v > bm) bm = v;
+                }
+                cd->bmax[w] = bm;
+            } else {
+                for (; off; off &= off - 1) r[__builtin_ctzll(off)] = -INFINITY;
             }
-            float bm = -INFINITY;
-            for (int32_t i = lo; i < hi; i++) {
-                if (!((b >> (i - lo)) & 1) || i >= seq->n_allowed) cd->row[i] = -INFINITY;
-                else if (cd->row[i] > bm) bm = cd->row[i];
-            }
-            cd->bmax[w] = bm;
-            if (bm > max) max = bm;
         }
+        /* the row's maximum stands while one of its holders is allowed
+         * (found through the block bounds); else one pass finds the new one */
+        bool kept = false;
+        for (int32_t w = 0; w < nb && !kept && max != -INFINITY; w++) {
+            if (cd->bmax[w] != max) continue;
+            int32_t lo = w * 64, hi = lo + 64 < n ? lo + 64 : n;
+            for (int32_t i = lo; i < hi && !kept; i++) kept = cd->row[i] == max;
+        }
+        if (!kept) max = lp__row_max(cd->row, n, NULL);
         cd->row_max = max;
         if (max == -INFINITY)
             return lp_error_set(LP_ERR(ENOENT), "sample: the constraint allows no token that "

@@ -51,6 +51,8 @@ struct lp_sampler_svc {
         lp_grammar_matcher_t *m;
         uint64_t *mask;    /* the next draw's allowed tokens */
         bool ready;        /* mask is for the matcher's current position */
+        int32_t pending;   /* a drawn token the matcher has not taken yet, or -1 */
+        char *failed;      /* the matcher refused it (its message): the next draw fails */
     } *cons;
     size_t n_cons, cap_cons;
 };
@@ -277,6 +279,7 @@ static struct cons *cons_find(lp_sampler_svc_t *s, uint64_t session)
 
 static void cons_remove(lp_sampler_svc_t *s, struct cons *c)
 {
+    free(c->failed);
     lp_grammar_matcher_destroy(&c->m);
     free(c->mask);
     *c = s->cons[--s->n_cons];
@@ -380,7 +383,7 @@ static int cons_add(lp_sampler_svc_t *s, uint64_t session, const Lmpipe__Constra
         s->cap_cons = cap;
     }
     struct cons *c = &s->cons[s->n_cons];
-    *c = (struct cons){.session = session};
+    *c = (struct cons){.session = session, .pending = -1};
     rc = lp_grammar_matcher_new(g, &c->m);
     lp_grammar_unref(&g);
     if (!rc && !(c->mask = malloc(lp_grammar_mask_words(s->gvocab) * sizeof(uint64_t))))
@@ -562,6 +565,10 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
     /* A constrained session: its mask (computed after the last reply,
      * while the engine ran) masks the sampler's copy of the row. */
     struct cons *c = cons_find(s, it->session);
+    if (c && c->failed) {
+        snprintf(err, errcap, "constraint: %s", c->failed);
+        goto out;
+    }
     if (c && !lp_grammar_matcher_done(c->m)) {
         if (cons_fill(s, c) != 0) {
             snprintf(err, errcap, "constraint: %s", lp_error_msg());
@@ -577,13 +584,7 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
         snprintf(err, errcap, "%s", lp_error_msg());
         goto out;
     }
-    if (c) {
-        c->ready = false;
-        if (lp_grammar_matcher_accept(c->m, r->id) != 0) {
-            snprintf(err, errcap, "constraint: token %d: %s", r->id, lp_error_msg());
-            goto out;
-        }
-    }
+
     /* The chosen token goes back with the slot at once: a chained step
      * waits for it there (StepSeq.chain).  Its logprobs (with n_probs, a
      * pass over the row as loaded, which the chain kept) and its text come
@@ -591,6 +592,11 @@ static void sample_one(lp_sampler_svc_t *s, const Lmpipe__SampleItem *it, bool w
     if (from_ring) {
         lp_shm_ring_release_token(s->ring, it->ref->slot, it->ref->seq, r->id);
         from_ring = false;
+    }
+    /* the matcher takes it after the reply (it was in the mask) */
+    if (c) {
+        c->ready = false;
+        c->pending = r->id;
     }
     if (lp_sampler_seq_logprobs(seq, r) != 0) {
         snprintf(err, errcap, "%s", lp_error_msg());
@@ -692,8 +698,18 @@ static int do_sample(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *r
      * computes the next rows meanwhile (docs/SAMPLER.md, "Constraints").  A
      * failure here comes back at that step's draw. */
     for (size_t i = 0; i < n; i++) {
-        struct cons *c = res[i].token >= 0 ? cons_find(s, sr->items[i]->session) : NULL;
-        if (c) (void)cons_fill(s, c);
+        struct cons *c = sr->items[i]->session ? cons_find(s, sr->items[i]->session) : NULL;
+        if (!c || c->pending < 0) continue;
+        int32_t id = c->pending;
+        c->pending = -1;
+        if (lp_grammar_matcher_accept(c->m, id) != 0) {
+            char msg[300];
+            snprintf(msg, sizeof(msg), "token %d: %s", id, lp_error_msg());
+            free(c->failed);
+            c->failed = strdup(msg);
+            continue;
+        }
+        (void)cons_fill(s, c);
     }
 out:
     free(res);

@@ -18,6 +18,12 @@
  * between them leaves a character half-decoded: the reopened decoder must
  * hold the first bytes back without sending them again.
  *
+ * Two sessions are constrained (SamplingParams.constraint, a regular
+ * expression over lower-case letters, spaces and U+2019): the reopened
+ * sampler rebuilds the matcher from generated_ids (a kill between the
+ * character's bytes too), and the text up to the end of generation must
+ * match the expression.
+ *
  * MODEL is stories260K.gguf: a llama SPM vocabulary with byte tokens. */
 #include "error.h"
 #include "frame.h"
@@ -39,7 +45,7 @@
 
 #define REPLY_MS 10000
 #define N 24          /* tokens per session */
-#define N_SESS 14     /* sessions of each run */
+#define N_SESS 16     /* sessions of each run */
 #define BYTE_AT 6     /* the steps that force E2, 80, 99 */
 
 /* ---- services and sockets ------------------------------------------------- */
@@ -106,11 +112,14 @@ static const char *const params[] = {
     "{\"seed\":8,\"temperature\":1,\"mirostat\":1,\"mirostat_tau\":4,\"mirostat_eta\":0.3}",
     "{\"seed\":9,\"temperature\":1,\"mirostat\":2,\"mirostat_tau\":3,\"mirostat_eta\":0.2}",
     "{\"seed\":10,\"temperature\":0.8}", /* the swapped default: top_k 30 */
+    "{\"seed\":11,\"temperature\":1}",    /* with CONSTRAINED below */
 };
+#define CONSTRAINED 7 /* params[7]: sessions 7 and 15 */
+static const char con_regex[] = "[a-z \xE2\x80\x99]{1,200}";
 #define N_PARAMS (sizeof(params) / sizeof(params[0]))
 /* tokens before the kill, per session: around the forced bytes, and 0 */
 static const int ks[N_SESS] = {0, 1, BYTE_AT, BYTE_AT + 1, BYTE_AT + 2, 13, N - 1,
-                               BYTE_AT + 1, 3, BYTE_AT + 2, 9, BYTE_AT + 1, BYTE_AT, 20};
+                               BYTE_AT + 1, 3, BYTE_AT + 2, 9, BYTE_AT + 1, BYTE_AT, 20, 5, BYTE_AT + 2};
 
 static const int32_t prompt[] = {1, 300, 263, 411}; /* BOS and three pieces */
 
@@ -147,6 +156,13 @@ static int open_session(void *sock, uint64_t session, const sess_t *s, bool reop
     Lmpipe__SamplerOpen o = LMPIPE__SAMPLER_OPEN__INIT;
     o.session = session;
     o.params = sp_json(s->params);
+    static Lmpipe__Constraint k = LMPIPE__CONSTRAINT__INIT;
+    if (s->params == params[CONSTRAINED] && o.params) {
+        k.kind = LMPIPE__CONSTRAINT__KIND__KIND_REGEX;
+        k.text = (char *)con_regex;
+        k.field = "guided_regex";
+        o.params->constraint = &k;
+    }
     o.prompt_ids = (int32_t *)prompt;
     o.n_prompt_ids = sizeof(prompt) / sizeof(prompt[0]);
     o.detok = true;
@@ -336,6 +352,16 @@ int main(int argc, char **argv)
                   "%s: token %d of strategy version %llu, the reference's %llu (the swap made 2)",
                   ref[i].params, t, (unsigned long long)got[i].version[t],
                   (unsigned long long)ref[i].version[t]);
+        }
+        if (ref[i].params == params[CONSTRAINED]) {
+            /* the text up to the end of generation (EOS, id 2) follows the expression */
+            bool ok = true;
+            for (int t = 0; t < N && ref[i].tok[t] != 2 && ok; t++)
+                for (size_t b = 0; b < ref[i].n_piece[t]; b++) {
+                    unsigned char c = (unsigned char)ref[i].piece[t][b];
+                    ok &= (c >= 'a' && c <= 'z') || c == ' ' || c == 0xE2 || c == 0x80 || c == 0x99;
+                }
+            CHECK(ok, "constrained session %d: a piece outside [a-z \u2019]", i);
         }
         /* the forced bytes came, as one character after the last of them */
         bool bytes = ref[i].tok[BYTE_AT] == byte_tok[0] && ref[i].tok[BYTE_AT + 2] == byte_tok[2];

@@ -289,10 +289,13 @@ int lp_gen_args_request(lp_gen_args_t *a, const char *cmd, Lmpipe__GenerateReque
         lp_gen_args_clear(a);
         return -1;
     }
-    /* the sampling fields given, typed (lib/sampling-wire.h) */
-    if (a->sp.set) {
-        if (lp_sampling_pb_new(&a->sp, &a->pb)) {
-            fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
+    /* the sampling fields given, typed (lib/sampling-wire.h), and a
+     * structured-output constraint from --params */
+    bool con = a->has_rq && a->rq.constraint.kind != LP_CON_NONE;
+    if (a->sp.set || con) {
+        if (lp_sampling_pb_new(&a->sp, &a->pb) ||
+            (con && lp_sampling_pb_set_constraint(a->pb, &a->rq.constraint))) {
+            fprintf(stderr, "lmpipe %s: --params: %s\n", cmd, lp_error_msg());
             lp_gen_args_clear(a);
             return -1;
         }

@@ -23,7 +23,8 @@ int lp_gen_batch_build(const lp_request_t *rq, const char *tenant, lp_gen_batch_
     }
     /* sampling: none given keeps the strategy; a seed differs per choice */
     bool seeded = (rq->sp.set & (1ull << LP_SP_SEED)) && rq->sp.seed >= 0 && rq->n > 1;
-    if (rq->sp.set) {
+    bool constrained = rq->constraint.kind != LP_CON_NONE;
+    if (rq->sp.set || constrained) {
         b->n_pbs = seeded ? (size_t)rq->n : 1;
         if (!(b->pbs = calloc(b->n_pbs, sizeof(*b->pbs)))) return LP_ERR(ENOMEM);
         lp_sampler_params_t *sp = malloc(sizeof(*sp));
@@ -33,6 +34,7 @@ int lp_gen_batch_build(const lp_request_t *rq, const char *tenant, lp_gen_batch_
         for (size_t i = 0; !rc && i < b->n_pbs; i++) {
             sp->seed = rq->sp.seed + (int64_t)i;
             rc = lp_sampling_pb_new(sp, &b->pbs[i]);
+            if (!rc && constrained) rc = lp_sampling_pb_set_constraint(b->pbs[i], &rq->constraint);
         }
         free(sp);
         if (rc) return rc;

@@ -121,7 +121,7 @@ int main(void)
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template\":3}", "chat_template:"},
         /* one schema: unknown and unimplemented fields are refused by name */
         {"{\"prompt\":\"x\",\"temperture\":0.5}", "temperture: unknown field (did you mean temperature?)"},
-        {"{\"prompt\":\"x\",\"grammar\":\"root ::= x\"}", "grammar: not supported"},
+        {"{\"prompt\":\"x\",\"grammar_lazy\":true}", "grammar_lazy: not supported"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":{\"type\":\"function\"}}",
          "tool_choice: must be"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":"
@@ -131,8 +131,8 @@ int main(void)
          "reasoning_format: must be"},
         {"{\"prompt\":\"x\",\"reasoning_format\":\"none\"}", "reasoning_format: not supported"},
         {"{\"prompt\":\"x\",\"tools\":[]}", "tools: not supported"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}",
-         "response_format: not supported"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_decoding_backend\":\"xgrammar\"}",
+         "guided_decoding_backend: not supported"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":\"low\"}",
          "reasoning_effort: not supported"},
         {"{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":2}", "echo:"},

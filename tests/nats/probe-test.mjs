@@ -65,11 +65,11 @@ function bodyWith(path, field, value, aliasOf) {
 
 // ---- 50 fields lmpipe does not implement, and misspellings ----
 const unimplemented = [
-    ['response_format', { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } }],
     ['response_format', { type: 'nonsense' }], ['functions', [{ name: 'f' }]], ['function_call', 'none'],
-    ['grammar', 'root ::= "yes"'], ['json_schema', { type: 'string' }], ['guided_json', { type: 'object' }],
-    ['guided_regex', '\\d+'], ['guided_choice', ['yes', 'no']], ['guided_grammar', 'root ::= "a"'],
-    ['structured_outputs', { regex: '[a-z]' }], ['lora', [{ id: 0, scale: 0.5 }]], ['priority', 10], ['id_slot', 1],
+    ['guided_decoding_backend', 'xgrammar'], ['guided_whitespace_pattern', ' '], ['grammar_lazy', true],
+    ['grammar_triggers', [{ type: 'word', value: '<tool>' }]], ['preserved_tokens', ['<tool>']],
+    ['structured_outputs', { structural_tag: '{}' }], ['response_format', { type: 'json_schema' }],
+    ['lora', [{ id: 0, scale: 0.5 }]], ['priority', 10], ['id_slot', 1],
     ['temperture', 0.5], ['top_kk', 3], ['maxtokens', 5], ['reasoning_effort', 'high'], ['reasoning', { effort: 'low' }],
     ['include_reasoning', true], ['add_generation_prompt', false],
     ['continue_final_message', true], ['documents', [{ text: 'x' }]], ['min_tokens', 3], ['stop_token_ids', [2]],
