@@ -168,6 +168,42 @@ static int take_prompt_ids(lp_coord_t *c, lp__req_t *r, const Lmpipe__GenerateRe
     return 0;
 }
 
+/* The tokenizer's word on a conversation: how its output is parsed (for the
+ * edge), and the grammar of a forced tool call, which joins the request's
+ * sampling parameters.  NULL, or why the request cannot go on. */
+static const char *take_chat_output(lp__req_t *r, const Lmpipe__ChatTemplateReply *rep)
+{
+    if (rep->chat && rep->chat->format && rep->chat->format[0]) {
+        free(r->chat_format);
+        if (!(r->chat_format = strdup(rep->chat->format))) return "out of memory";
+        size_t n = rep->chat->prompt_tail.len;
+        r->chat_tail_len = n < sizeof(r->chat_tail) ? n : sizeof(r->chat_tail);
+        if (r->chat_tail_len)
+            memcpy(r->chat_tail, rep->chat->prompt_tail.data + n - r->chat_tail_len, r->chat_tail_len);
+    }
+    const Lmpipe__Constraint *k = rep->constraint;
+    if (!k || k->kind == LMPIPE__CONSTRAINT__KIND__KIND_NONE) return NULL;
+    if (r->sampling && r->sampling->constraint && r->sampling->constraint->kind)
+        return "tool_choice: a forced tool call cannot be combined with another constraint (response_format, "
+               "grammar)";
+    if (!r->sampling) {
+        if (!(r->sampling = malloc(sizeof(*r->sampling)))) return "out of memory";
+        lmpipe__sampling_params__init(r->sampling);
+    }
+    /* a copy the request owns, freed with its parameters */
+    size_t len = lmpipe__constraint__get_packed_size(k);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) return "out of memory";
+    lmpipe__constraint__pack(k, buf);
+    Lmpipe__Constraint *own = lmpipe__constraint__unpack(NULL, len, buf);
+    free(buf);
+    if (!own) return "out of memory";
+    if (r->sampling->constraint) lmpipe__constraint__free_unpacked(r->sampling->constraint, NULL);
+    r->sampling->constraint = own;
+    r->sampling->given |= (uint64_t)1 << 40; /* SamplingParams.constraint's field number */
+    return NULL;
+}
+
 void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
 {
     if (r->state != R_TOKENIZING) return;
@@ -179,6 +215,12 @@ void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     } else if (m->body_case == LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY) {
         ids = m->chat_template_reply->ids;
         n_ids = m->chat_template_reply->n_ids;
+        const char *why = take_chat_output(r, m->chat_template_reply);
+        if (why) {
+            if (!strcmp(why, "out of memory")) lp__coord_fail(c, r, E_INTERNAL, why);
+            else lp__coord_fail_kind(c, r, E_BAD_REQUEST, LP_EK_INVALID_REQUEST, "tool_choice", why);
+            return;
+        }
     } else if (m->body_case == LMPIPE__MSG__BODY_ERROR && lp_frame_error_kind(m->error) == LP_EK_INVALID_REQUEST) {
         /* the request's fault (its template, its messages): the tokenizer's
          * word, with the field it names */

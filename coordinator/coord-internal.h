@@ -197,6 +197,12 @@ typedef struct lp__req {
     uint32_t t_max_predict_ms; /* llama.cpp's: see text.c */
     bool has_newline;          /* a newline has been generated (t_max_predict_ms) */
     bool chat;                 /* its prompt is a conversation (errors name messages) */
+    /* chat: how the edge parses the output (the tokenizer's ChatOutput),
+     * sent on the first token event and the final event */
+    char *chat_format;         /* owned; NULL: not a rendered conversation */
+    uint8_t chat_tail[64];
+    size_t chat_tail_len;
+    bool chat_sent;
     char **stops;
     size_t *stop_lens, n_stops;
     lp_textstream_t *ts;
@@ -302,6 +308,9 @@ void lp__req_tokenize(lp_coord_t *c, lp__req_t *r);
  * ended naturally and the end of its text is still to come. */
 bool lp__req_text_wanted(const lp__req_t *r);
 void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m);
+/* A chat request's ChatOutput (pointing into r) in *co: false when r is not
+ * a rendered conversation. */
+bool lp__req_chat_output(const lp__req_t *r, Lmpipe__ChatOutput *co);
 /* End a request; its final event goes out once the end of its text is back. */
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error);
 /* End it with FINISH_ERROR, counting the error's kind. */

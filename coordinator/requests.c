@@ -67,6 +67,7 @@ void lp__req_free(lp__req_t *r)
     free(r->replay);
     free(r->tok_msg);
     if (r->sampling) lmpipe__sampling_params__free_unpacked(r->sampling, NULL);
+    free(r->chat_format);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->stops);
     free(r->stop_lens);
@@ -195,6 +196,16 @@ void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m)
     }
 }
 
+bool lp__req_chat_output(const lp__req_t *r, Lmpipe__ChatOutput *co)
+{
+    if (!r->chat_format) return false;
+    lmpipe__chat_output__init(co);
+    co->format = r->chat_format;
+    co->prompt_tail.data = (uint8_t *)r->chat_tail;
+    co->prompt_tail.len = r->chat_tail_len;
+    return true;
+}
+
 static void send_final(lp_coord_t *c, lp__req_t *r)
 {
     r->final_sent = true;
@@ -234,6 +245,8 @@ static void send_final(lp_coord_t *c, lp__req_t *r)
     f.prompt_ms = (double)(t_first - r->t_start) / 1e6;
     f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
     if (r->error[0]) f.error = r->error;
+    Lmpipe__ChatOutput co;
+    if (lp__req_chat_output(r, &co)) f.chat = &co;
     f.retryable = r->retryable && r->reason == LMPIPE__FINISH_REASON__FINISH_ERROR;
     if (r->reason == LMPIPE__FINISH_REASON__FINISH_ERROR) {
         f.error_kind = (Lmpipe__ErrorKind)(r->err_kind ? r->err_kind : LP_EK_INTERNAL);

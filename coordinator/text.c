@@ -29,6 +29,11 @@ static void text_piece(lp_coord_t *c, lp__req_t *r, const lp__tokinfo_t *ti, con
     ev.n_top = ti->n_top;
     for (size_t k = 0; k < ti->n_top; k++) tpp[k] = (Lmpipe__TokenProb *)&ti->top[k];
     ev.top = tpp;
+    Lmpipe__ChatOutput co;
+    if (!r->chat_sent && lp__req_chat_output(r, &co)) {
+        ev.chat = &co;
+        r->chat_sent = true;
+    }
     Lmpipe__Msg em = LMPIPE__MSG__INIT;
     em.body_case = LMPIPE__MSG__BODY_TOKEN;
     em.token = &ev;

@@ -173,21 +173,57 @@ int lp_chat_request_json(const lp_json_t *root, char **out, size_t *out_len, con
             lp_json_buf_value(&b, v);
         }
     }
-    /* Tool calls are not parsed out of the output yet: only the choices
-     * that ask for nothing more than the template's rendering are taken. */
-    if ((v = lp_json_get(root, "tool_choice")) && v->type != LP_JSON_NULL &&
-        !(v->type == LP_JSON_STRING && (!strcmp(v->u.str, "auto") || !strcmp(v->u.str, "none")))) {
+    /* tool_choice: "auto", "none", "required" or {"type": "function",
+     * "function": {"name"}} naming one of the tools; a forced call is passed
+     * on for the call grammar (tokenizer-svc) */
+    const lp_json_t *tools = lp_json_get(root, "tools");
+    size_t n_tools = tools && tools->type == LP_JSON_ARRAY ? tools->n : 0;
+    if ((v = lp_json_get(root, "tool_choice")) && v->type != LP_JSON_NULL) {
         *param = "tool_choice";
-        snprintf(why, cap, "tool_choice: not supported: only \"auto\" and \"none\" (\"required\" and named "
-                           "functions need tool-call parsing, not there yet)");
-        rc = -1;
-        goto out;
+        if (v->type == LP_JSON_STRING) {
+            if (strcmp(v->u.str, "auto") && strcmp(v->u.str, "none") && strcmp(v->u.str, "required")) {
+                snprintf(why, cap, "tool_choice: '%.40s' is not \"auto\", \"none\", \"required\" or "
+                                   "{\"type\": \"function\", \"function\": {\"name\": ...}}", v->u.str);
+                FAIL_IF(1);
+            }
+            if (!strcmp(v->u.str, "required") && !n_tools) {
+                snprintf(why, cap, "tool_choice: \"required\" needs tools");
+                FAIL_IF(1);
+            }
+        } else {
+            const lp_json_t *ty = lp_json_get(v, "type"), *fn = lp_json_get(v, "function");
+            const lp_json_t *nm = fn ? lp_json_get(fn, "name") : NULL;
+            if (v->type != LP_JSON_OBJECT || !ty || ty->type != LP_JSON_STRING || strcmp(ty->u.str, "function") ||
+                !nm || nm->type != LP_JSON_STRING) {
+                snprintf(why, cap, "tool_choice: must be \"auto\", \"none\", \"required\" or {\"type\": "
+                                   "\"function\", \"function\": {\"name\": ...}}");
+                FAIL_IF(1);
+            }
+            bool found = false;
+            for (size_t i = 0; i < n_tools && !found; i++) {
+                const lp_json_t *f = lp_json_get(&tools->u.items[i], "function");
+                const lp_json_t *n = f ? lp_json_get(f, "name") : NULL;
+                found = n && n->type == LP_JSON_STRING && !strcmp(n->u.str, nm->u.str);
+            }
+            if (!found) {
+                snprintf(why, cap, "tool_choice: the function '%.60s' is not one of the tools", nm->u.str);
+                FAIL_IF(1);
+            }
+        }
+        /* auto and none constrain nothing: only a forced call is passed on */
+        if (n_tools && !(v->type == LP_JSON_STRING && strcmp(v->u.str, "required"))) {
+            lp_json_buf_puts(&b, ",\"tool_choice\":");
+            lp_json_buf_value(&b, v);
+        }
+        *param = NULL;
     }
-    if ((v = lp_json_get(root, "parallel_tool_calls")) && v->type != LP_JSON_NULL && v->type != LP_JSON_BOOL) {
-        *param = "parallel_tool_calls";
-        snprintf(why, cap, "parallel_tool_calls: must be true or false");
-        rc = -1;
-        goto out;
+    if ((v = lp_json_get(root, "parallel_tool_calls")) && v->type != LP_JSON_NULL) {
+        if (v->type != LP_JSON_BOOL) {
+            *param = "parallel_tool_calls";
+            snprintf(why, cap, "parallel_tool_calls: must be true or false");
+            FAIL_IF(1);
+        }
+        lp_json_buf_puts(&b, v->u.b ? ",\"parallel_tool_calls\":true" : ",\"parallel_tool_calls\":false");
     }
     if ((v = lp_json_get(root, "chat_template_kwargs")) && v->type != LP_JSON_NULL) {
         if (v->type != LP_JSON_OBJECT) {

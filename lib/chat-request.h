@@ -3,12 +3,14 @@
  * checked at the edge and written as the JSON object that tokenizer-svc
  * renders the chat template with (ChatTemplateRequest.chat_json):
  *
- *   {"messages": [...], "tools": [...], "chat_template_kwargs": {...}}
+ *   {"messages": [...], "tools": [...], "tool_choice": ..., "parallel_tool_calls": bool,
+ *    "chat_template_kwargs": {...}}
  *
  * Messages keep what the client sent (role, content, tool_calls with their
  * arguments, tool_call_id, name, reasoning_content), except that content
- * given as text parts becomes one string.  tools and chat_template_kwargs
- * appear only when given. */
+ * given as text parts becomes one string.  The other members appear only
+ * when given; tool_choice only when it forces a call ("required" or a named
+ * function, which must be one of the tools). */
 #ifndef LP_CHAT_REQUEST_H
 #define LP_CHAT_REQUEST_H
 

@@ -63,13 +63,20 @@ const lp_rs_field_t lp_rs_fields[] = {
         "[{\"role\":\"user\",\"content\":\"Hi\"}]"),
     ROW("tools", TOOLS, CONV, BOTH, REQUEST, CHAT, -N, N, -N, N, "none",
         "Tools the chat template shows the model ({\"type\": \"function\", \"function\": {name, description, "
-        "parameters}}); tool calls are not parsed out of the output yet: they come back as content",
+        "parameters}}); the calls the model writes come back as tool_calls, parsed in the template's format "
+        "(docs/HTTP.md, Tool calling)",
         "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"),
     ROW("tool_choice", TOOL_CHOICE, CONV, BOTH, REQUEST, CHAT, -N, N, -N, N, "\"auto\"",
-        "\"auto\" or \"none\"; \"required\" and a named function are refused (not supported until tool calls are "
-        "parsed)", "\"auto\""),
-    ROW("parallel_tool_calls", BOOL, CONV, BOTH, NO_EFFECT, CHAT, -N, N, -N, N, NULL,
-        "true or false; no effect until tool calls are parsed out of the output", "true"),
+        "\"auto\" (the model may call tools; decoding is not constrained), \"none\" (no tool calls are parsed), "
+        "\"required\" or {\"type\": \"function\", \"function\": {\"name\"}} (decoding is constrained to calls, "
+        "or to that function's call, whose arguments match the function's parameters)", "\"auto\""),
+    ROW("parallel_tool_calls", BOOL, CONV, BOTH, REQUEST, CHAT, -N, N, -N, N, "true",
+        "With tool_choice \"required\" or a named function: false constrains the answer to one call, true "
+        "allows several", "true"),
+    ROW("reasoning_format", STRING, EP(CHAT), BOTH, EDGE, REASONING_FORMAT, -N, N, -N, N, "\"auto\"",
+        "As llama-server's --reasoning-format: \"auto\" or \"deepseek\" move the model's reasoning "
+        "(<think>...</think>, gpt-oss's analysis channel) to reasoning_content; \"none\" leaves it in content",
+        "\"deepseek\""),
     ROW("chat_template_kwargs", OBJECT, CONV, BOTH, REQUEST, CHAT, -N, N, -N, N, "none",
         "Extra template variables by name (enable_thinking, ...); not messages, tools, add_generation_prompt, "
         "continue_final_message", "{\"enable_thinking\":false}"),
@@ -232,7 +239,8 @@ const lp_rs_field_t lp_rs_fields[] = {
     REFUSE("function_call", GEN, TOOLS, "\"auto\""),
     REFUSE("reasoning_effort", GEN, REASON, "\"low\""),
     REFUSE("reasoning", GEN, REASON, "{\"effort\":\"low\"}"),
-    REFUSE("reasoning_format", GEN, REASON, "\"deepseek\""),
+    REFUSE("reasoning_format", GEN & ~EP(CHAT), "not supported: reasoning is split from chat answers only",
+           "\"deepseek\""),
     REFUSE("include_reasoning", GEN, REASON, "true"),
     REFUSE("add_generation_prompt", GEN | EP(APPLY_TEMPLATE),
            "not supported: the assistant's turn is always opened (add_generation_prompt is true)", "false"),
@@ -836,6 +844,12 @@ static int read_field(lp_request_t *rq, const lp_rs_field_t *f, const lp_json_t 
     case LP_RS_ID_ECHO: return want_bool(rq, v, &rq->echo);
     case LP_RS_ID_BEST_OF: return want_int(rq, f, v, best_of);
     case LP_RS_ID_CHAT_TEMPLATE: return want_string(rq, v, &rq->chat_template);
+    case LP_RS_ID_REASONING_FORMAT:
+        if ((rc = want_string(rq, v, &rq->reasoning_format))) return rc;
+        if (strcmp(rq->reasoning_format, "auto") && strcmp(rq->reasoning_format, "none") &&
+            strcmp(rq->reasoning_format, "deepseek"))
+            return refuse(rq, v->key, "must be \"auto\", \"none\" or \"deepseek\", got '%.40s'", rq->reasoning_format);
+        return 0;
     case LP_RS_ID_IGNORE_EOS: return want_bool(rq, v, &rq->ignore_eos);
     case LP_RS_ID_DEADLINE_MS:
         if ((rc = want_int(rq, f, v, &x))) return rc;
@@ -930,6 +944,9 @@ int lp_request_read(const lp_json_t *root, enum lp_rs_endpoint ep, unsigned edge
             if (!param) return LP_ERR(ENOMEM);
             return refuse_at(rq, param, "%s", why);
         }
+        const lp_json_t *t = lp_json_get(root, "tools"), *tc = lp_json_get(root, "tool_choice");
+        rq->tools = t && t->type == LP_JSON_ARRAY && t->n ? t : NULL;
+        rq->tool_choice = tc && tc->type != LP_JSON_NULL ? tc : NULL;
     }
     switch (edge & LP_RS_PARTIAL ? LP_RS_N_ENDPOINTS : ep) {
     case LP_RS_COMPLETIONS:

@@ -86,6 +86,7 @@ enum lp_rs_id {
     LP_RS_ID_T_MAX_PREDICT_MS, LP_RS_ID_CACHE_PROMPT, LP_RS_ID_METADATA, LP_RS_ID_CONTENT,
     LP_RS_ID_ADD_SPECIAL, LP_RS_ID_PARSE_SPECIAL, LP_RS_ID_WITH_PIECES, LP_RS_ID_TOKENS,
     LP_RS_ID_NATS_V, LP_RS_ID_NATS_ID, LP_RS_ID_NATS_REPLY_TO,
+    LP_RS_ID_REASONING_FORMAT,
     LP_RS_ID_CHAT, /* the rest of the conversation (tools, ...): checked and written with messages */
     LP_RS_ID_CONSTRAINT, /* structured outputs: response_format, grammar, json_schema, guided_*, ... */
 };
@@ -149,6 +150,11 @@ typedef struct lp_request {
     char *chat_json;
     size_t chat_json_len;
     const char *chat_template;
+    const char *reasoning_format; /* chat: "auto", "none", "deepseek"; NULL: not given */
+    /* chat: the tool_choice given (borrowed), NULL when none; "none" turns
+     * tool-call parsing off */
+    const lp_json_t *tool_choice;
+    const lp_json_t *tools;       /* chat: the tools (borrowed), NULL when none */
     int32_t n_predict;        /* 0: not given; -1: until end of text */
     const char *stops[LP_RS_MAX_STOPS];
     size_t stop_lens[LP_RS_MAX_STOPS];

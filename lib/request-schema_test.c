@@ -125,10 +125,29 @@ static void test_unknown(void)
             "grammar_lazy", "grammar_lazy: not supported");
     refused("{\"prompt\":\"x\",\"guided_decoding_backend\":\"xgrammar\"}", LP_RS_COMPLETIONS, LP_RS_HTTP,
             "guided_decoding_backend", "guided_decoding_backend: not supported");
+    /* tool_choice forcing a call: it needs tools, and a named one must be among them */
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", LP_RS_CHAT,
-            LP_RS_HTTP, "tool_choice", "tool_choice: not supported");
+            LP_RS_HTTP, "tool_choice", "tool_choice: \"required\" needs tools");
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":{\"type\":\"function\","
-            "\"function\":{\"name\":\"f\"}}}", LP_RS_CHAT, LP_RS_HTTP, "tool_choice", "tool_choice: not supported");
+            "\"function\":{\"name\":\"f\"}}}", LP_RS_CHAT, LP_RS_HTTP, "tool_choice",
+            "tool_choice: the function 'f' is not one of the tools");
+    refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+            "\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"always\"}", LP_RS_CHAT, LP_RS_HTTP, "tool_choice",
+            "tool_choice: 'always' is not");
+    refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+            "\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\"}}", LP_RS_CHAT, LP_RS_HTTP,
+            "tool_choice", "tool_choice: must be");
+    taken("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+          "\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}",
+          LP_RS_CHAT, LP_RS_HTTP);
+    CHECK(RQ.chat_json && strstr(RQ.chat_json, "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"),
+          "a named function goes to the template's call grammar: %s", RQ.chat_json ? RQ.chat_json : "(null)");
+    taken("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\","
+          "\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"required\",\"parallel_tool_calls\":true}",
+          LP_RS_CHAT, LP_RS_HTTP);
+    CHECK(RQ.chat_json && strstr(RQ.chat_json, "\"tool_choice\":\"required\"") &&
+              strstr(RQ.chat_json, "\"parallel_tool_calls\":true"),
+          "required and parallel_tool_calls go to the call grammar: %s", RQ.chat_json ? RQ.chat_json : "(null)");
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{\"name\":\"f\"}]}", LP_RS_CHAT,
             LP_RS_HTTP, "functions", "functions: not supported");
     refused("{\"prompt\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",

@@ -3,6 +3,9 @@
  * llm_chat_detect_template / llm_chat_apply_template, which a request
  * names when the model has no template of its own. */
 #include "chat.h"
+#include "chat-args.h"
+#include "chat-format.h"
+#include "chat-grammar.h"
 #include "tok-internal.h"
 
 #include "error.h"
@@ -252,6 +255,7 @@ struct lp_chat_renderer {
     size_t dflt_len;
     char *bos, *eos;       /* the special tokens' texts, or NULL */
     char *dflt_err;        /* why the model's template did not parse, or NULL */
+    lp_chat_template_caps_t dflt_caps; /* how the default template takes tool calls */
 };
 
 void lp_chat_renderer_destroy(lp_chat_renderer_t **self_p)
@@ -297,6 +301,7 @@ int lp_chat_renderer_new(const lp_tokenizer_t *tok, const char *file, lp_chat_re
     if (!rc && cr->dflt_src) {
         rc = lp_jinja_parse(cr->dflt_src, cr->dflt_len, &cr->dflt);
         if (rc) lp_error_prefix("%s: ", file ? file : "tokenizer.chat_template");
+        else lp_chat_template_caps(cr->dflt, cr->dflt_src, cr->dflt_len, &cr->dflt_caps);
         /* A template given on the command line must parse; the model's is
          * only needed by chat requests, which then get its error. */
         if (rc && !file && rc != LP_ERR(ENOMEM)) {
@@ -353,14 +358,50 @@ static int render_family(enum lp_chat_template fam, const lp_json_t *msgs, bool 
 
 static bool has_key(const lp_json_t *obj, const char *k) { return obj && lp_json_get(obj, k) != NULL; }
 
+void lp_chat_render_out_clear(lp_chat_render_out_t *o)
+{
+    if (!o) return;
+    lp_chat_grammar_destroy(&o->grammar);
+    memset(o, 0, sizeof(*o));
+}
+
+/* tool_choice "required" or a named function: the call grammar of the
+ * template's format (lib/chat/chat-grammar.h) */
+static int forced_calls(lp_chat_format_t format, const lp_json_t *conv, const char *prompt, size_t prompt_len,
+                        lp_chat_render_out_t *o)
+{
+    const lp_json_t *tc = lp_json_get(conv, "tool_choice"), *tools = lp_json_get(conv, "tools");
+    if (!tc || tc->type == LP_JSON_NULL || !tools || tools->type != LP_JSON_ARRAY || !tools->n) return 0;
+    const lp_json_t *par = lp_json_get(conv, "parallel_tool_calls");
+    const lp_json_t *kw = lp_json_get(conv, "chat_template_kwargs");
+    const lp_json_t *think = kw ? lp_json_get(kw, "enable_thinking") : NULL;
+    lp_chat_grammar_opts_t go = {
+        .format = format,
+        .tools = tools,
+        .tool_choice = tc,
+        .parallel_tool_calls = !par || par->type != LP_JSON_BOOL || par->u.b,
+        .starts_in_reasoning = lp_chat_prompt_opens_reasoning(format, prompt, prompt_len),
+    };
+    /* reasoning before the calls only where the prompt opened it or the
+     * request asked for thinking: a forced answer is the calls */
+    go.allow_reasoning = go.starts_in_reasoning || (think && think->type == LP_JSON_BOOL && think->u.b);
+    int rc = lp_chat_grammar_build(&go, &o->grammar);
+    if (rc == LP_ERR(ENOTSUP))
+        return lp_error_set(LP_ERR(EINVAL), "tool_choice: the template's tool-call format (%s) cannot be forced: %s",
+                            lp_chat_format_info(format)->name, lp_error_msg());
+    if (rc) lp_error_prefix("tool_choice: ");
+    return rc;
+}
+
 int lp_chat_render(const lp_chat_renderer_t *cr, const char *tmpl, const char *chat_json, size_t chat_len,
                    const lp_chat_msg_t *msgs, size_t n, bool add_assistant, char **text, size_t *len,
-                   bool *has_bos)
+                   bool *has_bos, lp_chat_render_out_t *o)
 {
     *text = NULL;
     *len = 0;
     *has_bos = false;
-    lp_json_buf_t typed = {0}, ctx = {0};
+    if (o) memset(o, 0, sizeof(*o));
+    lp_json_buf_t typed = {0}, ctx = {0}, prep = {0};
     lp_json_doc_t *conv_doc = NULL, *ctx_doc = NULL;
     lp_jinja_tmpl_t *own = NULL;
     int rc = 0;
@@ -387,6 +428,7 @@ int lp_chat_render(const lp_chat_renderer_t *cr, const char *tmpl, const char *c
     const lp_jinja_tmpl_t *t = cr->dflt;
     const char *src = cr->dflt_src;
     size_t src_len = cr->dflt_len;
+    lp_chat_template_caps_t caps = cr->dflt_caps;
     if (tmpl && tmpl[0]) {
         size_t tl = strlen(tmpl);
         enum lp_chat_template fam = lp_chat_template_by_name(tmpl, tl);
@@ -408,6 +450,7 @@ int lp_chat_render(const lp_chat_renderer_t *cr, const char *tmpl, const char *c
         t = own;
         src = tmpl;
         src_len = tl;
+        lp_chat_template_caps(own, src, src_len, &caps);
     }
     if (!t && cr->dflt_err) {
         rc = lp_error_set(LP_ERR(EINVAL), "chat_template: %s", cr->dflt_err);
@@ -460,13 +503,36 @@ int lp_chat_render(const lp_chat_renderer_t *cr, const char *tmpl, const char *c
         lp_error_prefix("chat_template: the context: ");
         goto out;
     }
+    /* tool-call arguments (and gpt-oss's "thinking") as the template takes them */
+    if (caps.object_args || caps.thinking_field) {
+        lp_chat_prepare_messages(lp_json_root(ctx_doc), &caps, &prep);
+        lp_json_doc_destroy(&ctx_doc);
+        if (prep.oom) {
+            rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
+            goto out;
+        }
+        if ((rc = lp_json_parse(prep.p, prep.n, &ctx_doc))) {
+            lp_error_prefix("chat_template: the context: ");
+            goto out;
+        }
+    }
     rc = lp_jinja_chat_render(t, src, src_len, lp_json_root(ctx_doc), NULL, text, len);
     if (rc) {
         lp_error_prefix("chat_template: ");
         goto out;
     }
     *has_bos = cr->bos && cr->bos[0] && !strncmp(*text, cr->bos, strlen(cr->bos));
+    if (o) {
+        o->format = lp_chat_format_detect(src, src_len);
+        if ((rc = forced_calls(o->format, conv, *text, *len, o))) {
+            free(*text);
+            *text = NULL;
+            *len = 0;
+        }
+    }
 out:
+    if (rc && o) lp_chat_render_out_clear(o);
+    free(prep.p);
     lp_jinja_tmpl_destroy(&own);
     lp_json_doc_destroy(&conv_doc);
     lp_json_doc_destroy(&ctx_doc);

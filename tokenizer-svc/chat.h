@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "chat-format.h"
+#include "chat-grammar.h"
 #include "jinja.h"
 #include "tokenizer.h"
 
@@ -67,8 +69,22 @@ bool lp_chat_renderer_has_default(const lp_chat_renderer_t *cr);
  * Errors start with "chat_template: " (the template's own, with its line;
  * a missing template; a bad conversation): LP_ERR(EINVAL), LP_ERR(ENOENT),
  * or LP_ERR(E2BIG) for a template that ran past its budget. */
+/* What a rendering says about the output to come (lib/chat): the
+ * template's tool-call format (LP_CHAT_FORMAT_NONE for a named family),
+ * and, when the conversation's tool_choice forces a call ("required" or a
+ * named function), the grammar that forces it. */
+typedef struct lp_chat_render_out {
+    lp_chat_format_t format;
+    lp_chat_grammar_t *grammar; /* owned; NULL: decoding is not constrained */
+} lp_chat_render_out_t;
+void lp_chat_render_out_clear(lp_chat_render_out_t *o);
+
+/* Tool-call arguments and reasoning go to the template as it takes them
+ * (lib/chat/chat-args.h, probed once per template).  o may be NULL; else
+ * it is filled (lp_chat_render_out_clear it after either result).  A
+ * tool_choice the format cannot force is LP_ERR(EINVAL), "tool_choice: ...". */
 int lp_chat_render(const lp_chat_renderer_t *cr, const char *tmpl, const char *chat_json, size_t chat_len,
                    const lp_chat_msg_t *msgs, size_t n, bool add_assistant, char **text, size_t *len,
-                   bool *has_bos);
+                   bool *has_bos, lp_chat_render_out_t *o);
 
 #endif

@@ -194,14 +194,16 @@ static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_f
     int32_t *ids = NULL;
     size_t n_ids = 0;
     bool has_bos = false;
+    lp_chat_render_out_t ro;
     int rc = lp_chat_render(s->chat, c->template_, json ? c->chat_json : NULL, json ? strlen(c->chat_json) : 0,
-                            msgs, c->n_messages, c->add_assistant, &text, &len, &has_bos);
+                            msgs, c->n_messages, c->add_assistant, &text, &len, &has_bos, &ro);
     /* A template that writes bos_token itself, for a model whose tokenizer
      * adds BOS, loses it from the text: the tokenizer adds the one BOS (as
      * llama.cpp's common_chat_templates_apply does). */
     /* The template (the request's, or the model's when it gave none) could
      * not be applied: the request's fault, with the template's message. */
-    if (rc && rc != LP_ERR(ENOMEM)) lp_error_mark(LP_EK_INVALID_REQUEST, "chat_template");
+    if (rc && rc != LP_ERR(ENOMEM))
+        lp_error_mark(LP_EK_INVALID_REQUEST, !strncmp(lp_error_msg(), "tool_choice:", 12) ? "tool_choice" : "chat_template");
     size_t skip = 0;
     if (!rc && has_bos && lp_tokenizer_adds_bos(s->tok)) {
         const char *p;
@@ -216,11 +218,45 @@ static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_f
         rep.text.len = len - skip;
         rep.ids = ids;
         rep.n_ids = n_ids;
+        /* how the output is to be parsed, and the forced calls' grammar */
+        Lmpipe__ChatOutput co = LMPIPE__CHAT_OUTPUT__INIT;
+        co.format = (char *)lp_chat_format_info(ro.format)->name;
+        size_t tail = len - skip < 64 ? len - skip : 64;
+        co.prompt_tail.data = (uint8_t *)text + len - tail;
+        co.prompt_tail.len = tail;
+        rep.chat = &co;
+        Lmpipe__Constraint cons = LMPIPE__CONSTRAINT__INIT;
+        Lmpipe__ConstraintRule *rules = NULL, **rule_ps = NULL;
+        if (ro.grammar) {
+            cons.kind = LMPIPE__CONSTRAINT__KIND__KIND_GBNF;
+            cons.text = ro.grammar->gbnf;
+            size_t nr = ro.grammar->n_refs;
+            rules = calloc(nr ? nr : 1, sizeof(*rules));
+            rule_ps = calloc(nr ? nr : 1, sizeof(*rule_ps));
+            if (!rules || !rule_ps) rc = lp_error_set(LP_ERR(ENOMEM), "chat_template: out of memory");
+            for (size_t i = 0; !rc && i < nr; i++) {
+                lmpipe__constraint_rule__init(&rules[i]);
+                rules[i].name = ro.grammar->refs[i].rule;
+                rules[i].schema = ro.grammar->refs[i].schema;
+                rule_ps[i] = &rules[i];
+            }
+            cons.schema_rules = rule_ps;
+            cons.n_schema_rules = nr;
+            cons.field = "tool_choice"; /* a refusal by the sampler names it */
+            /* the arguments as compact JSON: the engine's JSON allows any
+             * amount of white space between tokens, on which a model could
+             * spend its whole budget */
+            cons.compact = true;
+            rep.constraint = &cons;
+        }
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY;
         m.chat_template_reply = &rep;
-        rc = lp_service_reply(svc, req, &m, NULL, 0);
+        if (!rc) rc = lp_service_reply(svc, req, &m, NULL, 0);
+        free(rules);
+        free(rule_ps);
     }
+    lp_chat_render_out_clear(&ro);
     free(ids);
     free(text);
     free(msgs);

@@ -647,7 +647,7 @@ static int render(const lp_chat_renderer_t *cr, const char *tmpl, const char *js
 {
     lp_chat_msg_t msgs[] = {{"user", "Hi"}};
     size_t len;
-    return lp_chat_render(cr, tmpl, json, json ? strlen(json) : 0, msgs, 1, gen, text, &len, has_bos);
+    return lp_chat_render(cr, tmpl, json, json ? strlen(json) : 0, msgs, 1, gen, text, &len, has_bos, NULL);
 }
 
 /* The model's own template, rendered by lib/jinja: the expected texts are
@@ -692,7 +692,17 @@ static void test_chat_model(void)
                             "{{ m.role }}:{{ m.content }}:{{ m.tool_calls[0].function.arguments if m.tool_calls }};"
                             "{% endfor %}{{ enable_thinking }}",
                         conv, false, &text, &bos), 0);
-        CHECK(text && !strcmp(text, "hey|add|user:2+2?:;assistant:None:{\"a\": 2};tool:4:;False"), " %s", text);
+        /* the template shows an object's value (lib/chat/chat-args.h's
+         * probe): OpenAI's JSON string goes in as that object, printed as
+         * Python prints a dict */
+        CHECK(text && !strcmp(text, "hey|add|user:2+2?:;assistant:None:{'a': 2};tool:4:;False"), " %s", text);
+        free(text);
+        /* one that concatenates the string (DeepSeek R1's way) fails on an
+         * object: it gets the string as sent */
+        CHECK_RC(render(cr, "{% for m in messages %}{% if m.tool_calls %}"
+                            "{{ 'args=' + m.tool_calls[0].function.arguments }}{% endif %}{% endfor %}",
+                        conv, false, &text, &bos), 0);
+        CHECK(text && !strcmp(text, "args={\"a\": 2}"), " %s", text);
         free(text);
         /* a family by name; Jinja text; neither; a failing template */
         CHECK_RC(render(cr, "zephyr", NULL, false, &text, &bos), 0);

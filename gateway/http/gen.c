@@ -7,6 +7,7 @@
  * gets a 400 and not a 200 with an error inside the stream. */
 #include "gw.h"
 
+#include "chat-out.h"
 #include "edge.h"
 #include "error.h"
 #include "gen-request.h"
@@ -29,6 +30,7 @@ typedef struct choice {
     lp_json_buf_t lp_tokens, lp_values, lp_tops, lp_offsets; /* completions logprobs */
     lp_json_buf_t lp_content;   /* chat and /completion logprobs entries */
     lp_json_buf_t ids;          /* /completion: the token ids */
+    lp_chat_out_t *co;          /* chat: the output parsed (gateway/common/chat-out.h) */
     size_t text_off;
     uint32_t n_tokens;
     bool done, sent_role, echoed;
@@ -66,6 +68,7 @@ static void call_free(gen_call_t *g)
         lp_json_buf_free(&c->lp_offsets);
         lp_json_buf_free(&c->lp_content);
         lp_json_buf_free(&c->ids);
+        lp_chat_out_destroy(&c->co);
     }
     free(g->ch);
     free(g);
@@ -97,6 +100,13 @@ static const char *reason_name(Lmpipe__FinishReason r)
 {
     return r == LMPIPE__FINISH_REASON__FINISH_LENGTH || r == LMPIPE__FINISH_REASON__FINISH_CONTEXT ? "length"
                                                                                                   : "stop";
+}
+
+/* A chat choice that ended with tool calls says so, unless cut short. */
+static const char *choice_reason(const choice_t *c)
+{
+    const char *r = reason_name(c->reason);
+    return c->co && !strcmp(r, "stop") && lp_chat_out_has_calls(c->co) ? "tool_calls" : r;
 }
 
 /* A failure of a kind (lib/error.h), naming the field at fault (or NULL):
@@ -314,9 +324,14 @@ static void respond_whole(gen_call_t *g)
             choice_t *c = &g->ch[i];
             lp_json_buf_printf(&b, "%s{\"index\":%d,", i ? "," : "", i);
             if (chat) {
-                lp_json_buf_puts(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
-                lp_json_buf_str(&b, c->text.p ? c->text.p : "", c->text.n);
-                lp_json_buf_puts(&b, "},\"logprobs\":");
+                lp_json_buf_puts(&b, "\"message\":");
+                if (c->co) lp_chat_out_write_msg(c->co, &b);
+                else {
+                    lp_json_buf_puts(&b, "{\"role\":\"assistant\",\"content\":");
+                    lp_json_buf_str(&b, c->text.p ? c->text.p : "", c->text.n);
+                    lp_json_buf_puts(&b, "}");
+                }
+                lp_json_buf_puts(&b, ",\"logprobs\":");
                 if (g->n_probs >= 0) {
                     lp_json_buf_puts(&b, "{\"content\":[");
                     if (c->lp_content.n) lp_json_buf_put(&b, c->lp_content.p, c->lp_content.n);
@@ -344,7 +359,7 @@ static void respond_whole(gen_call_t *g)
                 } else
                     lp_json_buf_puts(&b, "null");
             }
-            lp_json_buf_printf(&b, ",\"finish_reason\":\"%s\"}", reason_name(c->reason));
+            lp_json_buf_printf(&b, ",\"finish_reason\":\"%s\"}", choice_reason(c));
         }
         lp_json_buf_puts(&b, "],\"usage\":");
         put_usage(g, &b);
@@ -363,9 +378,10 @@ static void respond_whole(gen_call_t *g)
     finish(g);
 }
 
-/* One streamed chunk for a token (piece) or the end of a choice (reason). */
-static void stream_chunk(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t, const char *piece,
-                         size_t len, const char *reason)
+/* One streamed chunk for a token (piece) or the end of a choice (reason);
+ * chat: delta, when not NULL, is the chunk's delta instead of the piece. */
+static void stream_chunk_d(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t, const char *piece,
+                           size_t len, const char *reason, const lp_chat_delta_t *delta)
 {
     int idx = (int)(c - g->ch);
     lp_json_buf_t b = {0};
@@ -391,7 +407,13 @@ static void stream_chunk(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t
                 c->sent_role = true;
                 if (!reason) lp_json_buf_puts(&b, ",");
             }
-            if (!reason) {
+            if (delta) {
+                /* chat-parse.h writes the delta as an object: its members go in */
+                lp_json_buf_t d = {0};
+                lp_chat_delta_write_json(delta, &d);
+                if (d.n >= 2) lp_json_buf_put(&b, d.p + 1, d.n - 2);
+                lp_json_buf_free(&d);
+            } else if (!reason) {
                 lp_json_buf_puts(&b, "\"content\":");
                 lp_json_buf_str(&b, piece, len);
             }
@@ -436,6 +458,36 @@ static void stream_chunk(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t
     lp_json_buf_free(&b);
 }
 
+static void stream_chunk(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t, const char *piece,
+                         size_t len, const char *reason)
+{
+    stream_chunk_d(g, c, t, piece, len, reason, NULL);
+}
+
+/* A chat choice's parsed deltas since the last feed, as chunks; the token's
+ * logprobs go with the first (or with an empty content chunk when the
+ * token made nothing certain yet). */
+static void stream_deltas(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t)
+{
+    size_t n = lp_chat_out_n_deltas(c->co);
+    for (size_t i = 0; i < n; i++) {
+        lp_chat_delta_t d;
+        lp_chat_out_delta(c->co, i, &d);
+        stream_chunk_d(g, c, i == 0 ? t : NULL, "", 0, NULL, &d);
+    }
+    if (!n && t && g->n_probs >= 0) stream_chunk(g, c, t, "", 0, NULL);
+}
+
+/* Text of a chat choice into its parser; false (and the call answered)
+ * when the parser fails. */
+static bool chat_feed(gen_call_t *g, choice_t *c, const Lmpipe__ChatOutput *co, const char *text, size_t len)
+{
+    if (co) lp_chat_out_start(c->co, co);
+    if (lp_chat_out_feed(c->co, text, len) == 0) return true;
+    fail(g, LP_EK_INTERNAL, NULL, lp_error_msg());
+    return false;
+}
+
 static void stream_end(gen_call_t *g)
 {
     lp_json_buf_t b = {0};
@@ -470,7 +522,16 @@ static void on_token(gen_call_t *g, choice_t *c, const Lmpipe__TokenEvent *t)
     g->version = t->strategy_version;
     const char *piece = (const char *)t->piece.data;
     size_t len = t->piece.len;
-    if (g->stream) {
+    if (c->co) {
+        if (!chat_feed(g, c, t->chat, piece ? piece : "", len)) return;
+        if (g->stream) {
+            head(g);
+            stream_deltas(g, c, t);
+        } else if (g->n_probs >= 0) {
+            if (c->n_tokens) lp_json_buf_puts(&c->lp_content, ",");
+            put_content_entry(g, &c->lp_content, t);
+        }
+    } else if (g->stream) {
         head(g);
         stream_echo(g, c);
         if (g->kind == K_CHAT && !c->sent_role && len == 0 && g->n_probs < 0) {
@@ -516,7 +577,21 @@ static void on_final(gen_call_t *g, choice_t *c, const Lmpipe__FinalEvent *f)
         return;
     }
     const char *tail = (const char *)f->tail.data;
-    if (g->stream) {
+    if (c->co) {
+        if (!chat_feed(g, c, f->chat, tail ? tail : "", f->tail.len)) return;
+        if (g->stream) {
+            head(g);
+            stream_deltas(g, c, NULL);
+        }
+        if (lp_chat_out_finish(c->co)) {
+            fail(g, LP_EK_INTERNAL, NULL, lp_error_msg());
+            return;
+        }
+        if (g->stream) {
+            stream_deltas(g, c, NULL);
+            stream_chunk(g, c, NULL, "", 0, choice_reason(c));
+        }
+    } else if (g->stream) {
         head(g);
         stream_echo(g, c);
         if (f->tail.len) stream_chunk(g, c, NULL, tail, f->tail.len, NULL);
@@ -628,6 +703,19 @@ void lp_gw_generate(lp_gw_conn_t *conn, const lp_gw_req_t *r, const lp_json_t *r
     g->include_usage = rq.include_usage;
     g->echo = rq.echo;
     g->n_probs = rq.n_probs;
+    if (kind == K_CHAT) {
+        lp_chat_out_opts_t co = {.tools = rq.tools};
+        /* tool_choice "none": the model is not to call tools, and nothing is parsed as a call */
+        co.parse_tools = rq.tools && !(rq.tool_choice && rq.tool_choice->type == LP_JSON_STRING &&
+                                        !strcmp(rq.tool_choice->u.str, "none"));
+        if (rq.reasoning_format) lp_chat_reasoning_format_by_name(rq.reasoning_format, &co.reasoning);
+        for (size_t i = 0; i < batch.n_reqs; i++)
+            if (lp_chat_out_new(&co, &g->ch[i].co)) {
+                call_free(g);
+                lp_gw_error(conn, 500, "server_error", NULL, NULL, "out of memory");
+                goto out;
+            }
+    }
     for (size_t i = 0; i < batch.n_reqs; i++) {
         int pi = batch.prompt_idx[i];
         g->ch[i].prompt_idx = pi;

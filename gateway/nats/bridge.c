@@ -13,6 +13,7 @@
 #include <nats/adapters/libuv.h> /* defines the adapter's functions: this file only */
 
 #include "bridge.h"
+#include "chat-out.h"
 #include "request.h"
 
 #include "edge.h"
@@ -46,6 +47,7 @@ struct job {
     uint32_t seq;        /* the next event's */
     int epoch;           /* nb->disconnects when it started */
     double last_wpi_ms;
+    lp_chat_out_t *co;   /* chat: the output parsed (gateway/common/chat-out.h) */
 };
 
 typedef struct ctl_call ctl_call_t;
@@ -175,6 +177,7 @@ static void job_free(job_t *j)
     free(j->id);
     free(j->reply);
     free(j->ack);
+    lp_chat_out_destroy(&j->co);
     free(j);
 }
 
@@ -199,6 +202,22 @@ static const char *reason_name(Lmpipe__FinishReason r)
     }
 }
 
+/* A chat request's parsed deltas since the last feed: "delta": [{...}, ...]
+ * (OpenAI's choices[].delta objects), left out when there are none. */
+static void put_deltas(job_t *j, lp_json_buf_t *b)
+{
+    size_t n = lp_chat_out_n_deltas(j->co);
+    if (!n) return;
+    lp_json_buf_puts(b, ",\"delta\":[");
+    for (size_t i = 0; i < n; i++) {
+        lp_chat_delta_t d;
+        lp_chat_out_delta(j->co, i, &d);
+        if (i) lp_json_buf_puts(b, ",");
+        lp_chat_delta_write_json(&d, b);
+    }
+    lp_json_buf_puts(b, "]");
+}
+
 static void on_token(job_t *j, const Lmpipe__TokenEvent *t)
 {
     lp_json_buf_t b = {0};
@@ -206,6 +225,13 @@ static void on_token(job_t *j, const Lmpipe__TokenEvent *t)
     lp_json_buf_puts(&b, ",\"piece\":");
     lp_json_buf_str(&b, t->piece.data ? (const char *)t->piece.data : "", t->piece.len);
     lp_json_buf_printf(&b, ",\"token\":%d", t->id);
+    if (j->co) {
+        if (t->chat) lp_chat_out_start(j->co, t->chat);
+        if (lp_chat_out_feed(j->co, t->piece.data ? (const char *)t->piece.data : "", t->piece.len) == 0)
+            put_deltas(j, &b);
+        else
+            LP_WARN("request %s: %s", j->id, lp_error_msg());
+    }
     if (t->has_logprob) {
         lp_json_buf_puts(&b, ",\"logprob\":");
         lp_json_buf_num(&b, t->logprob);
@@ -244,6 +270,37 @@ static void on_final(job_t *j, const Lmpipe__FinalEvent *f)
     lp_json_buf_puts(&b, ",\"final\":true,\"piece\":");
     lp_json_buf_str(&b, f->tail.data ? (const char *)f->tail.data : "", f->tail.len);
     lp_json_buf_printf(&b, ",\"reason\":\"%s\"", reason_name(f->reason));
+    if (j->co) {
+        /* the tail's deltas and the last held back, then the whole message
+         * and OpenAI's finish_reason */
+        if (f->chat) lp_chat_out_start(j->co, f->chat);
+        lp_json_buf_t d = {0};
+        int rc = lp_chat_out_feed(j->co, f->tail.data ? (const char *)f->tail.data : "", f->tail.len);
+        if (!rc) {
+            lp_chat_out_delta_append(j->co, &d);
+            rc = lp_chat_out_finish(j->co);
+        }
+        if (!rc) {
+            lp_chat_out_delta_append(j->co, &d);
+            if (d.n) {
+                lp_json_buf_puts(&b, ",\"delta\":[");
+                lp_json_buf_put(&b, d.p, d.n);
+                lp_json_buf_puts(&b, "]");
+            }
+            lp_json_buf_puts(&b, ",\"message\":");
+            lp_chat_out_write_msg(j->co, &b);
+            bool calls = lp_chat_out_has_calls(j->co) && f->reason != LMPIPE__FINISH_REASON__FINISH_LENGTH &&
+                         f->reason != LMPIPE__FINISH_REASON__FINISH_CONTEXT;
+            lp_json_buf_printf(&b, ",\"finish_reason\":\"%s\"",
+                               calls ? "tool_calls"
+                               : f->reason == LMPIPE__FINISH_REASON__FINISH_LENGTH ||
+                                       f->reason == LMPIPE__FINISH_REASON__FINISH_CONTEXT
+                                   ? "length"
+                                   : "stop");
+        } else
+            LP_WARN("request %s: %s", j->id, lp_error_msg());
+        lp_json_buf_free(&d);
+    }
     if (f->stop.len) {
         lp_json_buf_puts(&b, ",\"stop_word\":");
         lp_json_buf_str(&b, (const char *)f->stop.data, f->stop.len);
@@ -405,6 +462,13 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
         publish_error(nb, j->reply, j->id, 0, LP_EK_INVALID_REQUEST, param, why);
         job_end(j, "+TERM");
     } else {
+        if (rq.ep == LP_RS_CHAT) {
+            lp_chat_out_opts_t co = {.tools = rq.tools};
+            co.parse_tools = rq.tools && !(rq.tool_choice && rq.tool_choice->type == LP_JSON_STRING &&
+                                            !strcmp(rq.tool_choice->u.str, "none"));
+            if (rq.reasoning_format) lp_chat_reasoning_format_by_name(rq.reasoning_format, &co.reasoning);
+            if (lp_chat_out_new(&co, &j->co)) LP_WARN("request %s: %s", j->id, lp_error_msg());
+        }
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         m.body_case = LMPIPE__MSG__BODY_GENERATE;
         m.generate = &batch.reqs[0]; /* one choice over NATS (the schema's n) */

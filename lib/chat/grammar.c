@@ -400,8 +400,9 @@ int lp_chat_grammar_build(const lp_chat_grammar_opts_t *o, lp_chat_grammar_t **o
     bool reason = !lazy && fi->reasoning_open && (o->starts_in_reasoning || o->allow_reasoning);
     lp_json_buf_puts(&b, "root ::= ");
     /* models often open with a newline (GLM's "\n<think>"); Functionary's
-     * output continues the prompt's ">>>" with the name */
-    if (!lazy && o->format != LP_CHAT_FORMAT_FUNCTIONARY_V32) lp_json_buf_puts(&b, "[ \\t\\n]* ");
+     * output continues the prompt's ">>>" with the name.  A few blanks, not
+     * any number: a model must not spend its budget on white space. */
+    if (!lazy && o->format != LP_CHAT_FORMAT_FUNCTIONARY_V32) lp_json_buf_puts(&b, "[ \\t\\n]{0,4} ");
     if (reason) {
         if (!o->starts_in_reasoning) {
             lp_json_buf_puts(&b, "( ");
@@ -413,7 +414,7 @@ int lp_chat_grammar_build(const lp_chat_grammar_opts_t *o, lp_chat_grammar_t **o
         const char *next = fi->reasoning_next ? fi->reasoning_next : "";
         bool blank = strspn(next, " \t\n") == strlen(next);
         lp_json_buf_puts(&b, " ");
-        if (blank) lp_json_buf_puts(&b, "[ \\t\\n]*");
+        if (blank) lp_json_buf_puts(&b, "[ \\t\\n]{0,4}");
         else put_lit(&b, next, false);
         lp_json_buf_puts(&b, o->starts_in_reasoning ? " " : " )? ");
     }

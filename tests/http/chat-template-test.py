@@ -53,6 +53,14 @@ def joined(messages):
         m = dict(m)
         if isinstance(m.get("content"), list):
             m["content"] = "".join(p["text"] for p in m["content"])
+        # Qwen 2.5's template takes a tool call's arguments as a mapping
+        # (it writes them with tojson): the server gives OpenAI's JSON string
+        # to it as the object it holds (docs/TEMPLATES.md, "Arguments into
+        # the template"), as vLLM and llama.cpp do
+        if m.get("tool_calls"):
+            m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.loads(c["function"]["arguments"])))
+                               if isinstance(c.get("function", {}).get("arguments"), str) else c
+                               for c in m["tool_calls"]]
         out.append(m)
     return out
 

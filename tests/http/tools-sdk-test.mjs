@@ -1,8 +1,9 @@
 // tools-sdk-test.mjs - an agent loop's conversation as the npm `openai` SDK
 // sends it (tools; the assistant's tool call with content null; the tool's
 // result), streamed and not, against a model whose template renders tools
-// (chat-template-test.sh starts it).  Tool calls are not parsed out of the
-// output yet: this checks that such a conversation is taken and answered.
+// (chat-template-test.sh starts it): such a conversation is taken and
+// answered, the same streamed and not.  Tool calls in the output are checked
+// on a model that can write them, in tools-test.mjs.
 import OpenAI from 'openai';
 
 const client = new OpenAI({ baseURL: `${process.env.LMPIPE_HTTP}/v1`, apiKey: process.env.LMPIPE_API_KEY, maxRetries: 0, timeout: 60000 });

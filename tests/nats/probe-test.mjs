@@ -65,8 +65,7 @@ function bodyWith(path, field, value, aliasOf) {
 
 // ---- 50 fields lmpipe does not implement, and misspellings ----
 const unimplemented = [
-    ['response_format', { type: 'nonsense' }], ['tool_choice', { type: 'function', function: { name: 'f' } }],
-    ['tool_choice', 'required'], ['reasoning_format', 'deepseek'], ['functions', [{ name: 'f' }]], ['function_call', 'none'],
+    ['response_format', { type: 'nonsense' }], ['functions', [{ name: 'f' }]], ['function_call', 'none'],
     ['guided_decoding_backend', 'xgrammar'], ['guided_whitespace_pattern', ' '], ['grammar_lazy', true],
     ['grammar_triggers', [{ type: 'word', value: '<tool>' }]], ['preserved_tokens', ['<tool>']],
     ['structured_outputs', { structural_tag: '{}' }], ['response_format', { type: 'json_schema' }],
@@ -81,6 +80,7 @@ const unimplemented = [
     ['audio', { voice: 'alloy', format: 'mp3' }], ['modalities', ['text', 'audio']],
     ['prediction', { type: 'content', content: 'x' }], ['service_tier', 'priority'], ['logits_processors', ['x']],
     ['tfs_z', 0.9], ['penalize_nl', true], ['mirostat_mode', 2], ['frobnicate', 1], ['Temperature', 0.5],
+    ['verbosity', 'low'], ['web_search_options', {}], ['n_cmpl', 2],
 ];
 check(unimplemented.length >= 50, 'the probe has 50 fields', unimplemented.length);
 let refusedOk = 0;
