@@ -621,7 +621,9 @@ def part_fair():
                              body='{"prompt":"Once upon a time","max_tokens":4,"temperature":0}')
     dt = time.time() - t0
     still = metric("num_requests_waiting")
-    if st == 200 and dt < 5 and (waiting or 0) >= 200 and (still or 0) >= 100:
+    # fairness is read from the queue, not a clock: served in arrival order,
+    # key 2 would wait until key 1's 240 choices had drained below 100
+    if st == 200 and (waiting or 0) >= 200 and (still or 0) >= 100:
         ok("key 2's 4-token request served in %.2f s while key 1 had %g choices waiting (%g still)" % (dt, waiting, still))
     else:
         bad("key 2 behind key 1: %s after %.2f s (waiting %s, then %s): %s" % (st, dt, waiting, still, resp[:200]))
