@@ -381,10 +381,20 @@ try:
             m = re.search(r"^lmpipe:requests_redriven_total(?:\{[^}]*\})? (\S+)$", r.read().decode(), re.M)
         return float(m.group(1)) if m else -1
 
+    def running():
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+            m = re.search(r"^lmpipe:num_requests_running(?:\{[^}]*\})? (\S+)$", r.read().decode(), re.M)
+        return float(m.group(1)) if m else 0
+
     redriven0 = redriven()
     with ThreadPoolExecutor(8) as ex:
         futs = [ex.submit(gen, 100 + s) for s in range(8)]
-        time.sleep(0.25)
+        # kill once generations are running: a fixed wait can fall before
+        # the first is placed on a loaded machine
+        t0 = time.time()
+        while time.time() - t0 < 30 and running() < 1:
+            time.sleep(0.05)
+        time.sleep(0.1)
         killed = sampler_pids()
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
