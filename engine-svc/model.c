@@ -225,7 +225,12 @@ static int settle_hparams(lp_arch_ld_t *ld)
         if (L->head_dim <= 0 || L->head_dim > 1024 || L->head_dim % 2)
             return lp_error_set(LP_ERR(EINVAL), "%s layer %d: head size %d is not an even number "
                                 "up to 1024", a, l, L->head_dim);
-        if (L->n_ff <= 0 || L->n_ff > (1 << 20))
+        if (hp->n_expert > 0) {
+            char name[KEY_MAX];
+            snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
+            m->layers[l].hp.moe = lp_ld_has_tensor(ld, name);
+        }
+        if (L->moe ? L->n_ff < 0 || L->n_ff > (1 << 20) : L->n_ff <= 0 || L->n_ff > (1 << 20))
             return lp_error_set(LP_ERR(EINVAL), "%s layer %d: feed_forward_length %d is out of "
                                 "range", a, l, L->n_ff);
         if (L->rope < 0 || L->rope >= m->n_ropes)
@@ -282,13 +287,19 @@ static int64_t dim_of(const lp_model_t *m, const lp_layer_hp_t *L, uint8_t d)
     case LP_D_HEAD: return L->head_dim;
     case LP_D_ROT_PAIRS: return hp->n_rot / 2;
     case LP_D_ONE: return 1;
+    case LP_D_HEADS: return hp->n_head;
+    case LP_D_EXPERTS: return hp->n_expert;
+    case LP_D_FF_EXP: return hp->n_ff_exp;
+    case LP_D_FF_SHEXP: return hp->n_ff_shexp;
     default: return -1;
     }
 }
 
-/* Resolve a matrix weight with GGUF shape {n_in, n_out}. */
-static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_out, bool optional,
-                      lp_weight_t *w)
+/* Resolve a matrix weight with GGUF shape {n_in, n_out}, or {n_in, n_out,
+ * n_mat} when n_mat > 0 (stacked experts, each matrix a slice of the
+ * mapping). */
+static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_out, int64_t n_mat,
+                      bool optional, lp_weight_t *w)
 {
     const lp_gguf_tensor_t *t = lp_gguf_find_tensor(m->gguf, name);
     memset(w, 0, sizeof(*w));
@@ -296,7 +307,17 @@ static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_o
         if (optional) return LP_ERR(ENOENT);
         return lp_error_set(LP_ERR(EINVAL), "missing tensor '%s'", name);
     }
-    if (t->n_dims != 2 || t->ne[0] != n_in || (n_out >= 0 && t->ne[1] != n_out))
+    if (n_mat > 0 ? (t->n_dims != 3 || t->ne[2] != n_mat) : t->n_dims != 2) {
+        if (n_mat > 0)
+            return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld x %lld, expected "
+                                "%lld x %lld x %lld (one matrix per expert)", name,
+                                (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                                (long long)n_in, (long long)n_out, (long long)n_mat);
+        return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld x %lld, expected "
+                            "%lld x %lld", name, (long long)t->ne[0], (long long)t->ne[1],
+                            (long long)t->ne[2], (long long)n_in, (long long)n_out);
+    }
+    if (t->ne[0] != n_in || (n_out >= 0 && t->ne[1] != n_out))
         return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld x %lld, expected "
                             "%lld x %lld", name, (long long)t->ne[0], (long long)t->ne[1],
                             (long long)t->ne[2], (long long)n_in, (long long)n_out);
@@ -310,12 +331,15 @@ static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_o
     w->n_in = t->ne[0];
     w->n_out = t->ne[1];
     w->row_bytes = lp_type_row_bytes(t->type, t->ne[0]);
+    w->n_mat = n_mat > 0 ? n_mat : 1;
+    w->mat_bytes = w->row_bytes * (size_t)w->n_out;
     return 0;
 }
 
-/* A 1-D tensor of n elements, converted to a new float array (NULL and 0
- * when optional and absent). */
-static int get_vector(lp_model_t *m, const char *name, int64_t n, bool optional, float **out)
+/* A 1-D tensor of n elements, or a 2-D one of n1 rows of n (n1 > 0),
+ * converted to a new float array (NULL and 0 when optional and absent). */
+static int get_vector(lp_model_t *m, const char *name, int64_t n, int64_t n1, bool optional,
+                      float **out)
 {
     const lp_gguf_tensor_t *t = lp_gguf_find_tensor(m->gguf, name);
     *out = NULL;
@@ -323,9 +347,14 @@ static int get_vector(lp_model_t *m, const char *name, int64_t n, bool optional,
         if (optional) return 0;
         return lp_error_set(LP_ERR(EINVAL), "missing tensor '%s'", name);
     }
-    if (t->n_dims != 1 || t->ne[0] != n)
+    if (n1 > 0 && (t->n_dims != 2 || t->ne[0] != n || t->ne[1] != n1))
+        return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld, expected %lld x %lld",
+                            name, (long long)t->ne[0], (long long)t->ne[1], (long long)n,
+                            (long long)n1);
+    if (n1 <= 0 && (t->n_dims != 1 || t->ne[0] != n))
         return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld, expected %lld",
                             name, (long long)t->ne[0], (long long)t->ne[1], (long long)n);
+    if (n1 > 0) n *= n1;
     const lp_type_traits_t *tr = lp_type_traits(t->type);
     if (!tr->computable)
         return lp_error_set(LP_ERR(ENOTSUP), "tensor '%s': type %s is not supported", name,
@@ -349,11 +378,13 @@ static int get_entry(lp_arch_ld_t *ld, const lp_arch_tensor_t *e, const lp_layer
     const int64_t ne0 = dim_of(m, L, e->ne[0]);
     int rc;
     if (e->flags & LP_T_MATRIX) {
-        rc = get_matrix(m, name, ne0, dim_of(m, L, e->ne[1]), optional,
+        rc = get_matrix(m, name, ne0, dim_of(m, L, e->ne[1]),
+                        e->flags & LP_T_EXPERTS ? m->hp.n_expert : 0, optional,
                         (lp_weight_t *)(base + e->field));
         if (rc == LP_ERR(ENOENT)) return 0;
     } else {
-        rc = get_vector(m, name, ne0, optional, (float **)(base + e->field));
+        rc = get_vector(m, name, ne0, e->ne[1] == LP_D_NONE ? 0 : dim_of(m, L, e->ne[1]), optional,
+                        (float **)(base + e->field));
     }
     if (!rc && e->feat && lp_gguf_find_tensor(m->gguf, name)) {
         char cause[KEY_MAX];

@@ -93,6 +93,13 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
                      int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
                      const uint8_t *mask, float *scores)
 {
+    lp_op_attn_head_sink(out, q, k, v, kv_stride, n_pos, head_dim, scale, mask, NULL, scores);
+}
+
+void lp_op_attn_head_sink(float *out, const float *q, const float *k, const float *v,
+                          int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
+                          const uint8_t *mask, const float *sink, float *scores)
+{
     float max = -INFINITY;
     for (int32_t j = 0; j < n_pos; j++) {
         if (mask && mask[j]) {
@@ -104,7 +111,8 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
     }
     memset(out, 0, sizeof(float) * (size_t)head_dim);
     if (max == -INFINITY) return; /* every score masked: no NaN from 0/0 */
-    double sum = 0;
+    if (sink && *sink > max) max = *sink; /* as llama.cpp's soft_max with sinks */
+    double sum = sink ? expf(*sink - max) : 0;
     for (int32_t j = 0; j < n_pos; j++) {
         scores[j] = scores[j] == -INFINITY ? 0.0f : expf(scores[j] - max);
         sum += scores[j];

@@ -42,6 +42,12 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
                      int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
                      const uint8_t *mask, float *scores);
 
+/* The same with an attention sink (gpt-oss): one more logit, *sink (not
+ * scaled), in the softmax's denominator, with no value; sink NULL: none. */
+void lp_op_attn_head_sink(float *out, const float *q, const float *k, const float *v,
+                          int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
+                          const uint8_t *mask, const float *sink, float *scores);
+
 /* out = silu(g) * u, element-wise; out may alias g. */
 void lp_op_swiglu(float *out, const float *g, const float *u, int64_t n);
 

@@ -40,6 +40,7 @@ typedef struct mutant {
 #define GEMMA4 "synth-gemma4-F32.gguf"
 #define STORIES "stories260K.gguf"
 #define QWEN2 "synth-qwen2-Q8_0.gguf"
+#define QWEN3MOE "synth-qwen3moe-F32.gguf"
 
 static const mutant_t mutants[] = {
     /* a key no arch here implements (Gemma 2's attention soft-capping) */
@@ -82,6 +83,14 @@ static const mutant_t mutants[] = {
     {GEMMA3, KEY_F32, "%s.attention.scale", 0.5, NULL, 0},
     {QWEN3, KEY_U32, "%s.attention.sliding_window", 16, NULL, 0},
     {LLAMA3, KEY_F32, "%s.final_logit_softcapping", 30, NULL, 0},
+    /* mixture of experts: routing keys lmpipe does not implement, a shared
+     * expert qwen3moe has not, expert counts out of range */
+    {QWEN3MOE, KEY_U32, "%s.expert_gating_func", 2, NULL, 0},
+    {QWEN3MOE, KEY_F32, "%s.expert_weights_scale", 2.5, NULL, 0},
+    {QWEN3MOE, TENSOR, "blk.1.ffn_gate_inp_shexp.weight", 64, NULL, 0},
+    {QWEN3MOE, TENSOR, "blk.0.exp_probs_b.bias", 8, NULL, 0},
+    {QWEN3MOE, KEY_U32, "%s.expert_used_count", 9, NULL, 0},
+    {QWEN3MOE, KEY_U32, "%s.expert_count", 0, NULL, 0},
     /* a tensor of a layer the file does not have */
     {QWEN3, TENSOR, "blk.2.attn_norm.weight", 64, NULL, 0},
 };
@@ -147,7 +156,8 @@ static void test_mutants(const char *models, const char *out_dir)
 {
     char src[4096], out[4096], what[256];
     /* untouched copies load: the copy itself changes nothing */
-    static const char *const fixtures[] = {LLAMA3, NEMO, QWEN3, GEMMA3, GEMMA4, STORIES, QWEN2};
+    static const char *const fixtures[] = {LLAMA3, NEMO, QWEN3, GEMMA3, GEMMA4, STORIES, QWEN2,
+                                           QWEN3MOE};
     for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
         snprintf(src, sizeof(src), "%s/%s", models, fixtures[i]);
         snprintf(out, sizeof(out), "%s/arch-refuse-copy.gguf", out_dir);
@@ -192,6 +202,7 @@ static void test_cuda(const char *models)
         {GEMMA3, "gemma3.rope.scaling.type"},
         {"synth-gemma3-nofeat-F32.gguf", "gemma3.rope.scaling.type"},
         {GEMMA4, "rope_freqs.weight"},
+        {QWEN3MOE, "qwen3moe.expert_count' (a mixture of experts)"},
         {"synth-llama3-nofeat-F32.gguf", NULL},
         {STORIES, NULL},
     };

@@ -22,7 +22,10 @@ runs while that service is SIGKILLed at a random moment of it.  Checks:
     file are all there is of the pipeline's; once it stops, no segment,
     socket or run folder.
 
-usage: fault-test.py LMPIPE SHARED_DIR [ROUNDS_PER_STAGE]
+usage: fault-test.py LMPIPE SHARED_DIR [ROUNDS_PER_STAGE [MODEL]]
+MODEL: a model of SHARED_DIR/models with a golden of the same name
+(default stories260K; a synth-* fixture's golden prompts are generated for
+exactly their golden's length, EOS ignored).
 (FAULT_SEED=N repeats a run's kill order and moments.)
 """
 import json
@@ -37,12 +40,14 @@ import time
 
 lmpipe, shared = sys.argv[1], sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 20
-model = os.path.join(shared, "models", "stories260K.gguf")
+model_name = sys.argv[4] if len(sys.argv) > 4 else "stories260K"
+model = os.path.join(shared, "models", model_name + ".gguf")
 goldens = {c["prompt"]: c["continuation_ids"]
-           for c in json.load(open(os.path.join(shared, "goldens", "stories260K.json")))["cases"]}
+           for c in json.load(open(os.path.join(shared, "goldens", model_name + ".json")))["cases"]}
+synth = model_name.startswith("synth-")
 seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 30)))
 rng = random.Random(seed)
-print(f"fault-test: seed {seed} (FAULT_SEED={seed} repeats it)", flush=True)
+print(f"fault-test: {model_name}, seed {seed} (FAULT_SEED={seed} repeats it)", flush=True)
 
 failures = []
 
@@ -58,7 +63,11 @@ def check(cond, what):
 golden_prompts = list(goldens)[:3]
 requests = []  # (name, greedy, args)
 for p in golden_prompts:
-    requests.append((p, True, ["--prompt", p, "--temperature", "0", "--max-tokens", "64"]))
+    if synth:  # random weights: exactly the golden's tokens, whatever they are
+        requests.append((p, True, ["--prompt", p, "--temperature", "0", "--max-tokens",
+                                   str(len(goldens[p])), "--ignore-eos"]))
+    else:
+        requests.append((p, True, ["--prompt", p, "--temperature", "0", "--max-tokens", "64"]))
 requests.append(("greedy-long", True, ["--prompt", "The cat sat", "--temperature", "0",
                                        "--max-tokens", "160", "--ignore-eos"]))
 for i in range(4):

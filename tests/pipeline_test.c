@@ -219,7 +219,8 @@ static void test_goldens(const char *models, const char *goldens, bool no_shm)
                                   "synth-llama-Q8_0", "synth-qwen2-Q4_K_M", "synth-qwen2-Q8_0",
                                   "synth-llama3-F32", "synth-llama3-nofeat-F32", "synth-nemo-F32",
                                   "synth-qwen3-F32", "synth-gemma3-F32", "synth-gemma3-nofeat-F32",
-                                  "synth-gemma4-F32", "synth-gemma4-nofeat-F32"};
+                                  "synth-gemma4-F32", "synth-gemma4-nofeat-F32",
+                                  "synth-qwen3moe-F32"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/%s.json", goldens, files[i]);

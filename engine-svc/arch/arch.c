@@ -10,10 +10,11 @@
 #include <string.h>
 
 extern const lp_arch_t lp_arch_llama, lp_arch_qwen2, lp_arch_qwen3, lp_arch_gemma3,
-    lp_arch_gemma4;
+    lp_arch_gemma4, lp_arch_qwen3moe;
 
 const lp_arch_t *const lp_archs[] = {
-    &lp_arch_llama, &lp_arch_qwen2, &lp_arch_qwen3, &lp_arch_gemma3, &lp_arch_gemma4, NULL,
+    &lp_arch_llama, &lp_arch_qwen2, &lp_arch_qwen3, &lp_arch_gemma3, &lp_arch_gemma4,
+    &lp_arch_qwen3moe, NULL,
 };
 
 const char *lp_arch_names(void)
@@ -44,6 +45,12 @@ static const char *const feat_names[LP_FEAT_COUNT] = {
     "final logit soft-capping",
     "an attention scale other than 1/sqrt(head size)",
     "RoPE that differs per layer",
+    "a mixture of experts",
+    "a shared expert",
+    "attention sinks",
+    "YaRN RoPE scaling",
+    "an attention output bias",
+    "gpt-oss's clamped SwiGLU",
 };
 
 const char *lp_feat_name(uint32_t bit) { return bit < LP_FEAT_COUNT ? feat_names[bit] : "?"; }
@@ -51,13 +58,14 @@ const char *lp_feat_name(uint32_t bit) { return bit < LP_FEAT_COUNT ? feat_names
 const char *lp_model_missing_feature(const lp_model_t *m, uint32_t have, char *buf, size_t len)
 {
     const uint32_t lack = m->hp.features & ~have;
-    for (uint32_t b = 0; b < LP_FEAT_COUNT; b++) {
+    size_t at = 0;
+    for (uint32_t b = 0; b < LP_FEAT_COUNT && at + 1 < len; b++) {
         if (!(lack & (1u << b))) continue;
-        snprintf(buf, len, "%s (%s)", m->feat_cause[b][0] ? m->feat_cause[b] : "the architecture",
-                 feat_names[b]);
-        return buf;
+        int k = snprintf(buf + at, len - at, "%s%s (%s)", at ? ", " : "",
+                         m->feat_cause[b][0] ? m->feat_cause[b] : "the architecture", feat_names[b]);
+        at += k < 0 ? 0 : (size_t)k;
     }
-    return NULL;
+    return at ? buf : NULL;
 }
 
 /* ---- the keys every transformer here has ------------------------------- */
@@ -121,6 +129,34 @@ int lp_arch_no_experts(lp_arch_ld_t *ld)
                                 "not implemented yet", n, lp_ld_arch(ld),
                                 strcmp(lp_ld_arch(ld), "llama") ? "" : " (Mixtral)");
     }
+    return 0;
+}
+
+int lp_arch_moe_hparams(lp_arch_ld_t *ld, bool shared)
+{
+    lp_hparams_t *hp = &lp_ld_model(ld)->hp;
+    uint32_t n = 0, used = 0, ff = 0, ff_sh = 0;
+    int rc;
+    if ((rc = lp_ld_u32(ld, "expert_count", true, &n)) ||
+        (rc = lp_ld_u32(ld, "expert_used_count", true, &used)) ||
+        (rc = lp_ld_u32(ld, "expert_feed_forward_length", true, &ff)))
+        return rc;
+    if (shared && (rc = lp_ld_u32(ld, "expert_shared_feed_forward_length", false, &ff_sh)) &&
+        rc != LP_ERR(ENOENT))
+        return rc;
+    if (n < 1 || n > 4096)
+        return lp_ld_refuse(ld, "expert_count", "%u is not a number of experts in 1..4096", n);
+    if (used < 1 || used > n || used > 64)
+        return lp_ld_refuse(ld, "expert_used_count", "%u is not in 1..%u", used, n < 64 ? n : 64);
+    if (ff < 1 || ff > (1u << 20))
+        return lp_ld_refuse(ld, "expert_feed_forward_length", "%u is out of range", ff);
+    if (ff_sh > (1u << 20))
+        return lp_ld_refuse(ld, "expert_shared_feed_forward_length", "%u is out of range", ff_sh);
+    hp->n_expert = (int32_t)n;
+    hp->n_expert_used = (int32_t)used;
+    hp->n_ff_exp = (int32_t)ff;
+    hp->n_ff_shexp = (int32_t)ff_sh;
+    lp_ld_feature(ld, LP_FEAT_MOE, "expert_count");
     return 0;
 }
 
@@ -239,7 +275,8 @@ int lp_arch_attention(const lp_fwd_t *f, const lp_model_t *m, int32_t l, bool v_
         (v_norm && (rc = o->norm(c, LP_BUF_V, LP_BUF_V, NULL, nkv, hd))))
         return rc;
     if ((rc = o->rope(c, LP_BUF_Q, nh, l)) || (rc = o->rope(c, LP_BUF_K, nkv, l)) ||
-        (rc = o->attention(c, l)) || (rc = lp_fwd_mm(f, &L->wo, LP_BUF_ATT, LP_BUF_PROJ)))
+        (rc = o->attention(c, l)) || (rc = lp_fwd_mm(f, &L->wo, LP_BUF_ATT, LP_BUF_PROJ)) ||
+        (L->bo && (rc = o->bias(c, LP_BUF_PROJ, L->bo, m->hp.n_embd))))
         return rc;
     return L->post_attn_norm
                ? o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_attn_norm, 1, m->hp.n_embd)
@@ -260,6 +297,32 @@ int lp_arch_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_act a
         (rc = lp_fwd_mm(f, &L->w_down, LP_BUF_GATE, LP_BUF_PROJ)) ||
         (L->post_ffn_norm &&
          (rc = o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_ffn_norm, 1, m->hp.n_embd))))
+        return rc;
+    return o->add(c, LP_BUF_X, LP_BUF_PROJ);
+}
+
+int lp_arch_moe_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_moe_gating gating,
+                    bool norm, enum lp_act act)
+{
+    const lp_fwd_ops_t *o = f->ops;
+    void *c = f->ctx;
+    const lp_layer_t *L = &m->layers[l];
+    const lp_hparams_t *hp = &m->hp;
+    const lp_moe_t moe = {
+        .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .n_ff = hp->n_ff_exp,
+        .gating = gating, .norm = norm, .act = act,
+        .router = &L->ffn_gate_inp, .router_b = L->ffn_gate_inp_b,
+        .gate = &L->ffn_gate_exps, .up = &L->ffn_up_exps, .down = &L->ffn_down_exps,
+        .gate_b = L->ffn_gate_exps_b, .up_b = L->ffn_up_exps_b, .down_b = L->ffn_down_exps_b,
+        .sh_gate = L->ffn_gate_shexp.data ? &L->ffn_gate_shexp : NULL,
+        .sh_up = &L->ffn_up_shexp, .sh_down = &L->ffn_down_shexp,
+        .sh_gate_inp = L->ffn_gate_inp_shexp, .n_ff_sh = hp->n_ff_shexp,
+    };
+    int rc;
+    if ((rc = o->add_norm(c, LP_BUF_XN, LP_BUF_X, LP_BUF_PROJ, L->ffn_norm)) ||
+        (rc = o->moe(c, LP_BUF_PROJ, LP_BUF_XN, &moe)) ||
+        (L->post_ffn_norm &&
+         (rc = o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_ffn_norm, 1, hp->n_embd))))
         return rc;
     return o->add(c, LP_BUF_X, LP_BUF_PROJ);
 }
