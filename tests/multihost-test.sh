@@ -280,7 +280,12 @@ if wait_ready 20; then
     for i in $(seq 0 15); do gen A client "${prompts[$i]}" 200 --ignore-eos >"$work/ksolo$i" 2>&1; done
     gp=()
     for i in $(seq 0 15); do gen A client "${prompts[$i]}" 200 --ignore-eos >"$work/kill$i" 2>"$work/kill$i.err" & gp+=($!); done
-    sleep 0.05
+    # stop host C only once it holds requests: on a loaded machine the 16
+    # clients may take longer than any fixed sleep to be placed
+    for _ in $(seq 1 200); do
+        [ "$(group_field "$(cstats)" c running)" -ge 1 ] 2>/dev/null && break
+        sleep 0.05
+    done
     p=$(ip netns pids $C)
     [ -n "$p" ] && kill -STOP $p
     held=$(group_field "$(cstats)" c running)

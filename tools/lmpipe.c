@@ -19,6 +19,7 @@ static const struct {
     {"tokenize", lp_cmd_tokenize, "--model M [--raw]    text on stdin -> token IDs"},
     {"detokenize", lp_cmd_detokenize, "--model M [--special] token IDs on stdin -> text"},
     {"template", lp_cmd_template, "--template F --context C.json   render a chat template"},
+    {"tool-calls", lp_cmd_tool_calls, "format|parse|grammar --template F ...   tool calls and reasoning"},
     {"sample", lp_cmd_sample, "--logits F --params J --draws N   draw tokens from one logit row"},
     {"stats", lp_cmd_stats, "--endpoint EP         a coordinator's requests and engine groups"},
     {"sampler", lp_cmd_sampler, "--endpoint EP get|set|load|unload|rollback   live swap"},

@@ -19,6 +19,7 @@ int lp_cmd_bench(int argc, char **argv);
 int lp_cmd_keygen(int argc, char **argv);
 int lp_cmd_stats(int argc, char **argv);
 int lp_cmd_template(int argc, char **argv);
+int lp_cmd_tool_calls(int argc, char **argv);
 
 /* Print "lmpipe CMD: message" to stderr and return 2 (usage errors). */
 int lp_cmd_usage_error(const char *cmd, const char *fmt, ...)
