@@ -778,7 +778,11 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
             for (int32_t r = 0; r < m->n_ropes; r++) {
                 const lp_rope_t *R = &m->ropes[r];
                 const int32_t half = R->n_rot / 2;
-                if (R->freq_scale == 1.0f && !R->freq_factors)
+                if (R->yarn_ext != 0)
+                    lp_op_rope_angles_yarn(pos, R->n_rot, R->base, R->freq_scale, R->freq_factors,
+                                           R->yarn_ext, R->yarn_lo, R->yarn_hi, R->yarn_mscale,
+                                           c->rope_cs[r] + t * half, c->rope_sn[r] + t * half);
+                else if (R->freq_scale == 1.0f && !R->freq_factors)
                     lp_op_rope_angles(pos, R->n_rot, R->base, c->rope_cs[r] + t * half,
                                       c->rope_sn[r] + t * half);
                 else

@@ -149,6 +149,11 @@ int lp_ld_refuse(lp_arch_ld_t *ld, const char *suffix, const char *fmt, ...)
     return lp_error_set(LP_ERR(ENOTSUP), "key '%s.%s': %s", ld->arch->name, suffix, why);
 }
 
+bool lp_ld_knows(const lp_arch_ld_t *ld, const char *suffix)
+{
+    return key_index(ld->arch, suffix) >= 0;
+}
+
 lp_model_t *lp_ld_model(lp_arch_ld_t *ld) { return ld->m; }
 const char *lp_ld_arch(const lp_arch_ld_t *ld) { return ld->arch->name; }
 

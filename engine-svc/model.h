@@ -42,6 +42,11 @@ typedef struct lp_rope {
     float freq_scale;          /* 1 / rope.scaling.factor (linear); 1 otherwise */
     const float *freq_factors; /* (n_rot/2) divisors, or NULL; the model's rope_freqs */
     bool neox;                 /* pairs (i, i + n_rot/2); else (2i, 2i+1) */
+    /* YaRN (rope.scaling.type yarn; yarn_ext 0: none), as ggml's rope_yarn:
+     * pair i's angle mixes the scaled and unscaled ones by ramp(i) *
+     * yarn_ext (ramp 1 below pair yarn_lo, 0 above yarn_hi); cos and sin
+     * are multiplied by yarn_mscale. */
+    float yarn_ext, yarn_lo, yarn_hi, yarn_mscale;
 } lp_rope_t;
 
 #define LP_MAX_ROPES 4

@@ -41,6 +41,7 @@ typedef struct mutant {
 #define STORIES "stories260K.gguf"
 #define QWEN2 "synth-qwen2-Q8_0.gguf"
 #define QWEN3MOE "synth-qwen3moe-F32.gguf"
+#define GPTOSS "synth-gptoss-MXFP4.gguf"
 
 static const mutant_t mutants[] = {
     /* a key no arch here implements (Gemma 2's attention soft-capping) */
@@ -91,6 +92,14 @@ static const mutant_t mutants[] = {
     {QWEN3MOE, TENSOR, "blk.0.exp_probs_b.bias", 8, NULL, 0},
     {QWEN3MOE, KEY_U32, "%s.expert_used_count", 9, NULL, 0},
     {QWEN3MOE, KEY_U32, "%s.expert_count", 0, NULL, 0},
+    /* gpt-oss: YaRN keys llama.cpp reads that lmpipe does not, a q/k norm it
+     * has not, RoPE scaling other than yarn, the YaRN key in an arch without
+     * YaRN */
+    {GPTOSS, KEY_F32, "%s.rope.scaling.yarn_beta_fast", 16, NULL, 0},
+    {GPTOSS, KEY_F32, "%s.rope.scaling.attn_factor", 1.2, NULL, 0},
+    {GPTOSS, TENSOR, "blk.0.attn_q_norm.weight", 32, NULL, 0},
+    {GPTOSS, KEY_STR, "%s.rope.scaling.type", 0, "longrope", 0},
+    {QWEN3MOE, KEY_U32, "%s.rope.scaling.original_context_length", 4096, NULL, 0},
     /* a tensor of a layer the file does not have */
     {QWEN3, TENSOR, "blk.2.attn_norm.weight", 64, NULL, 0},
 };
@@ -203,6 +212,7 @@ static void test_cuda(const char *models)
         {"synth-gemma3-nofeat-F32.gguf", "gemma3.rope.scaling.type"},
         {GEMMA4, "rope_freqs.weight"},
         {QWEN3MOE, "qwen3moe.expert_count' (a mixture of experts)"},
+        {GPTOSS, "attn_sinks.weight' (attention sinks)"},
         {"synth-llama3-nofeat-F32.gguf", NULL},
         {STORIES, NULL},
     };

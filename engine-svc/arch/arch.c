@@ -10,11 +10,11 @@
 #include <string.h>
 
 extern const lp_arch_t lp_arch_llama, lp_arch_qwen2, lp_arch_qwen3, lp_arch_gemma3,
-    lp_arch_gemma4, lp_arch_qwen3moe;
+    lp_arch_gemma4, lp_arch_qwen3moe, lp_arch_gptoss;
 
 const lp_arch_t *const lp_archs[] = {
     &lp_arch_llama, &lp_arch_qwen2, &lp_arch_qwen3, &lp_arch_gemma3, &lp_arch_gemma4,
-    &lp_arch_qwen3moe, NULL,
+    &lp_arch_qwen3moe, &lp_arch_gptoss, NULL,
 };
 
 const char *lp_arch_names(void)
@@ -70,6 +70,40 @@ const char *lp_model_missing_feature(const lp_model_t *m, uint32_t have, char *b
 
 /* ---- the keys every transformer here has ------------------------------- */
 
+/* YaRN: rope.scaling.factor and original_context_length, beta_fast 32 and
+ * beta_slow 1 (llama.cpp's defaults, no key for them in these files); the
+ * ramp's pair range from ggml_rope_yarn_corr_dims, the attention factor 1
+ * times 1 + 0.1 ln(factor).  Fills ropes[0]'s yarn fields (rope.freq_base
+ * and dimension_count are read before: the caller finishes ropes[0]). */
+static int yarn_scaling(lp_arch_ld_t *ld, float *scale)
+{
+    float factor = 0;
+    uint32_t orig = 0;
+    int rc;
+    if ((rc = lp_ld_f32(ld, "rope.scaling.factor", true, &factor)) ||
+        (rc = lp_ld_u32(ld, "rope.scaling.original_context_length", true, &orig)))
+        return rc;
+    if (!(factor >= 1) || factor > 1024)
+        return lp_ld_refuse(ld, "rope.scaling.factor", "%g is not a YaRN factor in 1..1024", factor);
+    if (orig < 1 || orig > (1u << 24))
+        return lp_ld_refuse(ld, "rope.scaling.original_context_length", "%u is out of range", orig);
+    *scale = 1.0f / factor;
+    lp_rope_t *r = &lp_ld_model(ld)->ropes[0];
+    r->yarn_ext = 1.0f;
+    r->yarn_lo = (float)orig; /* the caller turns these into the ramp's pairs */
+    r->yarn_hi = 0;
+    r->yarn_mscale = factor == 1 ? 1.0f : 1.0f + 0.1f * logf(factor);
+    lp_ld_feature(ld, LP_FEAT_YARN, "rope.scaling.type");
+    return 0;
+}
+
+/* ggml_rope_yarn_corr_dim: the pair index where `rot` rotations fit the
+ * original context. */
+static float yarn_corr_dim(int32_t n_dims, float orig, float rot, float base)
+{
+    return (float)n_dims * logf(orig / (rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
 /* rope.scaling.type none or linear with rope.scaling.factor (also the old
  * rope.scale_linear); llama.cpp takes a factor without a type as linear.
  * *scale gets 1 / factor. */
@@ -88,9 +122,14 @@ static int rope_scaling(lp_arch_ld_t *ld, float *scale)
         }
         return 0;
     }
-    if (!(type.len == 6 && !memcmp(type.ptr, "linear", 6)))
-        return lp_ld_refuse(ld, "rope.scaling.type", "'%.*s' is not implemented (none and linear "
-                            "are)", (int)(type.len > 32 ? 32 : type.len), type.ptr);
+    const bool yarn = type.len == 4 && !memcmp(type.ptr, "yarn", 4) &&
+                      lp_ld_knows(ld, "rope.scaling.original_context_length");
+    if (!(type.len == 6 && !memcmp(type.ptr, "linear", 6)) && !yarn)
+        return lp_ld_refuse(ld, "rope.scaling.type", "'%.*s' is not implemented (%s are)",
+                            (int)(type.len > 32 ? 32 : type.len), type.ptr,
+                            lp_ld_knows(ld, "rope.scaling.original_context_length")
+                                ? "none, linear and yarn" : "none and linear");
+    if (yarn) return yarn_scaling(ld, scale);
     rc = lp_ld_f32(ld, "rope.scaling.factor", false, &factor);
     if (rc == LP_ERR(ENOENT) && lp_ld_has(ld, "rope.scale_linear"))
         rc = lp_ld_f32(ld, "rope.scale_linear", false, &factor);
@@ -238,7 +277,16 @@ int lp_arch_std_hparams(lp_arch_ld_t *ld, bool neox)
                             base);
     float scale;
     if ((rc = rope_scaling(ld, &scale))) return rc;
-    m->ropes[0] = (lp_rope_t){(int32_t)n_rot, base, scale, NULL, neox};
+    const lp_rope_t y = m->ropes[0]; /* yarn_scaling's fields */
+    m->ropes[0] = (lp_rope_t){.n_rot = (int32_t)n_rot, .base = base, .freq_scale = scale, .neox = neox};
+    if (y.yarn_ext != 0) {
+        const float lo = floorf(yarn_corr_dim((int32_t)n_rot, y.yarn_lo, 32.0f, base));
+        const float hi = ceilf(yarn_corr_dim((int32_t)n_rot, y.yarn_lo, 1.0f, base));
+        m->ropes[0].yarn_ext = y.yarn_ext;
+        m->ropes[0].yarn_lo = lo > 0 ? lo : 0;
+        m->ropes[0].yarn_hi = hi < (float)n_rot - 1 ? hi : (float)n_rot - 1;
+        m->ropes[0].yarn_mscale = y.yarn_mscale;
+    }
     m->n_ropes = 1;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         lp_layer_hp_t *L = &m->layers[l].hp;

@@ -119,6 +119,8 @@ int lp_ld_str(lp_arch_ld_t *ld, const char *suffix, bool required, lp_gguf_str_t
 int lp_ld_layers(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out);
 /* True when the file has the key (not marked read: the caller reads it). */
 bool lp_ld_has(const lp_arch_ld_t *ld, const char *suffix);
+/* True when the suffix is in the arch's key table. */
+bool lp_ld_knows(const lp_arch_ld_t *ld, const char *suffix);
 /* True when the file has the tensor (a global name, or a layer's "blk.N.x"). */
 bool lp_ld_has_tensor(const lp_arch_ld_t *ld, const char *name);
 /* Record that the model uses features `feats`, brought by `cause`: a key
