@@ -3,6 +3,7 @@
  * temperature 0.8), top-p 0.95 alone on a flat distribution, and, for
  * scale, a full sort of the row.  Prints the median per row. */
 #include "sampler.h"
+#include "seq-json.h"
 
 #include "error.h"
 #include "rng.h"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # vs-llama.sh - lmpipe's engine against llama.cpp on the same GGUF file with
-# the same thread count: pp512 and tg128, the two programs taking turns for
+# the same thread count: pp512 and tg128 (-p and -n change the lengths: a
+# short run where a loaded machine makes llama.cpp's decode crawl), the two
+# programs taking turns for
 # N rounds so that both see the same drift of a shared machine. Prints one
 # Markdown table: each round's figures, the medians and the ratios, with
 # the 1-minute load average at the start of each round and the memory read
 # rate lmpipe bench measured around its decode (decode_read.read_gb_s), the
 # two things that move decode most on a shared VM.
 #
-#   bench/vs-llama.sh [-t threads] [-r rounds] [-b build_dir] MODEL.gguf
+#   bench/vs-llama.sh [-t threads] [-r rounds] [-b build_dir] [-p pp] [-n tg] MODEL.gguf
 #
 # LMPIPE (default BUILD/tools/lmpipe) and LLAMA_BENCH (default
 # ../shared/llama.cpp/bin/llama-bench) name the two programs. Needs jq.
@@ -15,18 +17,22 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 [-t threads] [-r rounds] [-b build_dir] MODEL.gguf" >&2
+    echo "usage: $0 [-t threads] [-r rounds] [-b build_dir] [-p pp] [-n tg] MODEL.gguf" >&2
     exit 2
 }
 
 threads=2
 rounds=3
 build=build
-while getopts "t:r:b:h" opt; do
+pp=512
+tg=128
+while getopts "t:r:b:p:n:h" opt; do
     case $opt in
     t) threads=$OPTARG ;;
     r) rounds=$OPTARG ;;
     b) build=$OPTARG ;;
+    p) pp=$OPTARG ;;
+    n) tg=$OPTARG ;;
     *) usage ;;
     esac
 done
@@ -34,9 +40,9 @@ shift $((OPTIND - 1))
 [ $# -eq 1 ] || usage
 model=$1
 
-for v in threads rounds; do
+for v in threads rounds pp tg; do
     if ! [[ ${!v} =~ ^[1-9][0-9]*$ ]]; then
-        echo "$0: -${v:0:1} wants a positive integer, got '${!v}'" >&2
+        echo "$0: -$(case $v in pp) echo p ;; tg) echo n ;; *) echo "${v:0:1}" ;; esac) wants a positive integer, got '${!v}'" >&2
         exit 2
     fi
 done
@@ -84,17 +90,17 @@ for ((i = 0; i < rounds; i++)); do
     # One warm-up and one timed run of each test, in both programs (lmpipe
     # bench warms up by itself, llama-bench with -r 1 too).
     out=$("$lmpipe" bench --model "$model" --threads "$threads" \
-        --prompt-tokens 512 --gen-tokens 128)
+        --prompt-tokens "$pp" --gen-tokens "$tg")
     lp_pp+=("$(jq -r .prefill_tok_s <<< "$out")")
     lp_tg+=("$(jq -r .decode_tok_s <<< "$out")")
     read+=("$(jq -r '.decode_read.read_gb_s // "n/a"' <<< "$out")")
-    ll_pp+=("$(llama_ts 512 0)")
-    ll_tg+=("$(llama_ts 0 128)")
+    ll_pp+=("$(llama_ts "$pp" 0)")
+    ll_tg+=("$(llama_ts 0 "$tg")")
 done
 
 echo "model: $model, threads: $threads, rounds: $rounds (lmpipe, then llama-bench, in turn)"
 echo
-echo "| round | load | read GB/s | lmpipe pp512 | llama.cpp pp512 | ratio | lmpipe tg128 | llama.cpp tg128 | ratio |"
+echo "| round | load | read GB/s | lmpipe pp$pp | llama.cpp pp$pp | ratio | lmpipe tg$tg | llama.cpp tg$tg | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for ((i = 0; i < rounds; i++)); do
     printf "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n" $((i + 1)) "${load[i]}" "${read[i]}" \

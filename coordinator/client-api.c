@@ -1,12 +1,12 @@
 /* client-api.c - the coordinator's client API: the hello, Generate (prompt
- * text, ids or chat messages; llama.cpp /completion parameters), Cancel, and
+ * text, ids or chat messages; typed parameters), Cancel, and
  * the messages passed on to a service (proxy.c). */
 #include "coord-internal.h"
 
 #include "error.h"
 #include "hello.h"
-#include "json.h"
 #include "sampling-params.h"
+#include "sampling-wire.h"
 #include "sysinfo.h"
 
 #include <stdlib.h>
@@ -49,36 +49,28 @@ int lp__coord_client_hello(void *ctx, const Lmpipe__Hello *peer, bool controller
     mine->kv_blocks = g0->s.paged ? (uint32_t)g0->s.kv_blocks : 0;
     mine->kv_swa_window = g0->s.swa ? (uint32_t)g0->s.swa_window : 0;
     mine->kv_blocks_swa = g0->s.swa ? (uint32_t)g0->s.kv_blocks_swa : 0;
+    mine->recurrent_layers = e->recurrent_layers;
     return lp_hello_check_vocab(mine, peer);
 }
 
-/* The stop strings, from the request's field or else from params_json's
- * "stop" (already checked: an array of strings): the one place they are
- * read. */
-static int set_stops(lp__req_t *r, const Lmpipe__GenerateRequest *g, const lp_json_t *json_stop)
+/* The stop strings: the one place they are read. */
+static int set_stops(lp__req_t *r, const Lmpipe__GenerateRequest *g)
 {
-    size_t n = g->n_stop ? g->n_stop : json_stop ? json_stop->n : 0;
+    size_t n = g->n_stop;
     if (n == 0) return 0;
     r->stops = calloc(n, sizeof(char *));
     r->stop_lens = calloc(n, sizeof(size_t));
     if (!r->stops || !r->stop_lens) return LP_ERR(ENOMEM);
     for (size_t i = 0; i < n; i++) {
-        const void *data = g->n_stop ? (const void *)g->stop[i].data : json_stop->u.items[i].u.str;
-        size_t len = g->n_stop ? g->stop[i].len : json_stop->u.items[i].n;
+        size_t len = g->stop[i].len;
         if (!(r->stops[i] = malloc(len ? len : 1))) return LP_ERR(ENOMEM);
-        if (len) memcpy(r->stops[i], data, len);
+        if (len) memcpy(r->stops[i], g->stop[i].data, len);
         r->stop_lens[i] = len;
         r->n_stops++;
     }
     return 0;
 }
 
-/* Validate the whole request at the edge, before any work is done for it:
- * params_json is parsed once, its sampling parameters checked with the
- * sampler's own parser (a bad value is refused here, naming the field, so
- * that the sampler never sees one), and prompt, n_predict, stop and
- * ignore_eos taken where the request's own fields leave them unset
- * (llama.cpp /completion bodies). */
 /* The same bound as tokenizer-svc's, so that a conversation it would refuse
  * is refused here, before anything is queued. */
 #define MAX_CHAT_MESSAGES 4096
@@ -94,81 +86,66 @@ static int check_messages(const Lmpipe__GenerateRequest *g)
 {
     if (!is_chat(g)) {
         if (g->chat_template && g->chat_template[0])
-            return lp_error_set(LP_ERR(EINVAL), "chat_template: only with messages");
+            return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "chat_template",
+                                     "chat_template: only with messages");
         return 0;
     }
     if (g->prompt.len || g->n_prompt_ids)
-        return lp_error_set(LP_ERR(EINVAL), "messages: not together with %s",
-                            g->prompt.len ? "prompt" : "prompt_ids");
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages", "messages: not together with %s",
+                                 g->prompt.len ? "prompt" : "prompt_ids");
     if (g->n_messages && g->chat_json && g->chat_json[0])
-        return lp_error_set(LP_ERR(EINVAL), "messages: give them typed or in chat_json, not both");
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages",
+                                 "messages: give them typed or in chat_json, not both");
     if (g->n_messages > MAX_CHAT_MESSAGES)
-        return lp_error_set(LP_ERR(EINVAL), "messages: %zu messages (at most %d)", g->n_messages,
-                            MAX_CHAT_MESSAGES);
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages",
+                                 "messages: %zu messages (at most %d)", g->n_messages, MAX_CHAT_MESSAGES);
     for (size_t i = 0; i < g->n_messages; i++) {
         const Lmpipe__ChatMessage *m = g->messages[i];
         if (!m->role || !m->role[0])
-            return lp_error_set(LP_ERR(EINVAL), "messages[%zu].role: empty", i);
+            return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages", "messages[%zu].role: empty", i);
         if (!m->content || !m->content[0])
-            return lp_error_set(LP_ERR(EINVAL), "messages[%zu].content: empty", i);
+            return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages", "messages[%zu].content: empty",
+                                     i);
     }
     return 0;
 }
 
-static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, int32_t n_vocab, char **prompt_text)
+/* Check the whole request at the edge of the pipeline, before any work is
+ * done for it.  Every field is typed: the sampling parameters are read with
+ * the sampler's own reader (lib/sampling-wire.h), so that a bad value is
+ * refused here, naming the field, and the sampler never sees one; the
+ * coordinator parses no JSON. */
+static int parse_request(lp__req_t *r, const Lmpipe__GenerateRequest *g, int32_t n_vocab)
 {
-    *prompt_text = NULL;
     int rc = check_messages(g);
     if (rc) return rc;
     if (g->n_predict < -1)
-        return lp_error_set(LP_ERR(EINVAL), "n_predict: must be >= -1, got %d", g->n_predict);
-    if (!g->params_json || !g->params_json[0]) return set_stops(r, g, NULL);
-    lp_json_doc_t *doc;
-    rc = lp_json_parse(g->params_json, strlen(g->params_json), &doc);
-    if (rc) {
-        lp_error_prefix("params_json: ");
-        return rc;
-    }
-    const lp_json_t *root = lp_json_root(doc);
-    lp_sampler_params_t *sp = NULL;
-    if (root->type != LP_JSON_OBJECT) {
-        rc = lp_error_set(LP_ERR(EINVAL), "params_json: not a JSON object");
-        goto out;
-    }
-    if (!(sp = malloc(sizeof(*sp)))) {
-        rc = LP_ERR(ENOMEM);
-        goto out;
-    }
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "n_predict", "n_predict: must be >= -1, got %d",
+                                 g->n_predict);
+    if ((rc = set_stops(r, g)) != 0) return rc;
+    r->t_max_predict_ms = g->t_max_predict_ms;
+    if (!g->sampling) return 0;
+    lp_sampler_params_t *sp = malloc(sizeof(*sp));
+    if (!sp) return LP_ERR(ENOMEM);
     lp_sampler_params_default(sp);
-    if ((rc = lp_sampler_params_from_json(root, 0, sp)) != 0) goto out;
+    rc = lp_sampling_pb_read(g->sampling, sp);
     /* Only here is the vocabulary known: a bias on a token the model does
      * not have is refused rather than dropped. */
-    for (int32_t i = 0; n_vocab > 0 && i < sp->n_bias; i++)
-        if (sp->bias[i].id >= n_vocab) {
-            rc = lp_error_set(LP_ERR(EINVAL), "logit_bias: token %d is not in the vocabulary (0..%d)",
-                              sp->bias[i].id, n_vocab - 1);
-            goto out;
-        }
-    lp_completion_fields_t f;
-    if ((rc = lp_completion_fields_from_json(root, &f)) != 0) goto out;
-    if (g->n_predict == 0 && f.has_n_predict) r->s.n_predict = f.n_predict;
-    r->ignore_eos = r->ignore_eos || f.ignore_eos;
-    if ((rc = set_stops(r, g, f.stop)) != 0) goto out;
-    if (is_chat(g) && lp_json_get(root, "prompt")) {
-        rc = lp_error_set(LP_ERR(EINVAL), "messages: not together with params_json's prompt");
-        goto out;
-    }
-    if (!g->prompt.len && !g->n_prompt_ids && f.prompt_is_ids)
-        rc = lp_error_set(LP_ERR(EINVAL), "prompt: token ids in params_json; send them in prompt_ids");
-    else if (!g->prompt.len && !g->n_prompt_ids && f.prompt &&
-             !(*prompt_text = strndup(f.prompt, f.prompt_len)))
-        rc = LP_ERR(ENOMEM);
-    /* The sampler reads its fields from the same text with the same parser. */
-    if (!rc && !(r->params_json = strdup(g->params_json))) rc = LP_ERR(ENOMEM);
-out:
+    for (int32_t i = 0; !rc && n_vocab > 0 && i < sp->n_bias; i++)
+        if (sp->bias[i].id >= n_vocab)
+            rc = lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "logit_bias",
+                                   "logit_bias: token %d is not in the vocabulary (0..%d)", sp->bias[i].id,
+                                   n_vocab - 1);
     free(sp);
-    lp_json_doc_destroy(&doc);
-    return rc;
+    if (rc) return rc;
+    /* kept (a copy) for every SamplerOpen of the request, reopens too */
+    size_t len = lmpipe__sampling_params__get_packed_size(g->sampling);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) return LP_ERR(ENOMEM);
+    lmpipe__sampling_params__pack(g->sampling, buf);
+    r->sampling = lmpipe__sampling_params__unpack(NULL, len, buf);
+    free(buf);
+    return r->sampling ? 0 : LP_ERR(ENOMEM);
 }
 
 /* The prompt's ids: in range, and shorter than the context (refused at
@@ -178,11 +155,11 @@ static int take_prompt_ids(lp_coord_t *c, lp__req_t *r, const Lmpipe__GenerateRe
 {
     for (size_t i = 0; i < g->n_prompt_ids; i++)
         if (g->prompt_ids[i] < 0 || g->prompt_ids[i] >= c->n_vocab)
-            return lp_error_set(LP_ERR(EINVAL), "prompt_ids[%zu] = %d is not in 0..%d", i,
-                                g->prompt_ids[i], c->n_vocab - 1);
+            return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "prompt", "prompt_ids[%zu] = %d is not in 0..%d",
+                                     i, g->prompt_ids[i], c->n_vocab - 1);
     if ((int64_t)g->n_prompt_ids >= c->n_ctx)
-        return lp_error_set(LP_ERR(EINVAL), "prompt_ids: %zu tokens; the context holds %d",
-                            g->n_prompt_ids, c->n_ctx);
+        return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_CONTEXT_LENGTH, "prompt",
+                                 "prompt_ids: %zu tokens; the context holds %d", g->n_prompt_ids, c->n_ctx);
     if (!(r->prompt = malloc(g->n_prompt_ids * sizeof(int32_t)))) return LP_ERR(ENOMEM);
     memcpy(r->prompt, g->prompt_ids, g->n_prompt_ids * sizeof(int32_t));
     r->s.prompt = r->prompt;
@@ -202,20 +179,26 @@ void lp__coord_on_tokenized(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     } else if (m->body_case == LMPIPE__MSG__BODY_CHAT_TEMPLATE_REPLY) {
         ids = m->chat_template_reply->ids;
         n_ids = m->chat_template_reply->n_ids;
+    } else if (m->body_case == LMPIPE__MSG__BODY_ERROR && lp_frame_error_kind(m->error) == LP_EK_INVALID_REQUEST) {
+        /* the request's fault (its template, its messages): the tokenizer's
+         * word, with the field it names */
+        lp__coord_fail_kind(c, r, E_BAD_REQUEST, LP_EK_INVALID_REQUEST, m->error->param, m->error->message);
+        return;
     } else {
         lp__coord_fail(c, r, E_TOKENIZER,
                        m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "tokenizer: bad reply");
         return;
     }
     if (n_ids == 0) {
-        lp__coord_fail(c, r, E_BAD_REQUEST, "the prompt has no tokens (and the model adds no BOS)");
+        lp__coord_fail_kind(c, r, E_BAD_REQUEST, LP_EK_INVALID_REQUEST, "prompt",
+                            "the prompt has no tokens (and the model adds no BOS)");
         return;
     }
     if ((int64_t)n_ids >= c->n_ctx) {
         char msg[160];
         snprintf(msg, sizeof(msg), "the prompt has %zu tokens; the context holds %d", n_ids, c->n_ctx);
         r->s.n_prompt = (int32_t)(n_ids < INT32_MAX ? n_ids : INT32_MAX);
-        lp__coord_fail(c, r, E_BAD_REQUEST, msg);
+        lp__coord_fail_kind(c, r, E_BAD_REQUEST, LP_EK_CONTEXT_LENGTH, r->chat ? "messages" : "prompt", msg);
         return;
     }
     if (!(r->prompt = malloc(n_ids * sizeof(int32_t)))) {
@@ -281,7 +264,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
                                                        : max_req / 4 > 0 ? max_req / 4 : 1;
     size_t waiting = client_waiting(c, key, key_len);
     if (waiting >= max_client)
-        return lp_error_set(LP_ERR(EBUSY),
+        return lp_error_set_kind(LP_ERR(EBUSY), LP_EK_RATE_LIMITED, NULL,
                             "generate: this client%s has %zu requests waiting for a slot "
                             "(max_queued_per_client = %zu); send more as they finish",
                             g->tenant.len ? " (its API key, address or subject)" : "",
@@ -303,14 +286,13 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
     r->stop_idx = -1;
     r->ignore_eos = g->ignore_eos;
     r->t_start = lp_now_ns();
-    char *prompt_text = NULL;
-    int rc = parse_request(r, g, c->n_vocab, &prompt_text);
+    r->chat = is_chat(g);
+    int rc = parse_request(r, g, c->n_vocab);
     if (!rc && !(r->ts = lp_textstream_new((const char *const *)r->stops, r->stop_lens, r->n_stops)))
         rc = LP_ERR(ENOMEM);
     if (!rc && g->n_prompt_ids) rc = take_prompt_ids(c, r, g);
     if (!rc) rc = lp__req_add(c, r);
     if (rc) {
-        free(prompt_text);
         lp__req_free(r);
         return rc;
     }
@@ -331,12 +313,7 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
             m.body_case = LMPIPE__MSG__BODY_CHAT_TEMPLATE;
             m.chat_template = &ct;
         } else {
-            if (prompt_text) {
-                t.text.data = (uint8_t *)prompt_text;
-                t.text.len = strlen(prompt_text);
-            } else {
-                t.text = g->prompt;
-            }
+            t.text = g->prompt;
             t.add_special = !g->no_bos;
             t.parse_special = false;
             m.body_case = LMPIPE__MSG__BODY_TOKENIZE;
@@ -353,7 +330,6 @@ static int on_generate(lp_coord_t *c, lp_service_t *svc, const lp_frame_t *f)
             lp__req_tokenize(c, r);
         }
     }
-    free(prompt_text);
     (void)svc;
     lp__coord_pump(c);
     return 0;

@@ -151,6 +151,7 @@ typedef struct lp__group {
     size_t n_queue_pending;  /* requests running whose first step is still to go out */
     uint64_t t_sampled;      /* when the group's last SampleReply came */
     uint64_t n_steps, n_placed, n_dropped; /* totals, for GroupStats */
+    const char *prefix_off; /* static: GroupStats.prefix_cache_off, "" when on */
     uint64_t prefix_hits;    /* prompt tokens taken from its prefix cache, total */
     bool was_ready;          /* its shape is known (slots_total) */
     /* Sessions of requests moved off the group while its sampler may have
@@ -192,7 +193,10 @@ typedef struct lp__req {
     bool admitted;             /* its prompt was counted in prompt_tokens */
     int32_t n_cached;          /* prompt tokens its first admission reused */
     bool ignore_eos;
-    char *params_json;         /* validated at the edge */
+    Lmpipe__SamplingParams *sampling; /* checked at the edge (owned; NULL: the strategy's) */
+    uint32_t t_max_predict_ms; /* llama.cpp's: see text.c */
+    bool has_newline;          /* a newline has been generated (t_max_predict_ms) */
+    bool chat;                 /* its prompt is a conversation (errors name messages) */
     char **stops;
     size_t *stop_lens, n_stops;
     lp_textstream_t *ts;
@@ -204,6 +208,8 @@ typedef struct lp__req {
     bool client_gone;
     char *tail;                /* text released by the final flush */
     bool retryable;            /* ended for the pipeline's reason: FinalEvent.retryable */
+    enum lp_error_kind err_kind; /* FINISH_ERROR: FinalEvent.error_kind and error_param */
+    char err_param[64];
     bool final_sent;           /* its FinalEvent is out (an error's, before the close's answer) */
     uint64_t t_deadline;       /* lp_now_ns() it ends by (deadline.c); 0: none */
     size_t tail_len;
@@ -300,6 +306,11 @@ void lp__req_send_client(lp_coord_t *c, lp__req_t *r, Lmpipe__Msg *m);
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error);
 /* End it with FINISH_ERROR, counting the error's kind. */
 void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error);
+/* The same with the client's kind of error and the field at fault (NULL:
+ * none); lp__coord_fail takes the kind from the metric's (a bad request or
+ * an internal failure). */
+void lp__coord_fail_kind(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, enum lp_error_kind ek,
+                         const char *param, const char *error);
 /* The same for the pipeline's reason, not the request's (the coordinator
  * stopping, a stage lost for good): the client may send it again. */
 void lp__coord_fail_retryable(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error);

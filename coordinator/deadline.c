@@ -26,7 +26,7 @@ static void on_tick(uv_timer_t *t)
         char why[160];
         snprintf(why, sizeof(why), "deadline: not finished within deadline_ms = %llu",
                  (unsigned long long)((r->t_deadline - r->t_start) / 1000000));
-        lp__coord_fail(c, r, E_INTERNAL, why);
+        lp__coord_fail_kind(c, r, E_INTERNAL, LP_EK_DEADLINE, "deadline_ms", why);
     }
     if (!any) uv_timer_stop(t);
     lp__coord_pump(c);

@@ -53,7 +53,9 @@ int lp__group_ready(lp_coord_t *c, lp__group_t *g)
         g->s.kv_block = (int32_t)e->kv_block;
         g->s.kv_blocks = c->p.kv_blocks > 0 && (uint32_t)c->p.kv_blocks < e->kv_blocks
                              ? c->p.kv_blocks : (int32_t)e->kv_blocks;
-        g->s.prefix_cache = !c->p.no_prefix_cache;
+        /* a recurrent state lives per sequence, not per block: a request
+         * that took a cached prefix would have no state for it */
+        g->s.prefix_cache = !c->p.no_prefix_cache && !e->recurrent_layers;
         g->s.swa_window = (int32_t)e->kv_swa_window;
         g->s.kv_blocks_swa = (int32_t)e->kv_blocks_swa;
     }
@@ -80,9 +82,14 @@ int lp__group_ready(lp_coord_t *c, lp__group_t *g)
     g->eng.backoff_ms = LP__RETRY_MS;
     LP_INFO("coordinator: group %s ready (engine %s, sampler %s): %d seqs, logits %s", g->name,
             g->eng_ep, g->samp_ep, g->s.max_seqs, g->s.ring ? "in shared memory" : "inline");
+    g->prefix_off = !g->s.paged ? "not_paged" : c->p.no_prefix_cache ? "configured"
+                    : e->recurrent_layers ? "recurrent_state" : "";
     if (g->s.paged)
-        LP_INFO("coordinator: group %s: KV pool of %d blocks of %d positions, prefix cache %s", g->name,
-                g->s.kv_blocks, g->s.kv_block, g->s.prefix_cache ? "on" : "off");
+        LP_INFO("coordinator: group %s: KV pool of %d blocks of %d positions, prefix cache %s%s",
+                g->name, g->s.kv_blocks, g->s.kv_block, g->s.prefix_cache ? "on" : "off",
+                e->recurrent_layers && !c->p.no_prefix_cache
+                    ? " (the model's recurrent layers keep a state per sequence, not per block)"
+                    : "");
     if (g->s.swa)
         LP_INFO("coordinator: group %s: sliding-window layers (window %d): a pool of %d blocks, "
                 "at most %d per request", g->name, g->s.swa_window, g->s.kv_blocks_swa,
@@ -241,6 +248,7 @@ void lp__groups_stats(lp_coord_t *c, Lmpipe__StatsReply *out, Lmpipe__GroupStats
             s->kv_swa_blocks_peak = (uint32_t)g->s.peak_swa_used;
         }
         s->prefix_cache_hits = g->prefix_hits;
+        s->prefix_cache_off = (char *)(g->state == G_READY && g->prefix_off ? g->prefix_off : "");
         gp[i] = s;
     }
     out->n_groups = c->n_groups;

@@ -151,7 +151,7 @@ void lp__proxy_on_reply(lp_coord_t *c, uint64_t key, lp_frame_t *f)
     /* A refusal of the client's input is its bad request; anything else
      * the service's own failure. */
     if (p->reply->body_case == LMPIPE__MSG__BODY_ERROR) {
-        bool theirs = p->reply->error->code == LP_ERR(EINVAL);
+        bool theirs = lp_frame_error_kind(p->reply->error) == LP_EK_INVALID_REQUEST;
         c->m.errors[theirs ? E_BAD_REQUEST : p->control ? E_SAMPLER : E_TOKENIZER]++;
     }
     p->reply->id = p->client_id;

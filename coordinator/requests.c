@@ -66,7 +66,7 @@ void lp__req_free(lp__req_t *r)
     free(r->gen);
     free(r->replay);
     free(r->tok_msg);
-    free(r->params_json);
+    if (r->sampling) lmpipe__sampling_params__free_unpacked(r->sampling, NULL);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->stops);
     free(r->stop_lens);
@@ -235,6 +235,10 @@ static void send_final(lp_coord_t *c, lp__req_t *r)
     f.generate_ms = r->t_last > t_first ? (double)(r->t_last - t_first) / 1e6 : 0;
     if (r->error[0]) f.error = r->error;
     f.retryable = r->retryable && r->reason == LMPIPE__FINISH_REASON__FINISH_ERROR;
+    if (r->reason == LMPIPE__FINISH_REASON__FINISH_ERROR) {
+        f.error_kind = (Lmpipe__ErrorKind)(r->err_kind ? r->err_kind : LP_EK_INTERNAL);
+        f.error_param = r->err_param;
+    }
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_FINAL;
     m.final = &f;
@@ -261,16 +265,26 @@ void lp__req_maybe_final(lp_coord_t *c, lp__req_t *r)
     req_remove(c, r);
 }
 
+void lp__coord_fail_kind(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, enum lp_error_kind ek,
+                         const char *param, const char *error)
+{
+    if (r->state != R_DONE) {
+        c->m.errors[kind]++;
+        r->err_kind = ek;
+        snprintf(r->err_param, sizeof(r->err_param), "%s", param ? param : "");
+    }
+    lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, error);
+}
+
 void lp__coord_fail(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error)
 {
-    if (r->state != R_DONE) c->m.errors[kind]++;
-    lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_ERROR, error);
+    lp__coord_fail_kind(c, r, kind, kind == E_BAD_REQUEST ? LP_EK_INVALID_REQUEST : LP_EK_INTERNAL, NULL, error);
 }
 
 void lp__coord_fail_retryable(lp_coord_t *c, lp__req_t *r, enum lp__errkind kind, const char *error)
 {
     if (r->state != R_DONE) r->retryable = true;
-    lp__coord_fail(c, r, kind, error);
+    lp__coord_fail_kind(c, r, kind, LP_EK_UNAVAILABLE, NULL, error);
 }
 
 void lp__coord_finish(lp_coord_t *c, lp__req_t *r, Lmpipe__FinishReason reason, const char *error)

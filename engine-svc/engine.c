@@ -17,6 +17,8 @@ struct lp_engine {
     const lp_backend_ops_t *ops;
     void *ctx;
     int32_t *seq_len;            /* (max_seqs) cached positions of each fallback table */
+    int32_t *rec_pos;            /* (max_seqs) where each seq_id's recurrent state is
+                                    (-1: none); NULL when the model has no recurrent layers */
     uint8_t *seen;               /* (max_seqs) scratch for duplicate checks */
     /* KV pool: kv.kv_blocks blocks of kv.kv_block positions.  Not paged:
      * one block of n_ctx per seq_id, and no tables are taken. */
@@ -181,9 +183,10 @@ int lp_engine_new(lp_model_t *model, const lp_engine_params_t *params, lp_engine
         return rc;
     }
     e->seq_len = calloc((size_t)p.max_seqs, sizeof(*e->seq_len));
+    if (hp->n_layer_rec) e->rec_pos = calloc((size_t)p.max_seqs, sizeof(*e->rec_pos));
     e->seen = calloc((size_t)p.max_seqs, 1);
     e->run = calloc((size_t)p.max_seqs, sizeof(*e->run));
-    bool oom = !e->seq_len || !e->seen || !e->run;
+    bool oom = !e->seq_len || !e->seen || !e->run || (hp->n_layer_rec && !e->rec_pos);
     for (int g = 0; e->paged && g < 2; g++) {
         const size_t nb = (size_t)(g ? e->kv.kv_blocks_swa : e->kv.kv_blocks) + 1;
         e->mark[g] = calloc(nb, sizeof(*e->mark[g]));
@@ -214,6 +217,10 @@ int lp_engine_new(lp_model_t *model, const lp_engine_params_t *params, lp_engine
         LP_INFO("engine: KV pool of %d blocks of %d positions (%lld positions)%s",
                 e->kv.kv_blocks, e->kv.kv_block, (long long)e->kv.kv_blocks * e->kv.kv_block,
                 e->fallback ? "" : "; no per-seq_id fallback tables: steps carry block tables");
+    if (hp->n_layer_rec)
+        LP_INFO("engine: %d recurrent layers: a state of %lld KB per sequence, kept per seq_id "
+                "(a step goes on from it, or starts again at position 0)", hp->n_layer_rec,
+                (long long)(hp->rec_floats * 4 / 1024));
     if (e->paged && e->n_swa)
         LP_INFO("engine: sliding-window layers (window %d): their own pool of %d blocks, %d per "
                 "sequence at most", e->n_swa, e->kv.kv_blocks_swa, e->swa_per);
@@ -227,6 +234,7 @@ void lp_engine_destroy(lp_engine_t **self_p)
     if (!e) return;
     if (e->ctx) e->ops->destroy(e->ctx);
     free(e->seq_len);
+    free(e->rec_pos);
     free(e->seen);
     free(e->identity);
     free(e->ring_swa);
@@ -270,7 +278,14 @@ void lp_engine_seq_reset(lp_engine_t *e, int32_t seq_id)
 {
     if (seq_id < 0 || seq_id >= e->params.max_seqs) return;
     e->seq_len[seq_id] = 0;
+    if (e->rec_pos) e->rec_pos[seq_id] = 0;
     e->ops->seq_truncate(e->ctx, seq_id, 0);
+}
+
+int32_t lp_engine_seq_state_pos(const lp_engine_t *e, int32_t seq_id)
+{
+    if (!e->rec_pos || seq_id < 0 || seq_id >= e->params.max_seqs) return -1;
+    return e->rec_pos[seq_id];
 }
 
 int32_t lp_engine_seq_len(const lp_engine_t *e, int32_t seq_id)
@@ -313,8 +328,27 @@ static int check_table(lp_engine_t *e, int g, const char *field, const uint32_t 
     return 0;
 }
 
+/* A recurrent state cannot rewind or skip: an entry goes on from its
+ * seq_id's state, or starts again at 0. */
+static int check_state(const lp_engine_t *e, const lp_batch_seq_t *s)
+{
+    if (!e->rec_pos || s->pos == 0 || s->pos == e->rec_pos[s->seq_id]) return 0;
+    const int32_t at = e->rec_pos[s->seq_id];
+    if (at < 0)
+        return lp_error_set(LP_ERR(EINVAL), "position %d: sequence %d has no recurrent state "
+                            "(its last step failed): the model's %d recurrent layers must start "
+                            "again at position 0", s->pos, s->seq_id,
+                            lp_model_hparams(e->model)->n_layer_rec);
+    return lp_error_set(LP_ERR(EINVAL), "position %d: sequence %d's recurrent state is at "
+                        "position %d, and the model's %d recurrent layers can only go on from "
+                        "there or start again at 0", s->pos, s->seq_id, at,
+                        lp_model_hparams(e->model)->n_layer_rec);
+}
+
 int lp_engine_check_kv(lp_engine_t *e, const lp_batch_seq_t *s)
 {
+    int src = check_state(e, s);
+    if (src) return src;
     if (!s->blocks) {
         if (s->n_blocks || s->swa_blocks || s->n_swa_blocks)
             return lp_error_set(LP_ERR(EINVAL), "n_blocks %d / swa_blocks without blocks",
@@ -508,6 +542,8 @@ int lp_engine_step(lp_engine_t *e, const lp_batch_seq_t *seqs, int32_t n_seqs,
         if (!seqs[i].blocks && seqs[i].pos < e->seq_len[seqs[i].seq_id])
             e->ops->seq_truncate(e->ctx, seqs[i].seq_id, seqs[i].pos);
     rc = e->ops->step(e->ctx, e->run, n_seqs, total, logits);
+    for (int32_t i = 0; e->rec_pos && i < n_seqs; i++)
+        e->rec_pos[seqs[i].seq_id] = rc ? -1 : seqs[i].pos + seqs[i].n_tokens;
     for (int32_t i = 0; i < n_seqs; i++) {
         if (seqs[i].blocks) continue;
         e->seq_len[seqs[i].seq_id] = rc ? 0 : seqs[i].pos + seqs[i].n_tokens;

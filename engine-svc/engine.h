@@ -43,6 +43,9 @@ typedef struct lp_hparams {
     int32_t n_layer_swa;   /* layers with the window */
     int64_t kv_floats;     /* K floats per position over all layers (V the same) */
     int64_t kv_floats_swa; /* the part of kv_floats in sliding layers */
+    int32_t n_layer_rec;   /* recurrent layers (Gated DeltaNet): no KV, a state per
+                              sequence that a step moves on and that cannot rewind */
+    int64_t rec_floats;    /* floats of that state per sequence, all layers */
     float embd_scale;      /* embeddings are multiplied by it (1: none) */
     float logit_softcap;   /* logits = cap * tanh(logits / cap); 0: none */
     uint32_t features;     /* enum lp_feat (arch/arch.h) the model uses */
@@ -138,6 +141,10 @@ void lp_engine_moe_counts(const lp_engine_t *e, lp_moe_counts_t *out);
  * paged engine this is the seq_id's fallback table (below). */
 void lp_engine_seq_reset(lp_engine_t *e, int32_t seq_id);
 int32_t lp_engine_seq_len(const lp_engine_t *e, int32_t seq_id);
+/* Models with recurrent layers (lp_hparams_t.n_layer_rec): the position a
+ * seq_id's state has reached (the next step's pos must be that or 0; -1
+ * after a failed step, when only 0 is), -1 for other models. */
+int32_t lp_engine_seq_state_pos(const lp_engine_t *e, int32_t seq_id);
 
 /* One entry of a batch: a prefill chunk or a single decode token.
  *

@@ -18,6 +18,15 @@
  * first; token t of the batch belongs to batch entry tok_seq[t] at position
  * tok_pos[t].
  *
+ * Recurrent layers (Gated DeltaNet) keep no KV: each seq_id has a state,
+ * one mapping of max_seqs parts of rec_floats floats, each layer's part
+ * [channel][d_conv - 1] (the conv's last inputs, oldest first) then
+ * [v head][d_state][d_state] (the delta rule's matrix, row j the value
+ * dim).  An entry at position 0 starts from zeros; any other entry goes on
+ * from the state its seq_id's last step left (engine.c checks that pos is
+ * where that state is).  Within an entry the recurrence runs token after
+ * token, so a sequence's state is the same whole, chunked or batched.
+ *
  * Attention: the fast path is attn.c's blocked attention (tiles of the
  * query rows of one GQA group over consecutive tokens of one sequence,
  * online softmax; its scratch layouts are in simd/attn-x86.c); the `exact`
@@ -91,6 +100,12 @@ typedef struct cpu_ctx {
     lp_moe_cpu_t *moe;    /* the mixture-of-experts scratch and counters, or NULL */
     int32_t n_tok;        /* tokens of the step being run */
     int32_t n_seqs;       /* its entries */
+    /* recurrent layers */
+    float *rec;           /* (max_seqs, rec_floats) mapped, not reserved */
+    size_t rec_bytes;
+    int64_t *rec_off;     /* (n_layer) a recurrent layer's part of a seq_id's state */
+    const lp_batch_seq_t *ents; /* the step's entries, borrowed for the step */
+    int32_t *ent_t0;      /* (max_seqs) each entry's first token in the batch */
 } cpu_ctx_t;
 
 #define LOGIT_CHUNK 8
@@ -98,11 +113,12 @@ typedef struct cpu_ctx {
 static int cpu_available(void) { return 1; }
 
 /* The matrices of a layer, in the order of cpu_ctx_t.pk. */
-#define N_LAYER_MATS 7
+#define N_LAYER_MATS 12
 static const size_t layer_mats[N_LAYER_MATS] = {
     offsetof(lp_layer_t, wq), offsetof(lp_layer_t, wk), offsetof(lp_layer_t, wv),
-    offsetof(lp_layer_t, wo), offsetof(lp_layer_t, w_gate), offsetof(lp_layer_t, w_up),
-    offsetof(lp_layer_t, w_down),
+    offsetof(lp_layer_t, w_qkv), offsetof(lp_layer_t, w_z), offsetof(lp_layer_t, w_beta),
+    offsetof(lp_layer_t, w_alpha), offsetof(lp_layer_t, wo), offsetof(lp_layer_t, w_ssm_out),
+    offsetof(lp_layer_t, w_gate), offsetof(lp_layer_t, w_up), offsetof(lp_layer_t, w_down),
 };
 
 static void cpu_destroy(void *vctx)
@@ -120,6 +136,9 @@ static void cpu_destroy(void *vctx)
         if (c->kv[g].v) munmap(c->kv[g].v, c->kv[g].bytes);
     }
     for (int32_t i = 0; i < c->n_geom; i++) free(c->geom[i].seq_off);
+    if (c->rec) munmap(c->rec, c->rec_bytes);
+    free(c->rec_off);
+    free(c->ent_t0);
     free(c->layer_base);
     free(c->layer_geom);
     free(c->key_off);
@@ -234,6 +253,10 @@ static int plan_kv(cpu_ctx_t *c, const lp_kv_pool_t *kv)
     int64_t floats[2] = {0, 0};
     for (int32_t l = 0; l < n_layer; l++) {
         const lp_layer_hp_t *L = &m->layers[l].hp;
+        if (L->mixer != LP_MIXER_ATTN) {
+            c->layer_geom[l] = -1; /* no KV */
+            continue;
+        }
         int32_t g = 0;
         while (g < c->n_geom && (c->geom[g].group != L->kv_group ||
                                  c->geom[g].n_head_kv != L->n_head_kv ||
@@ -269,6 +292,27 @@ static int plan_kv(cpu_ctx_t *c, const lp_kv_pool_t *kv)
     return 0;
 }
 
+/* The recurrent layers' states, one part per seq_id. */
+static int plan_rec(cpu_ctx_t *c)
+{
+    const lp_model_t *m = c->m;
+    const lp_ssm_t *S = &m->ssm;
+    if (!m->hp.n_layer_rec) return 0;
+    if (!(c->rec_off = calloc((size_t)m->hp.n_layer, sizeof(*c->rec_off))))
+        return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    int64_t at = 0;
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        if (m->layers[l].hp.mixer != LP_MIXER_DELTANET) continue;
+        c->rec_off[l] = at;
+        at += (int64_t)S->n_channels * (S->d_conv - 1) + (int64_t)S->n_v_heads * S->d_state * S->d_state;
+    }
+    c->rec_bytes = sizeof(float) * (size_t)at * (size_t)c->p.max_seqs;
+    if (!(c->rec = map_pool(c->rec_bytes)))
+        return lp_error_set(LP_ERR(ENOMEM), "cannot map the recurrent states of %d sequences "
+                            "(%zu MB): give fewer sequences", c->p.max_seqs, c->rec_bytes >> 20);
+    return 0;
+}
+
 static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp_kv_pool_t *kv,
                       void **out)
 {
@@ -279,6 +323,7 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp
     c->p = *p;
     const size_t T = (size_t)p->max_batch_tokens, F = sizeof(float);
     int rc = plan_kv(c, kv);
+    if (!rc) rc = plan_rec(c);
     if (rc) {
         cpu_destroy(c);
         return rc;
@@ -289,14 +334,24 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp
         const size_t w = (size_t)m->layers[l].hp.n_head_kv * (size_t)m->layers[l].hp.head_dim;
         if (w > kv_max) kv_max = w;
     }
+    bool gated = false;
+    for (int32_t l = 0; l < hp->n_layer; l++) gated |= m->layers[l].hp.attn_gate;
+    const lp_ssm_t *S = &m->ssm;
+    const bool rec = hp->n_layer_rec > 0;
+    const size_t inner = rec ? (size_t)S->d_inner : 0;
     const size_t widths[LP_BUF_COUNT] = {
         [LP_BUF_X] = (size_t)hp->n_embd, [LP_BUF_XN] = (size_t)hp->n_embd, [LP_BUF_Q] = q_max,
-        [LP_BUF_K] = kv_max, [LP_BUF_V] = kv_max, [LP_BUF_ATT] = q_max,
+        [LP_BUF_K] = kv_max, [LP_BUF_V] = kv_max, [LP_BUF_ATT] = q_max > inner ? q_max : inner,
         [LP_BUF_PROJ] = (size_t)hp->n_embd, [LP_BUF_GATE] = (size_t)hp->n_ff,
-        [LP_BUF_UP] = (size_t)hp->n_ff,
+        [LP_BUF_UP] = (size_t)hp->n_ff, [LP_BUF_QG] = gated ? 2 * q_max : 0,
+        [LP_BUF_AGATE] = gated ? q_max : 0, [LP_BUF_MIX] = rec ? (size_t)S->n_channels : 0,
+        [LP_BUF_Z] = inner, [LP_BUF_BETA] = rec ? (size_t)S->n_v_heads : 0,
+        [LP_BUF_ALPHA] = rec ? (size_t)S->n_v_heads : 0,
     };
     bool oom = false;
-    for (int i = 0; i < LP_BUF_COUNT; i++) oom |= !(c->buf[i] = malloc(F * T * widths[i]));
+    for (int i = 0; i < LP_BUF_COUNT; i++)
+        if (widths[i]) oom |= !(c->buf[i] = malloc(F * T * widths[i]));
+    oom |= !(c->ent_t0 = calloc((size_t)p->max_seqs, sizeof(*c->ent_t0)));
     const size_t n_ones = (size_t)(hp->n_embd > hp->head_dim ? hp->n_embd : hp->head_dim);
     if ((c->ones = malloc(F * n_ones)))
         for (size_t i = 0; i < n_ones; i++) c->ones[i] = 1.0f;
@@ -409,6 +464,7 @@ struct tok_job {
     const float *w;
     int32_t n_groups, width, layer;
     float s;
+    enum lp_act act;
 };
 
 static void tok_worker(void *arg, int ith, int nth)
@@ -553,8 +609,8 @@ static int op_matmul(void *vc, int n, const lp_weight_t *const *w, enum lp_buf s
                      const enum lp_buf *dst)
 {
     cpu_ctx_t *c = vc;
-    lp_matmul_t mm[3];
-    if (n < 1 || n > 3) return lp_error_set(LP_ERR(EINVAL), "internal: %d products at once", n);
+    lp_matmul_t mm[4];
+    if (n < 1 || n > 4) return lp_error_set(LP_ERR(EINVAL), "internal: %d products at once", n);
     for (int i = 0; i < n; i++) mm[i] = mm_of(c, w[i], c->buf[src], c->n_tok, c->buf[dst[i]], w[i]->n_out);
     return n == 1 ? lp_matmul(c->pool, &mm[0], c->p.exact)
                   : lp_matmul_multi(c->pool, mm, n, c->p.exact);
@@ -585,6 +641,176 @@ static int op_glu(void *vc, enum lp_act act, int32_t width)
     glu_job_t j = {c, act, (int64_t)c->n_tok * width};
     if (c->n_tok < 4) glu_worker(&j, 0, 1);
     else lp_threadpool_run(c->pool, glu_worker, &j);
+    return 0;
+}
+
+static void split_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    const int64_t w = j->width, n = (int64_t)j->n_groups * w;
+    const float *x = row(c, j->a, t, 2 * n);
+    float *ya = row(c, j->d, t, n), *yb = row(c, j->b, t, n);
+    for (int32_t g = 0; g < j->n_groups; g++) {
+        memcpy(ya + g * w, x + 2 * g * w, sizeof(float) * (size_t)w);
+        memcpy(yb + g * w, x + (2 * g + 1) * w, sizeof(float) * (size_t)w);
+    }
+}
+
+static int op_split(void *vc, enum lp_buf dst_a, enum lp_buf dst_b, enum lp_buf src,
+                    int32_t n_groups, int32_t width)
+{
+    tok_job_t j = {.fn = split_tok, .a = src, .b = dst_b, .d = dst_a, .n_groups = n_groups,
+                   .width = width};
+    return run_tokens(vc, &j);
+}
+
+static void gate_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    float *x = row(c, j->a, t, j->width);
+    const float *g = row(c, j->b, t, j->width);
+    if (j->act == LP_ACT_SILU) {
+        (c->p.exact ? lp_op_swiglu : lp_vec_swiglu)(x, g, x, j->width);
+        return;
+    }
+    for (int32_t i = 0; i < j->width; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));
+}
+
+static int op_gate(void *vc, enum lp_buf x, enum lp_buf g, enum lp_act act, int32_t width)
+{
+    if (act != LP_ACT_SILU && act != LP_ACT_SIGMOID)
+        return lp_error_set(LP_ERR(EINVAL), "internal: gate with activation %d", (int)act);
+    tok_job_t j = {.fn = gate_tok, .a = x, .b = g, .act = act, .width = width};
+    return run_tokens(vc, &j);
+}
+
+/* ---- recurrent layers (Gated DeltaNet) ------------------------------------ */
+
+/* seq_id's state of recurrent layer l. */
+static float *rec_state(const cpu_ctx_t *c, int32_t seq_id, int32_t l)
+{
+    return c->rec + (size_t)seq_id * (size_t)c->m->hp.rec_floats + (size_t)c->rec_off[l];
+}
+
+typedef struct rec_job {
+    cpu_ctx_t *c;
+    int32_t layer;
+    int64_t n_work, per_ent; /* items: entries x per_ent */
+} rec_job_t;
+
+#define CONV_CHUNK 64 /* channels per work item */
+
+/* The short convolution of one entry's channels [c0, c1): llama.cpp's
+ * ssm_conv (the sum over the window oldest first, in float), then SiLU. */
+static void conv_worker(void *arg, int ith, int nth)
+{
+    const rec_job_t *j = arg;
+    cpu_ctx_t *c = j->c;
+    const lp_ssm_t *S = &c->m->ssm;
+    const int32_t K = S->d_conv, nc = S->n_channels;
+    const float *w_all = c->m->layers[j->layer].ssm_conv;
+    for (int64_t it = ith; it < j->n_work; it += nth) {
+        const int32_t e = (int32_t)(it / j->per_ent);
+        const int32_t c0 = (int32_t)(it % j->per_ent) * CONV_CHUNK;
+        const int32_t c1 = c0 + CONV_CHUNK < nc ? c0 + CONV_CHUNK : nc;
+        const lp_batch_seq_t *ent = &c->ents[e];
+        float *st = rec_state(c, ent->seq_id, j->layer);
+        float *mix = c->buf[LP_BUF_MIX] + (int64_t)c->ent_t0[e] * nc;
+        float win[64];
+        for (int32_t ch = c0; ch < c1; ch++) {
+            const float *w = w_all + (int64_t)ch * K;
+            float *sc = st + (int64_t)ch * (K - 1);
+            for (int32_t k = 0; k < K - 1; k++) win[k] = ent->pos ? sc[k] : 0.0f;
+            for (int32_t t = 0; t < ent->n_tokens; t++) {
+                float *x = mix + (int64_t)t * nc + ch;
+                win[K - 1] = *x;
+                float sum = 0.0f;
+                for (int32_t k = 0; k < K; k++) sum += win[k] * w[k];
+                *x = sum / (1.0f + expf(-sum));
+                memmove(win, win + 1, sizeof(float) * (size_t)(K - 1));
+            }
+            memcpy(sc, win, sizeof(float) * (size_t)(K - 1));
+        }
+    }
+}
+
+static int op_conv(void *vc, int32_t layer)
+{
+    cpu_ctx_t *c = vc;
+    rec_job_t j = {c, layer, 0, (c->m->ssm.n_channels + CONV_CHUNK - 1) / CONV_CHUNK};
+    j.n_work = (int64_t)c->n_seqs * j.per_ent;
+    lp_threadpool_run(c->pool, conv_worker, &j);
+    return 0;
+}
+
+/* Per token: q and k L2-normalised per key head as ggml_l2_norm (the
+ * squares summed in double, x / max(norm, eps)), q then times
+ * 1/sqrt(d_state); BETA = sigmoid; ALPHA = exp(softplus(ALPHA + dt) * a),
+ * the decay. */
+static void gdn_prep_tok(cpu_ctx_t *c, const tok_job_t *j, int32_t t)
+{
+    const lp_ssm_t *S = &c->m->ssm;
+    const lp_layer_t *L = &c->m->layers[j->layer];
+    const int32_t d = S->d_state;
+    const float eps = c->m->hp.rms_eps, scale = 1.0f / sqrtf((float)d);
+    float *qk = row(c, LP_BUF_MIX, t, S->n_channels);
+    for (int32_t h = 0; h < 2 * S->n_group; h++) {
+        float *x = qk + (int64_t)h * d;
+        double sum = 0;
+        for (int32_t i = 0; i < d; i++) sum += (double)x[i] * x[i];
+        const float inv = 1.0f / fmaxf(sqrtf((float)sum), eps);
+        for (int32_t i = 0; i < d; i++) x[i] *= inv;
+        if (h < S->n_group)
+            for (int32_t i = 0; i < d; i++) x[i] *= scale;
+    }
+    float *beta = row(c, LP_BUF_BETA, t, S->n_v_heads), *alpha = row(c, LP_BUF_ALPHA, t, S->n_v_heads);
+    for (int32_t h = 0; h < S->n_v_heads; h++) {
+        beta[h] = 1.0f / (1.0f + expf(-beta[h]));
+        const float a = alpha[h] + L->ssm_dt[h];
+        const float sp = a > 20.0f ? a : logf(1.0f + expf(a));
+        alpha[h] = expf(sp * L->ssm_a[h]);
+    }
+}
+
+/* The delta rule of one entry's value head, token after token: per row j
+ * of S (value dim), S_j *= decay; S_j += k * beta (v_j - S_j.k); o_j =
+ * S_j.q, one pass over the row. */
+static void gdn_worker(void *arg, int ith, int nth)
+{
+    const rec_job_t *j = arg;
+    cpu_ctx_t *c = j->c;
+    const lp_ssm_t *S = &c->m->ssm;
+    const int32_t d = S->d_state, nc = S->n_channels, hv = S->n_v_heads;
+    const int64_t conv_floats = (int64_t)nc * (S->d_conv - 1);
+    for (int64_t it = ith; it < j->n_work; it += nth) {
+        const int32_t e = (int32_t)(it / j->per_ent), h = (int32_t)(it % j->per_ent);
+        const int32_t kh = h % S->n_group;
+        const lp_batch_seq_t *ent = &c->ents[e];
+        float *st = rec_state(c, ent->seq_id, j->layer) + conv_floats + (int64_t)h * d * d;
+        if (ent->pos == 0) memset(st, 0, sizeof(float) * (size_t)d * (size_t)d);
+        for (int32_t t = c->ent_t0[e]; t < c->ent_t0[e] + ent->n_tokens; t++) {
+            const float *mix = row(c, LP_BUF_MIX, t, nc);
+            const float *q = mix + (int64_t)kh * d, *k = mix + (int64_t)(S->n_group + kh) * d;
+            const float *v = mix + (int64_t)2 * S->n_group * d + (int64_t)h * d;
+            const float b = row(c, LP_BUF_BETA, t, hv)[h], g = row(c, LP_BUF_ALPHA, t, hv)[h];
+            float *o = row(c, LP_BUF_ATT, t, (int64_t)hv * d) + (int64_t)h * d;
+            for (int32_t r = 0; r < d; r++) {
+                float *sr = st + (int64_t)r * d;
+                for (int32_t i = 0; i < d; i++) sr[i] *= g;
+                const float dr = b * (v[r] - lp_vec_dot(sr, k, d));
+                lp_vec_axpy(sr, dr, k, d);
+                o[r] = lp_vec_dot(sr, q, d);
+            }
+        }
+    }
+}
+
+static int op_delta_net(void *vc, int32_t layer)
+{
+    cpu_ctx_t *c = vc;
+    tok_job_t prep = {.fn = gdn_prep_tok, .layer = layer};
+    run_tokens(c, &prep);
+    rec_job_t j = {c, layer, 0, c->m->ssm.n_v_heads};
+    j.n_work = (int64_t)c->n_seqs * j.per_ent;
+    lp_threadpool_run(c->pool, gdn_worker, &j);
     return 0;
 }
 
@@ -692,6 +918,10 @@ static const lp_fwd_ops_t cpu_fwd_ops = {
     .attention = op_attention,
     .glu = op_glu,
     .moe = op_moe,
+    .split = op_split,
+    .gate = op_gate,
+    .conv = op_conv,
+    .delta_net = op_delta_net,
 };
 
 /* ---- output: final norm and logits for the requested rows --------------- */
@@ -767,9 +997,11 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
     if ((rc = entry_offsets(c, seqs, n_seqs))) return rc;
     c->n_tok = T;
     c->n_seqs = n_seqs;
+    c->ents = seqs;
     int32_t t = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
         const lp_batch_seq_t *s = &seqs[i];
+        c->ent_t0[i] = t;
         for (int32_t k = 0; k < s->n_tokens; k++, t++) {
             const int32_t pos = s->pos + k;
             c->tok_seq[t] = i;

@@ -83,36 +83,51 @@ int lp_ld_str(lp_arch_ld_t *ld, const char *suffix, bool required, lp_gguf_str_t
     return rc ? rc : missing(lp_gguf_get_str(ld->m->gguf, key, out), required, key);
 }
 
-int lp_ld_layers(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out)
+/* n integers from a key: a scalar for all n, or an array of exactly n
+ * (per_layer) or at most n (the rest 0); each in 0..INT32_MAX. */
+static int read_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out,
+                     int32_t n, bool per_layer)
 {
     char key[KEY_MAX];
     int rc = full_key(ld, suffix, key, sizeof(key));
     if (rc) return rc;
-    const int32_t n_layer = ld->m->hp.n_layer;
     const lp_gguf_kv_t *kv = lp_gguf_find(ld->m->gguf, key);
     if (!kv) return missing(LP_ERR(ENOENT), required, key);
     if (kv->type != LP_GGUF_ARRAY) {
         uint32_t v;
         if ((rc = lp_gguf_get_u32(ld->m->gguf, key, &v))) return rc;
         if (v > INT32_MAX) return lp_error_set(LP_ERR(EINVAL), "key '%s': %u is too large", key, v);
-        for (int32_t l = 0; l < n_layer; l++) out[l] = (int32_t)v;
+        for (int32_t i = 0; i < n; i++) out[i] = (int32_t)v;
         return 0;
     }
-    if (kv->arr_n != (uint64_t)n_layer)
+    if (per_layer && kv->arr_n != (uint64_t)n)
         return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %llu values for %d layers",
-                            key, (unsigned long long)kv->arr_n, n_layer);
+                            key, (unsigned long long)kv->arr_n, n);
+    if (kv->arr_n > (uint64_t)n)
+        return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %llu values, at most %d "
+                            "expected", key, (unsigned long long)kv->arr_n, n);
     if (kv->arr_type == LP_GGUF_STRING || kv->arr_type == LP_GGUF_ARRAY ||
         kv->arr_type == LP_GGUF_FLOAT32 || kv->arr_type == LP_GGUF_FLOAT64)
         return lp_error_set(LP_ERR(EINVAL), "key '%s': an array of %s, expected integers", key,
                             lp_gguf_vtype_name(kv->arr_type));
-    for (int32_t l = 0; l < n_layer; l++) {
-        double v = lp_gguf_num_at(kv->arr_type, kv->data, (uint64_t)l);
+    for (int32_t i = 0; i < n; i++) {
+        double v = (uint64_t)i < kv->arr_n ? lp_gguf_num_at(kv->arr_type, kv->data, (uint64_t)i) : 0;
         if (!(v >= 0 && v <= INT32_MAX))
-            return lp_error_set(LP_ERR(EINVAL), "key '%s': value %g of layer %d is out of range",
-                                key, v, l);
-        out[l] = (int32_t)v;
+            return lp_error_set(LP_ERR(EINVAL), "key '%s': value %g %s %d is out of range", key,
+                                v, per_layer ? "of layer" : "at", i);
+        out[i] = (int32_t)v;
     }
     return 0;
+}
+
+int lp_ld_layers(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out)
+{
+    return read_ints(ld, suffix, required, out, ld->m->hp.n_layer, true);
+}
+
+int lp_ld_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out, int32_t n)
+{
+    return read_ints(ld, suffix, required, out, n, false);
 }
 
 bool lp_ld_has(const lp_arch_ld_t *ld, const char *suffix)
@@ -221,23 +236,36 @@ static int settle_hparams(lp_arch_ld_t *ld)
     hp->n_head_kv = hp->head_dim = hp->n_ff = 0;
     hp->kv_floats = hp->kv_floats_swa = 0;
     hp->n_layer_swa = 0;
-    int32_t first_global = -1;
+    int32_t first_global = -1, first_attn = -1;
+    hp->n_layer_rec = 0;
+    hp->rec_floats = 0;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const lp_layer_hp_t *L = &m->layers[l].hp;
+        if (hp->n_expert > 0) {
+            char name[KEY_MAX];
+            snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
+            m->layers[l].hp.moe = lp_ld_has_tensor(ld, name);
+        }
+        /* a mixture of experts has no dense FFN width of its own */
+        if (L->moe ? L->n_ff < 0 || L->n_ff > (1 << 20) : L->n_ff <= 0 || L->n_ff > (1 << 20))
+            return lp_error_set(LP_ERR(EINVAL), "%s layer %d: feed_forward_length %d is out of "
+                                "range", a, l, L->n_ff);
+        if (L->n_ff > hp->n_ff) hp->n_ff = L->n_ff;
+        if (L->mixer == LP_MIXER_DELTANET) {
+            /* no KV: the conv's last inputs and the delta rule's matrices */
+            const lp_ssm_t *S = &m->ssm;
+            hp->n_layer_rec++;
+            hp->rec_floats += (int64_t)S->n_channels * (S->d_conv - 1) +
+                              (int64_t)S->n_v_heads * S->d_state * S->d_state;
+            continue;
+        }
+        if (first_attn < 0) first_attn = l;
         if (L->n_head_kv <= 0 || hp->n_head % L->n_head_kv)
             return lp_error_set(LP_ERR(EINVAL), "%s layer %d: %d KV heads do not divide the %d "
                                 "heads", a, l, L->n_head_kv, hp->n_head);
         if (L->head_dim <= 0 || L->head_dim > 1024 || L->head_dim % 2)
             return lp_error_set(LP_ERR(EINVAL), "%s layer %d: head size %d is not an even number "
                                 "up to 1024", a, l, L->head_dim);
-        if (hp->n_expert > 0) {
-            char name[KEY_MAX];
-            snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
-            m->layers[l].hp.moe = lp_ld_has_tensor(ld, name);
-        }
-        if (L->moe ? L->n_ff < 0 || L->n_ff > (1 << 20) : L->n_ff <= 0 || L->n_ff > (1 << 20))
-            return lp_error_set(LP_ERR(EINVAL), "%s layer %d: feed_forward_length %d is out of "
-                                "range", a, l, L->n_ff);
         if (L->rope < 0 || L->rope >= m->n_ropes)
             return lp_error_set(LP_ERR(EINVAL), "internal: %s layer %d has RoPE %d of %d", a, l,
                                 L->rope, m->n_ropes);
@@ -253,7 +281,6 @@ static int settle_hparams(lp_arch_ld_t *ld)
                                 l, L->n_swa, L->kv_group);
         if (L->n_head_kv > hp->n_head_kv) hp->n_head_kv = L->n_head_kv;
         if (L->head_dim > hp->head_dim) hp->head_dim = L->head_dim;
-        if (L->n_ff > hp->n_ff) hp->n_ff = L->n_ff;
         const int64_t kv = (int64_t)L->n_head_kv * L->head_dim;
         hp->kv_floats += kv;
         if (L->n_swa) {
@@ -266,12 +293,15 @@ static int settle_hparams(lp_arch_ld_t *ld)
         } else if (first_global < 0) {
             first_global = l;
         }
-        const lp_layer_hp_t *L0 = &m->layers[0].hp;
+        const lp_layer_hp_t *L0 = &m->layers[first_attn].hp;
         if (L->head_dim != L0->head_dim || L->n_head_kv != L0->n_head_kv || L->n_ff != L0->n_ff)
             lp_ld_feature(ld, LP_FEAT_LAYER_SHAPES, "attention.head_count_kv");
         if (L->rope != L0->rope) lp_ld_feature(ld, LP_FEAT_LAYER_ROPE, "rope.freq_base");
     }
-    const lp_rope_t *r0 = &m->ropes[m->layers[first_global >= 0 ? first_global : 0].hp.rope];
+    if (first_attn < 0)
+        return lp_error_set(LP_ERR(ENOTSUP), "%s: no attention layer: a model of recurrent "
+                            "layers only is not implemented", a);
+    const lp_rope_t *r0 = &m->ropes[m->layers[first_global >= 0 ? first_global : first_attn].hp.rope];
     hp->n_rot = r0->n_rot;
     hp->rope_base = r0->base;
     hp->rope_neox = r0->neox;
@@ -296,6 +326,12 @@ static int64_t dim_of(const lp_model_t *m, const lp_layer_hp_t *L, uint8_t d)
     case LP_D_EXPERTS: return hp->n_expert;
     case LP_D_FF_EXP: return hp->n_ff_exp;
     case LP_D_FF_SHEXP: return hp->n_ff_shexp;
+    case LP_D_QG: return 2 * (int64_t)hp->n_head * L->head_dim;
+    case LP_D_SSM_CONV: return m->ssm.n_channels;
+    case LP_D_SSM_INNER: return m->ssm.d_inner;
+    case LP_D_SSM_HEADS: return m->ssm.n_v_heads;
+    case LP_D_SSM_STATE: return m->ssm.d_state;
+    case LP_D_SSM_KERNEL: return m->ssm.d_conv;
     default: return -1;
     }
 }
@@ -341,8 +377,8 @@ static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_o
     return 0;
 }
 
-/* A 1-D tensor of n elements, or a 2-D one of n1 rows of n (n1 > 0),
- * converted to a new float array (NULL and 0 when optional and absent). */
+/* A 1-D tensor of n elements (n1 < 0), or a 2-D one of n x n1, converted
+ * to a new float array (NULL and 0 when optional and absent). */
 static int get_vector(lp_model_t *m, const char *name, int64_t n, int64_t n1, bool optional,
                       float **out)
 {
@@ -352,21 +388,29 @@ static int get_vector(lp_model_t *m, const char *name, int64_t n, int64_t n1, bo
         if (optional) return 0;
         return lp_error_set(LP_ERR(EINVAL), "missing tensor '%s'", name);
     }
-    if (n1 > 0 && (t->n_dims != 2 || t->ne[0] != n || t->ne[1] != n1))
-        return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld, expected %lld x %lld",
-                            name, (long long)t->ne[0], (long long)t->ne[1], (long long)n,
-                            (long long)n1);
-    if (n1 <= 0 && (t->n_dims != 1 || t->ne[0] != n))
+    if (n1 >= 0) {
+        if (t->n_dims != 2 || t->ne[0] != n || t->ne[1] != n1)
+            return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld x %lld, expected "
+                                "%lld x %lld", name, (long long)t->ne[0], (long long)t->ne[1],
+                                (long long)t->ne[2], (long long)n, (long long)n1);
+        if (lp_type_row_bytes(t->type, n) == 0)
+            return lp_error_set(LP_ERR(ENOTSUP), "tensor '%s': rows of %lld are not whole "
+                                "blocks of its type", name, (long long)n);
+    } else if (t->n_dims != 1 || t->ne[0] != n) {
         return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld, expected %lld",
                             name, (long long)t->ne[0], (long long)t->ne[1], (long long)n);
-    if (n1 > 0) n *= n1;
+    }
     const lp_type_traits_t *tr = lp_type_traits(t->type);
     if (!tr->computable)
         return lp_error_set(LP_ERR(ENOTSUP), "tensor '%s': type %s is not supported", name,
                             tr->name);
-    *out = malloc(sizeof(float) * (size_t)n);
+    const int64_t rows = n1 >= 0 ? n1 : 1;
+    *out = malloc(sizeof(float) * (size_t)(n * rows));
     if (!*out) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
-    lp_dequant_row(t->type, t->data, *out, n);
+    for (int64_t r = 0; r < rows; r++)
+        lp_dequant_row(t->type, (const uint8_t *)t->data + (size_t)r * lp_type_row_bytes(t->type, n),
+                       *out + r * n, n);
+    n *= rows;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite((*out)[i]))
             return lp_error_set(LP_ERR(EINVAL), "tensor '%s': element %lld is not finite",
@@ -388,8 +432,8 @@ static int get_entry(lp_arch_ld_t *ld, const lp_arch_tensor_t *e, const lp_layer
                         (lp_weight_t *)(base + e->field));
         if (rc == LP_ERR(ENOENT)) return 0;
     } else {
-        rc = get_vector(m, name, ne0, e->ne[1] == LP_D_NONE ? 0 : dim_of(m, L, e->ne[1]), optional,
-                        (float **)(base + e->field));
+        rc = get_vector(m, name, ne0, e->ne[1] == LP_D_NONE ? -1 : dim_of(m, L, e->ne[1]),
+                        optional, (float **)(base + e->field));
     }
     if (!rc && e->feat && lp_gguf_find_tensor(m->gguf, name)) {
         char cause[KEY_MAX];
@@ -450,6 +494,16 @@ static int load_weights(lp_arch_ld_t *ld)
             if (!(e->flags & LP_T_LAYER)) continue;
             char name[KEY_MAX];
             snprintf(name, sizeof(name), "blk.%d.%s", l, e->name);
+            /* a tensor of the other kind of layer would be ignored */
+            const bool rec = L->hp.mixer == LP_MIXER_DELTANET;
+            if ((rec && (e->flags & LP_T_ATTN)) || (!rec && (e->flags & LP_T_REC))) {
+                if (lp_gguf_find_tensor(g, name))
+                    return lp_error_set(LP_ERR(ENOTSUP), "tensor '%s' is not used by layer %d, "
+                                        "%s layer (lmpipe would ignore it and compute "
+                                        "something other than this model)", name, l,
+                                        rec ? "a Gated DeltaNet" : "an attention");
+                continue;
+            }
             if ((rc = get_entry(ld, e, &L->hp, (char *)L, name))) return rc;
         }
     }

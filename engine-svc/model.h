@@ -51,8 +51,16 @@ typedef struct lp_rope {
 
 #define LP_MAX_ROPES 4
 
+/* What mixes a layer's tokens. */
+enum lp_mixer {
+    LP_MIXER_ATTN = 0,     /* attention over the KV cache */
+    LP_MIXER_DELTANET = 1, /* Gated DeltaNet: a recurrence, state per sequence, no KV */
+};
+
 /* A layer's hyperparameters (lp_hparams_t holds the model-wide ones). */
 typedef struct lp_layer_hp {
+    int32_t mixer;        /* enum lp_mixer; the fields below down to kv_group are
+                             the attention layers' */
     int32_t n_head_kv;
     int32_t head_dim;     /* of q, k and v */
     int32_t n_ff;
@@ -61,7 +69,18 @@ typedef struct lp_layer_hp {
     float attn_scale;     /* applied to q.k */
     int32_t kv_group;     /* KV pool: 0 full attention, 1 sliding window */
     bool moe;             /* the FFN is a mixture of experts (ffn_gate_inp present) */
+    bool attn_gate;       /* attn_q gives q and a gate per head; ATT *= sigmoid(gate) */
 } lp_layer_hp_t;
+
+/* The Gated DeltaNet layers' sizes (ssm.* keys). */
+typedef struct lp_ssm {
+    int32_t d_conv;     /* ssm.conv_kernel: the causal convolution's width */
+    int32_t d_state;    /* ssm.state_size: head size of q, k and v */
+    int32_t n_group;    /* ssm.group_count: key heads */
+    int32_t n_v_heads;  /* ssm.time_step_rank: value heads (a multiple of n_group) */
+    int32_t d_inner;    /* ssm.inner_size = n_v_heads * d_state */
+    int32_t n_channels; /* conv channels: 2 * n_group * d_state + d_inner */
+} lp_ssm_t;
 
 typedef struct lp_layer {
     lp_layer_hp_t hp;
@@ -98,6 +117,16 @@ typedef struct lp_layer {
     lp_weight_t ffn_down_shexp; /* (n_ff_shexp -> n_embd) */
     float *ffn_gate_inp_shexp;  /* (n_embd) the shared expert's sigmoid gate, may be NULL */
     float *out_scale;  /* (1) the block's output times this, may be NULL */
+    /* Gated DeltaNet layers (hp.mixer LP_MIXER_DELTANET) */
+    lp_weight_t w_qkv;    /* attn_qkv (n_embd -> n_channels): q | k | v */
+    lp_weight_t w_z;      /* attn_gate (n_embd -> d_inner) */
+    float *ssm_conv;      /* (n_channels, d_conv) ssm_conv1d: channel c's kernel, oldest first */
+    float *ssm_dt;        /* (n_v_heads) ssm_dt.bias */
+    float *ssm_a;         /* (n_v_heads) -exp(A_log) */
+    lp_weight_t w_beta;   /* ssm_beta (n_embd -> n_v_heads) */
+    lp_weight_t w_alpha;  /* ssm_alpha (n_embd -> n_v_heads) */
+    float *ssm_norm;      /* (d_state) per-head RMSNorm of the output */
+    lp_weight_t w_ssm_out; /* ssm_out (d_inner -> n_embd) */
 } lp_layer_t;
 
 struct lp_arch;
@@ -116,6 +145,7 @@ struct lp_model {
     float *rope_freqs;     /* (n_rot/2) RoPE frequency divisors, may be NULL */
     lp_rope_t ropes[LP_MAX_ROPES]; /* the RoPEs layers use (lp_layer_hp_t.rope) */
     int32_t n_ropes;
+    lp_ssm_t ssm;          /* DeltaNet sizes (hp.n_layer_rec > 0) */
     lp_layer_t *layers;    /* (n_layer) */
     uint8_t *token_mask;   /* (n_vocab) 1 = never sample */
     char feat_cause[32][LP_FEAT_CAUSE_MAX]; /* per enum lp_feat bit */

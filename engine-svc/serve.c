@@ -141,6 +141,7 @@ static int on_hello(void *ctx, const Lmpipe__Hello *peer, bool controller, Lmpip
     mine->kv_blocks = (uint32_t)lp_engine_kv_blocks(s->engine);
     mine->kv_swa_window = (uint32_t)lp_engine_kv_swa_window(s->engine);
     mine->kv_blocks_swa = (uint32_t)lp_engine_kv_blocks_swa(s->engine);
+    mine->recurrent_layers = (uint32_t)s->hp->n_layer_rec;
     if (s->ring) {
         mine->shm_name = (char *)lp_shm_ring_name(s->ring);
         mine->shm_slots = lp_shm_ring_n_slots(s->ring);

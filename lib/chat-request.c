@@ -178,7 +178,7 @@ int lp_chat_request_json(const lp_json_t *root, char **out, size_t *out_len, con
     if ((v = lp_json_get(root, "tool_choice")) && v->type != LP_JSON_NULL &&
         !(v->type == LP_JSON_STRING && (!strcmp(v->u.str, "auto") || !strcmp(v->u.str, "none")))) {
         *param = "tool_choice";
-        snprintf(why, cap, "tool_choice: only \"auto\" and \"none\" are supported (\"required\" and named "
+        snprintf(why, cap, "tool_choice: not supported: only \"auto\" and \"none\" (\"required\" and named "
                            "functions need tool-call parsing, not there yet)");
         rc = -1;
         goto out;

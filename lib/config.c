@@ -4,9 +4,12 @@
 #include "error.h"
 
 #include <ctype.h>
+#include <stdarg.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct kv {
     char *key, *value;
@@ -59,6 +62,16 @@ int lp_config_set(lp_config_t *c, const char *key, const char *value)
     }
     c->kv[c->n++] = (kv_t){k, v};
     return 0;
+}
+
+int lp_config_setf(lp_config_t *c, const char *key, const char *fmt, ...)
+{
+    char v[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v, sizeof(v), fmt, ap);
+    va_end(ap);
+    return lp_config_set(c, key, v);
 }
 
 static char *trim(char *s)
@@ -158,3 +171,29 @@ int lp_config_get_bool(const lp_config_t *c, const char *key, bool def, bool *ou
 
 int lp_config_n_keys(const lp_config_t *c) { return c->n; }
 const char *lp_config_key_at(const lp_config_t *c, int i) { return c->kv[i].key; }
+
+int lp_config_save(const lp_config_t *c, const char *path)
+{
+    for (int i = 0; i < c->n; i++) {
+        const char *v = c->kv[i].value;
+        size_t n = strlen(v);
+        bool bad = strchr(v, '\n') || strchr(v, '\r') || (n && (isspace((unsigned char)v[0]) ||
+                                                               isspace((unsigned char)v[n - 1])));
+        for (size_t k = 1; k < n && !bad; k++) bad = v[k] == '#' && (v[k - 1] == ' ' || v[k - 1] == '\t');
+        if (bad || v[0] == '#')
+            return lp_error_set(LP_ERR(EINVAL), "config key %s: its value would not read back the same", c->kv[i].key);
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return lp_error_set(LP_ERR(errno), "config %s: %s", path, strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return lp_error_set(LP_ERR(e), "config %s: %s", path, strerror(e));
+    }
+    fprintf(f, "# written by lmpipe up for this run's services\n");
+    for (int i = 0; i < c->n; i++) fprintf(f, "%s = %s\n", c->kv[i].key, c->kv[i].value);
+    bool err = ferror(f) != 0;
+    if (fclose(f) != 0 || err) return lp_error_set(LP_ERR(EIO), "config %s: write failed", path);
+    return 0;
+}

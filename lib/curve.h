@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "params.h"
+
 #define LP_CURVE_KEY_LEN 40 /* Z85 text of a 32-byte key */
 
 typedef struct lp_curve_keypair {
@@ -55,6 +57,20 @@ int lp_curve_key_parse(const char *value, char out[LP_CURVE_KEY_LEN + 1]);
 int lp_keylist_add(lp_keylist_t *l, const char *list);
 bool lp_keylist_has(const lp_keylist_t *l, const char *z85);
 void lp_keylist_clear(lp_keylist_t *l);
+
+/* The rows of a service's parameter table (lib/params.h) for an
+ * lp_curve_opts_t member m of its options struct T. */
+#define LP_CURVE_PARAMS(T, m)                                                                                      \
+    {"curve.key", "curve-key", LP_P_STR, 0, 0, "none", offsetof(T, m.key),                                          \
+     "this host's key pair, BASE.key (docs/SECURITY.md)", false, false},                                           \
+    {"curve.allow", "curve-allow", LP_P_STR, 0, 0, "none", offsetof(T, m.allow),                                    \
+     "peers accepted: KEY|FILE[,...]", false, false},                                                              \
+    {"curve.admin", "curve-admin", LP_P_STR, 0, 0, "none", offsetof(T, m.admin),                                    \
+     "peers whose control is accepted: KEY|FILE[,...]", false, false},                                             \
+    {"curve.coordinator", "curve-coordinator", LP_P_STR, 0, 0, "none", offsetof(T, m.coordinator),                  \
+     "peers that may be the controller: KEY|FILE[,...]", false, false},                                            \
+    {"allow_insecure_tcp", "allow-insecure-tcp", LP_P_BOOL, 0, 0, "false", offsetof(T, m.allow_insecure_tcp),        \
+     "bind tcp:// without CURVE keys", false, false}
 
 /* The flags in a service's getopt_long table (codes from 1000 up, clear of
  * any letter), its usage line, and the switch case that takes them:

@@ -130,22 +130,55 @@ done:
     return rc;
 }
 
-int lp_frame_send_error(void *sock, const uint8_t *peer, size_t peer_len, uint64_t id, int code,
-                        const char *fmt, ...)
+static int send_error(void *sock, const uint8_t *peer, size_t peer_len, uint64_t id, int code,
+                      enum lp_error_kind kind, const char *param, const char *fmt, va_list ap)
 {
     char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     Lmpipe__Error e = LMPIPE__ERROR__INIT;
     e.code = code;
     e.message = text;
+    e.kind = (Lmpipe__ErrorKind)kind;
+    e.param = (char *)(param ? param : "");
     m.id = id;
     m.body_case = LMPIPE__MSG__BODY_ERROR;
     m.error = &e;
     return lp_frame_send(sock, peer, peer_len, &m, NULL, 0);
+}
+
+int lp_frame_send_error(void *sock, const uint8_t *peer, size_t peer_len, uint64_t id, int code,
+                        const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = send_error(sock, peer, peer_len, id, code, lp_error_kind_of(code), NULL, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int lp_frame_send_error_kind(void *sock, const uint8_t *peer, size_t peer_len, uint64_t id, int code,
+                             enum lp_error_kind kind, const char *param, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = send_error(sock, peer, peer_len, id, code, kind, param, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+enum lp_error_kind lp_frame_error_kind(const Lmpipe__Error *e)
+{
+    if ((int)e->kind > 0 && (int)e->kind < LP_EK_COUNT)
+        return (enum lp_error_kind)e->kind;
+    return lp_error_kind_of(e->code); /* an older peer */
+}
+
+enum lp_error_kind lp_frame_final_kind(const Lmpipe__FinalEvent *f)
+{
+    if (f->retryable) return LP_EK_UNAVAILABLE;
+    if ((int)f->error_kind > 0 && (int)f->error_kind < LP_EK_COUNT) return (enum lp_error_kind)f->error_kind;
+    return LP_EK_INTERNAL;
 }
 
 const char *lp_msg_body_name(Lmpipe__Msg__BodyCase c)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "error.h"
 #include "lmpipe.pb-c.h"
 
 #define LP_FRAME_MAX_PEER 255
@@ -41,9 +42,19 @@ const void *lp_frame_raw(const lp_frame_t *f, size_t *len);
  * (ZMQ_ROUTER_MANDATORY), LP_ERR(EAGAIN) at the high-water mark. */
 int lp_frame_send(void *sock, const uint8_t *peer, size_t peer_len, const Lmpipe__Msg *msg,
                   const void *raw, size_t raw_len);
-/* Send Msg{id, error{code, message}}. */
+/* Send Msg{id, error{code, message, kind}}, the kind that of the code
+ * (lp_error_kind_of). */
 int lp_frame_send_error(void *sock, const uint8_t *peer, size_t peer_len, uint64_t id, int code,
                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The same with the kind and the request field at fault (NULL: none). */
+int lp_frame_send_error_kind(void *sock, const uint8_t *peer, size_t peer_len, uint64_t id, int code,
+                             enum lp_error_kind kind, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+/* An Error's kind: its kind field, or from its code when a peer left it out. */
+enum lp_error_kind lp_frame_error_kind(const Lmpipe__Error *e);
+/* A FinalEvent's error kind: unavailable when retryable, its error_kind,
+ * else internal. */
+enum lp_error_kind lp_frame_final_kind(const Lmpipe__FinalEvent *f);
 
 /* The name of a Msg body ("hello", "step", ...), for messages. */
 const char *lp_msg_body_name(Lmpipe__Msg__BodyCase c);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -392,8 +393,19 @@ static int parse_value(parser_t *ps, lp_json_t *v)
         return literal(ps, "null");
     default:
         if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9')) {
+            const char *s = ps->p;
             v->type = LP_JSON_NUMBER;
-            return parse_number(ps, v);
+            int rc = parse_number(ps, v);
+            if (rc) return rc;
+            /* the text as written: exact where a double is not (big
+             * integers, "1.0" against "1") */
+            v->n = (size_t)(ps->p - s);
+            char *t = arena_alloc(ps->doc, v->n + 1);
+            if (!t) return lp_error_set(LP_ERR(ENOMEM), "json: out of memory");
+            memcpy(t, s, v->n);
+            t[v->n] = '\0';
+            v->num_text = t;
+            return 0;
         }
         if (*ps->p == 'N' || *ps->p == 'I')
             return fail(ps, "expected a value (NaN and Infinity are not JSON numbers)");
@@ -469,36 +481,6 @@ int lp_json_int(const lp_json_t *v, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
-size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len)
-{
-    size_t n = 0;
-#define PUT(ch)                          \
-    do {                                 \
-        if (n + 1 < cap) buf[n] = (ch);  \
-        n++;                             \
-    } while (0)
-    PUT('"');
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            PUT('\\');
-            PUT((char)c);
-        } else if (c == '\n') {
-            PUT('\\');
-            PUT('n');
-        } else if (c < 0x20) {
-            char esc[8];
-            snprintf(esc, sizeof(esc), "\\u%04x", c);
-            for (int k = 0; esc[k]; k++) PUT(esc[k]);
-        } else
-            PUT((char)c);
-    }
-    PUT('"');
-    if (cap) buf[n < cap ? n : cap - 1] = '\0';
-#undef PUT
-    return n;
-}
-
 /* ---- writing ---------------------------------------------------------------- */
 
 void lp_json_buf_put(lp_json_buf_t *b, const char *s, size_t n)
@@ -528,37 +510,101 @@ void lp_json_buf_put(lp_json_buf_t *b, const char *s, size_t n)
 
 void lp_json_buf_puts(lp_json_buf_t *b, const char *s) { lp_json_buf_put(b, s, strlen(s)); }
 
-void lp_json_buf_str(lp_json_buf_t *b, const char *s, size_t n)
+void lp_json_buf_printf(lp_json_buf_t *b, const char *fmt, ...)
 {
     char tmp[256];
-    size_t need = lp_json_quote(tmp, sizeof(tmp), s, n);
-    if (need < sizeof(tmp)) {
-        lp_json_buf_put(b, tmp, need);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof(tmp)) {
+        lp_json_buf_put(b, tmp, (size_t)n);
         return;
     }
-    char *q = malloc(need + 1);
-    if (!q) {
-        b->oom = true;
-        return;
-    }
-    lp_json_quote(q, need + 1, s, n);
-    lp_json_buf_put(b, q, need);
-    free(q);
+    lp_json_buf_put(b, "", 0);
+    if (b->oom) return;
+    size_t at = b->n;
+    lp_json_buf_put(b, tmp, (size_t)n); /* room for all of it (the first bytes for now) */
+    if (b->oom) return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + at, (size_t)n + 1, fmt, ap);
+    va_end(ap);
 }
+
+void lp_json_buf_str(lp_json_buf_t *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s, *end = u + n;
+    lp_json_buf_put(b, "\"", 1);
+    size_t run = 0; /* the first byte not yet copied */
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        const char *esc = NULL;
+        char tmp[8];
+        size_t k = 1;
+        if (c == '"') esc = "\\\"";
+        else if (c == '\\') esc = "\\\\";
+        else if (c == '\n') esc = "\\n";
+        else if (c == '\r') esc = "\\r";
+        else if (c == '\t') esc = "\\t";
+        else if (c < 0x20 || c == 0x7f) {
+            snprintf(tmp, sizeof(tmp), "\\u%04x", c);
+            esc = tmp;
+        } else if (c >= 0x80 && !(k = lp_utf8_seq_len(u + i, end))) {
+            esc = "\xef\xbf\xbd"; /* U+FFFD: a byte that is not UTF-8 */
+            k = 1;
+        }
+        if (esc) {
+            lp_json_buf_put(b, s + run, i - run);
+            lp_json_buf_puts(b, esc);
+            run = i + k;
+        }
+        i += k;
+    }
+    lp_json_buf_put(b, s + run, n - run);
+    lp_json_buf_put(b, "\"", 1);
+}
+
+/* The shortest %.Ng text that reads back to x (as a double, or as a float
+ * when `single`); JSON has no infinities, so they are written as +-1e30
+ * (llama-server's choice for a logprob of -inf). */
+static void put_shortest(lp_json_buf_t *b, double x, bool single)
+{
+    char tmp[40];
+    if (!isfinite(x)) {
+        lp_json_buf_puts(b, x < 0 ? "-1e30" : "1e30");
+        return;
+    }
+    if (x == floor(x) && fabs(x) < 9007199254740992.0) {
+        snprintf(tmp, sizeof(tmp), "%lld", (long long)x);
+        lp_json_buf_puts(b, tmp);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof(tmp), "%.*g", prec, x);
+        if (single ? strtof(tmp, NULL) == (float)x : strtod(tmp, NULL) == x) break;
+    }
+    lp_json_buf_puts(b, tmp);
+}
+
+void lp_json_buf_num(lp_json_buf_t *b, double x) { put_shortest(b, x, false); }
+void lp_json_buf_float(lp_json_buf_t *b, float x) { put_shortest(b, (double)x, true); }
 
 void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v)
 {
-    char tmp[64];
     switch (v->type) {
     case LP_JSON_NULL: lp_json_buf_puts(b, "null"); break;
     case LP_JSON_BOOL: lp_json_buf_puts(b, v->u.b ? "true" : "false"); break;
     case LP_JSON_NUMBER:
-        if (v->is_int) snprintf(tmp, sizeof(tmp), "%lld", (long long)v->inum);
+        /* as read: an integer exactly; a number written with a fraction or
+         * an exponent keeps one, so that it reads back as a float (a chat
+         * template tells 1 from 1.0) */
+        if (v->is_int) lp_json_buf_printf(b, "%lld", (long long)v->inum);
         else {
-            snprintf(tmp, sizeof(tmp), "%.17g", v->u.num);
-            if (!v->is_intlike && !strpbrk(tmp, ".e")) strcat(tmp, ".0");
+            size_t at = b->n;
+            lp_json_buf_num(b, v->u.num);
+            if (!v->is_intlike && !b->oom && !strpbrk(b->p + at, ".eE")) lp_json_buf_puts(b, ".0");
         }
-        lp_json_buf_puts(b, tmp);
         break;
     case LP_JSON_STRING: lp_json_buf_str(b, v->u.str, v->n); break;
     case LP_JSON_ARRAY:
@@ -576,4 +622,35 @@ void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v)
         lp_json_buf_puts(b, v->type == LP_JSON_ARRAY ? "]" : "}");
         break;
     }
+}
+
+char *lp_json_buf_take(lp_json_buf_t *b, size_t *len)
+{
+    char *p = b->oom ? NULL : b->p;
+    if (len) *len = p ? b->n : 0;
+    if (!p) free(b->p);
+    memset(b, 0, sizeof(*b));
+    return p;
+}
+
+void lp_json_buf_free(lp_json_buf_t *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len)
+{
+    lp_json_buf_t b = {0};
+    lp_json_buf_str(&b, s, len);
+    /* out of memory: the quotes alone, so that the text still parses */
+    const char *q = b.oom ? "\"\"" : b.p;
+    size_t n = strlen(q);
+    if (cap) {
+        size_t k = n < cap ? n : cap - 1;
+        memcpy(buf, q, k);
+        buf[k] = '\0';
+    }
+    lp_json_buf_free(&b);
+    return n;
 }

@@ -34,7 +34,7 @@ struct lp_json {
     enum lp_json_type type;
     const char *key;   /* member name when the parent is an object, else NULL */
     size_t key_len;
-    size_t n;          /* STRING: byte length; ARRAY/OBJECT: number of items */
+    size_t n;          /* STRING, NUMBER: byte length; ARRAY/OBJECT: number of items */
     bool is_int;       /* NUMBER written as an integer (no fraction, no exponent)
                         * that fits int64_t: inum holds it exactly */
     bool is_intlike;   /* NUMBER written as an integer, whether it fits or not */
@@ -45,6 +45,7 @@ struct lp_json {
         const char *str;     /* STRING: NUL-terminated, may contain "\0" escapes */
         lp_json_t *items;    /* ARRAY/OBJECT: n nodes in order */
     } u;
+    const char *num_text;    /* NUMBER: as written (n bytes, NUL-terminated); else NULL */
 };
 
 typedef struct lp_json_doc lp_json_doc_t;
@@ -62,10 +63,6 @@ const char *lp_json_type_name(enum lp_json_type t);
 /* Number that is an exact integer within [lo, hi]: 0, else LP_ERR(EINVAL). */
 int lp_json_int(const lp_json_t *v, int64_t lo, int64_t hi, int64_t *out);
 
-/* Append `s` (len bytes) to `buf` as a quoted JSON string; returns the
- * number of bytes that the full string needs, like snprintf. */
-size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len);
-
 /* ---- UTF-8 ------------------------------------------------------------------ */
 
 /* Encode cp (below 0x110000) into out[4]; returns the byte count. */
@@ -74,7 +71,14 @@ size_t lp_utf8_encode(uint32_t cp, char *out);
  * at most U+10FFFF; end bounds it), or 0. */
 size_t lp_utf8_seq_len(const unsigned char *p, const unsigned char *end);
 
-/* ---- writing -------------------------------------------------------------- */
+/* ---- writing: lmpipe's one JSON writer -------------------------------------
+ *
+ * Everything lmpipe writes as JSON goes through these: the gateways'
+ * responses and events, the sampler's strategy and state file, the CLI.
+ * Strings are checked as UTF-8 (a byte that is not part of a well-formed
+ * sequence becomes U+FFFD), so that what is written always reads back
+ * through lp_json_parse; numbers are the shortest text that reads back to
+ * the same value (0.8f is "0.8", not "0.800000012"). */
 
 /* A growing text (malloc'd, NUL-terminated; the caller frees p).  Running
  * out of memory sets oom and stops further writes. */
@@ -84,12 +88,28 @@ typedef struct lp_json_buf {
     bool oom;
 } lp_json_buf_t;
 
+/* Raw text (already JSON, or not JSON at all: an SSE "data: " prefix). */
 void lp_json_buf_put(lp_json_buf_t *b, const char *s, size_t n);
 void lp_json_buf_puts(lp_json_buf_t *b, const char *s);
-/* s as a quoted JSON string */
+void lp_json_buf_printf(lp_json_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s (n bytes, any bytes) as a quoted JSON string */
 void lp_json_buf_str(lp_json_buf_t *b, const char *s, size_t n);
-/* v as compact JSON: an integer as written, other numbers to 17 digits with
- * a fraction or exponent kept (so that they read back as floats). */
+/* A number: integers exactly, others as the shortest text that reads back
+ * to the same double (lp_json_buf_num) or float (lp_json_buf_float);
+ * infinities as +-1e30. */
+void lp_json_buf_num(lp_json_buf_t *b, double x);
+void lp_json_buf_float(lp_json_buf_t *b, float x);
+/* v as compact JSON; a number as it was read: an integer exactly, one
+ * written with a fraction or an exponent still with one (1.0 stays a float) */
 void lp_json_buf_value(lp_json_buf_t *b, const lp_json_t *v);
+/* The text (caller frees), or NULL after running out of memory; b is empty
+ * afterwards. */
+char *lp_json_buf_take(lp_json_buf_t *b, size_t *len);
+void lp_json_buf_free(lp_json_buf_t *b);
+
+/* `s` (len bytes) as a quoted JSON string into buf, by the same rules as
+ * lp_json_buf_str; returns the number of bytes that the full string needs,
+ * like snprintf. */
+size_t lp_json_quote(char *buf, size_t cap, const char *s, size_t len);
 
 #endif

@@ -91,7 +91,7 @@ static bool plugin_name_ok(const char *s, size_t n)
     return true;
 }
 
-static int step_from_name(const char *s, size_t n, lp_sampler_step_t *st)
+int lp_sampler_step_parse(const char *s, size_t n, lp_sampler_step_t *st)
 {
     memset(st, 0, sizeof(*st));
     for (size_t i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
@@ -133,7 +133,7 @@ static int bad(const char *field, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return lp_error_set(LP_ERR(EINVAL), "%s: %s", field, msg);
+    return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, field, "%s: %s", field, msg);
 }
 
 static int get_float(const lp_json_t *v, const char *field, float *out)
@@ -182,7 +182,7 @@ static int parse_samplers(const lp_json_t *v, lp_sampler_params_t *p)
             if (e->type != LP_JSON_STRING)
                 return bad("samplers", "entry %zu must be a string, got %s", i,
                            lp_json_type_name(e->type));
-            if (step_from_name(e->u.str, e->n, &steps[i]))
+            if (lp_sampler_step_parse(e->u.str, e->n, &steps[i]))
                 return bad("samplers",
                            "unknown sampler \"%.40s\" at %zu (known: penalties, dry, "
                            "top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature, "
@@ -279,7 +279,7 @@ static int parse_breakers(const lp_json_t *v, lp_sampler_params_t *p)
         const lp_json_t *e = &v->u.items[i];
         if (e->type == LP_JSON_STRING) {
             if (e->n == 0) continue; /* llama.cpp skips empty breakers */
-            size_t n = e->n < LP_SAMPLER_BREAKER_TEXT ? e->n : LP_SAMPLER_BREAKER_TEXT;
+            size_t n = lp_sampler_breaker_cut(e->u.str, e->n);
             memcpy(p->text_breakers[n_text], e->u.str, n);
             p->text_breakers[n_text][n] = '\0';
             p->text_breaker_len[n_text++] = (int32_t)n;
@@ -326,6 +326,53 @@ static const struct {
 #undef FI
 };
 
+size_t lp_sampler_breaker_cut(const char *s, size_t n)
+{
+    if (n <= LP_SAMPLER_BREAKER_TEXT) return n;
+    /* back to the start of the character that crosses the limit, so that
+     * the text kept is whole UTF-8 characters (and writes back as JSON) */
+    size_t k = LP_SAMPLER_BREAKER_TEXT;
+    while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80) k--;
+    return k;
+}
+
+int lp_sampler_params_read_field(const char *name, const lp_json_t *v, lp_sampler_params_t *p)
+{
+    int rc;
+    for (size_t f = 0; f < sizeof(simple_fields) / sizeof(simple_fields[0]); f++) {
+        if (strcmp(name, simple_fields[f].name)) continue;
+        void *dst = (char *)p + simple_fields[f].off;
+        if (simple_fields[f].type == F_FLOAT) {
+            rc = get_float(v, name, (float *)dst);
+        } else {
+            int64_t x;
+            rc = get_int(v, name, INT32_MIN, INT32_MAX, &x);
+            if (!rc) *(int32_t *)dst = (int32_t)x;
+        }
+        if (rc) return rc;
+        p->set |= BIT(simple_fields[f].field);
+        return 1;
+    }
+    if (!strcmp(name, "seed")) {
+        int64_t x;
+        if ((rc = get_int(v, name, -1, (int64_t)1 << 53, &x))) return rc;
+        /* llama.cpp: 0xFFFFFFFF (LLAMA_DEFAULT_SEED) also means random */
+        p->seed = x == 0xFFFFFFFFll ? -1 : x;
+        p->set |= BIT(LP_SP_SEED);
+    } else if (!strcmp(name, "samplers")) {
+        if ((rc = parse_samplers(v, p))) return rc;
+        p->set |= BIT(LP_SP_SAMPLERS);
+    } else if (!strcmp(name, "logit_bias")) {
+        if ((rc = parse_logit_bias(v, p))) return rc;
+        p->set |= BIT(LP_SP_LOGIT_BIAS);
+    } else if (!strcmp(name, "dry_sequence_breakers")) {
+        if ((rc = parse_breakers(v, p))) return rc;
+        p->set |= BIT(LP_SP_DRY_SEQUENCE_BREAKERS);
+    } else
+        return 0;
+    return 1;
+}
+
 int lp_sampler_params_from_json(const lp_json_t *obj, unsigned flags, lp_sampler_params_t *p)
 {
     if (!obj || obj->type != LP_JSON_OBJECT)
@@ -333,45 +380,11 @@ int lp_sampler_params_from_json(const lp_json_t *obj, unsigned flags, lp_sampler
                             obj ? lp_json_type_name(obj->type) : "nothing");
     for (size_t i = 0; i < obj->n; i++) {
         const lp_json_t *v = &obj->u.items[i];
-        const char *k = v->key;
-        int rc = 0;
-        bool known = false;
-        for (size_t f = 0; f < sizeof(simple_fields) / sizeof(simple_fields[0]); f++) {
-            if (strcmp(k, simple_fields[f].name)) continue;
-            known = true;
-            void *dst = (char *)p + simple_fields[f].off;
-            if (simple_fields[f].type == F_FLOAT) {
-                rc = get_float(v, k, (float *)dst);
-            } else {
-                int64_t x;
-                rc = get_int(v, k, INT32_MIN, INT32_MAX, &x);
-                if (!rc) *(int32_t *)dst = (int32_t)x;
-            }
-            if (!rc) p->set |= BIT(simple_fields[f].field);
-            break;
-        }
-        if (known) {
-            if (rc) return rc;
-            continue;
-        }
-        if (!strcmp(k, "seed")) {
-            int64_t x;
-            if ((rc = get_int(v, k, -1, (int64_t)1 << 53, &x))) return rc;
-            /* llama.cpp: 0xFFFFFFFF (LLAMA_DEFAULT_SEED) also means random */
-            p->seed = x == 0xFFFFFFFFll ? -1 : x;
-            p->set |= BIT(LP_SP_SEED);
-        } else if (!strcmp(k, "samplers")) {
-            if ((rc = parse_samplers(v, p))) return rc;
-            p->set |= BIT(LP_SP_SAMPLERS);
-        } else if (!strcmp(k, "logit_bias")) {
-            if ((rc = parse_logit_bias(v, p))) return rc;
-            p->set |= BIT(LP_SP_LOGIT_BIAS);
-        } else if (!strcmp(k, "dry_sequence_breakers")) {
-            if ((rc = parse_breakers(v, p))) return rc;
-            p->set |= BIT(LP_SP_DRY_SEQUENCE_BREAKERS);
-        } else if (flags & LP_SAMPLER_PARAMS_STRICT) {
-            return lp_error_set(LP_ERR(EINVAL), "%.60s: not a sampling parameter", k);
-        }
+        int rc = lp_sampler_params_read_field(v->key, v, p);
+        if (rc < 0) return rc;
+        if (rc == 0 && (flags & LP_SAMPLER_PARAMS_STRICT))
+            return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, v->key, "%.60s: not a sampling parameter",
+                                     v->key);
     }
     return lp_sampler_params_validate(p);
 }
@@ -417,9 +430,10 @@ int lp_sampler_params_validate(const lp_sampler_params_t *p)
     if (p->repeat_last_n < -1 || p->repeat_last_n > LP_SAMPLER_HISTORY_MAX)
         return bad("repeat_last_n", "must be in [-1, %d], got %d", LP_SAMPLER_HISTORY_MAX,
                    p->repeat_last_n);
-    /* OpenAI's and vLLM's range */
-    CHECK_RANGE(frequency_penalty, -2.0f, 2.0f);
-    CHECK_RANGE(presence_penalty, -2.0f, 2.0f);
+    /* llama.cpp takes any value; this bound keeps count * penalty finite
+     * (OpenAI's [-2, 2] is the request schema's, on the /v1 endpoints) */
+    CHECK_RANGE(frequency_penalty, -1e6f, 1e6f);
+    CHECK_RANGE(presence_penalty, -1e6f, 1e6f);
     CHECK_RANGE(dry_multiplier, 0.0f, 1e6f);
     CHECK_RANGE(dry_base, 0.0f, 1e6f);
     if (p->dry_allowed_length < 0 || p->dry_allowed_length > LP_SAMPLER_HISTORY_MAX)
@@ -498,127 +512,89 @@ void lp_sampler_params_overlay(lp_sampler_params_t *dst, const lp_sampler_params
     dst->set |= src->set;
 }
 
-typedef struct out {
-    char *buf;
-    size_t cap, n;
-} out_t;
-
-static void emit(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit(out_t *o, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = o->n < o->cap ? o->cap - o->n : 0;
-    int k = vsnprintf(room ? o->buf + o->n : NULL, room, fmt, ap);
-    va_end(ap);
-    if (k > 0) o->n += (size_t)k;
-}
-
 /* The fields whose bit is in `mask`, in the order of simple_fields and
  * then seed, samplers, logit_bias, dry_sequence_breakers. */
-static size_t to_json(const lp_sampler_params_t *p, uint64_t mask, char *buf, size_t cap)
+static void to_json(const lp_sampler_params_t *p, uint64_t mask, lp_json_buf_t *o)
 {
-    out_t o = {buf, cap, 0};
-    if (cap) buf[0] = '\0';
     const char *sep = "";
-    emit(&o, "{");
+    lp_json_buf_puts(o, "{");
     for (size_t f = 0; f < sizeof(simple_fields) / sizeof(simple_fields[0]); f++) {
         if (!(mask & BIT(simple_fields[f].field))) continue;
         const void *src = (const char *)p + simple_fields[f].off;
-        if (simple_fields[f].type == F_FLOAT)
-            emit(&o, "%s\"%s\":%.9g", sep, simple_fields[f].name, (double)*(const float *)src);
-        else
-            emit(&o, "%s\"%s\":%d", sep, simple_fields[f].name, *(const int32_t *)src);
+        lp_json_buf_printf(o, "%s\"%s\":", sep, simple_fields[f].name);
+        if (simple_fields[f].type == F_FLOAT) lp_json_buf_float(o, *(const float *)src);
+        else lp_json_buf_printf(o, "%d", *(const int32_t *)src);
         sep = ",";
     }
     if (mask & BIT(LP_SP_SEED)) {
-        emit(&o, "%s\"seed\":%lld", sep, (long long)p->seed);
+        lp_json_buf_printf(o, "%s\"seed\":%lld", sep, (long long)p->seed);
         sep = ",";
     }
     if (mask & BIT(LP_SP_SAMPLERS)) {
-        emit(&o, "%s\"samplers\":[", sep);
+        lp_json_buf_printf(o, "%s\"samplers\":[", sep);
         for (int32_t i = 0; i < p->n_steps; i++) {
             if (p->steps[i].kind == LP_SAMPLER_PLUGIN)
-                emit(&o, "%s\"plugin:%s\"", i ? "," : "", p->steps[i].plugin);
+                lp_json_buf_printf(o, "%s\"plugin:%s\"", i ? "," : "", p->steps[i].plugin);
             else
-                emit(&o, "%s\"%s\"", i ? "," : "", lp_sampler_kind_name(p->steps[i].kind));
+                lp_json_buf_printf(o, "%s\"%s\"", i ? "," : "", lp_sampler_kind_name(p->steps[i].kind));
         }
-        emit(&o, "]");
+        lp_json_buf_puts(o, "]");
         sep = ",";
     }
     if (mask & BIT(LP_SP_LOGIT_BIAS)) {
-        emit(&o, "%s\"logit_bias\":[", sep);
+        lp_json_buf_printf(o, "%s\"logit_bias\":[", sep);
         for (int32_t i = 0; i < p->n_bias; i++) {
-            if (isinf(p->bias[i].bias))
-                emit(&o, "%s[%d,false]", i ? "," : "", p->bias[i].id);
-            else
-                emit(&o, "%s[%d,%.9g]", i ? "," : "", p->bias[i].id, (double)p->bias[i].bias);
+            lp_json_buf_printf(o, "%s[%d,", i ? "," : "", p->bias[i].id);
+            if (isinf(p->bias[i].bias)) lp_json_buf_puts(o, "false");
+            else lp_json_buf_float(o, p->bias[i].bias);
+            lp_json_buf_puts(o, "]");
         }
-        emit(&o, "]");
+        lp_json_buf_puts(o, "]");
         sep = ",";
     }
     if (mask & BIT(LP_SP_DRY_SEQUENCE_BREAKERS)) {
-        emit(&o, "%s\"dry_sequence_breakers\":[", sep);
+        lp_json_buf_printf(o, "%s\"dry_sequence_breakers\":[", sep);
         for (int32_t i = 0; i < p->n_text_breakers; i++) {
-            char q[8 * LP_SAMPLER_BREAKER_TEXT + 8];
-            lp_json_quote(q, sizeof(q), p->text_breakers[i], (size_t)p->text_breaker_len[i]);
-            emit(&o, "%s%s", i ? "," : "", q);
+            if (i) lp_json_buf_puts(o, ",");
+            lp_json_buf_str(o, p->text_breakers[i], (size_t)p->text_breaker_len[i]);
         }
         for (int32_t i = 0; i < p->n_breakers; i++) {
-            emit(&o, "%s[", i || p->n_text_breakers ? "," : "");
+            lp_json_buf_puts(o, i || p->n_text_breakers ? ",[" : "[");
             for (int32_t k = 0; k < p->breaker_len[i]; k++)
-                emit(&o, "%s%d", k ? "," : "", p->breakers[i][k]);
-            emit(&o, "]");
+                lp_json_buf_printf(o, "%s%d", k ? "," : "", p->breakers[i][k]);
+            lp_json_buf_puts(o, "]");
         }
-        emit(&o, "]");
+        lp_json_buf_puts(o, "]");
     }
-    emit(&o, "}");
-    return o.n;
+    lp_json_buf_puts(o, "}");
+}
+
+void lp_sampler_params_write_json(const lp_sampler_params_t *p, bool given_only, lp_json_buf_t *out)
+{
+    to_json(p, given_only ? p->set : BIT(LP_SP_COUNT) - 1, out);
+}
+
+/* snprintf-like copies of the text */
+static size_t to_text(const lp_sampler_params_t *p, uint64_t mask, char *buf, size_t cap)
+{
+    lp_json_buf_t o = {0};
+    to_json(p, mask, &o);
+    size_t n = o.oom ? 0 : o.n;
+    if (cap) {
+        size_t k = n < cap ? n : cap - 1;
+        if (k) memcpy(buf, o.p, k);
+        buf[k] = '\0';
+    }
+    lp_json_buf_free(&o);
+    return n;
 }
 
 size_t lp_sampler_params_to_json(const lp_sampler_params_t *p, char *buf, size_t cap)
 {
-    return to_json(p, BIT(LP_SP_COUNT) - 1, buf, cap);
+    return to_text(p, BIT(LP_SP_COUNT) - 1, buf, cap);
 }
 
 size_t lp_sampler_params_given_to_json(const lp_sampler_params_t *p, char *buf, size_t cap)
 {
-    return to_json(p, p->set, buf, cap);
-}
-
-int lp_completion_fields_from_json(const lp_json_t *obj, lp_completion_fields_t *out)
-{
-    memset(out, 0, sizeof(*out));
-    const lp_json_t *v;
-    if ((v = lp_json_get(obj, "n_predict"))) {
-        int64_t x;
-        if (lp_json_int(v, -1, 1 << 30, &x) != 0)
-            return lp_error_set(LP_ERR(EINVAL), "n_predict: must be an integer >= -1");
-        out->has_n_predict = true;
-        out->n_predict = (int32_t)x;
-    }
-    if ((v = lp_json_get(obj, "ignore_eos"))) {
-        if (v->type != LP_JSON_BOOL) return lp_error_set(LP_ERR(EINVAL), "ignore_eos: must be true or false");
-        out->has_ignore_eos = true;
-        out->ignore_eos = v->u.b;
-    }
-    if ((v = lp_json_get(obj, "stop"))) {
-        if (v->type != LP_JSON_ARRAY) return lp_error_set(LP_ERR(EINVAL), "stop: must be an array of strings");
-        for (size_t i = 0; i < v->n; i++)
-            if (v->u.items[i].type != LP_JSON_STRING)
-                return lp_error_set(LP_ERR(EINVAL), "stop[%zu]: must be a string", i);
-        out->stop = v;
-    }
-    if ((v = lp_json_get(obj, "prompt"))) {
-        if (v->type == LP_JSON_ARRAY) {
-            out->prompt_is_ids = true; /* llama.cpp's token-list form, carried beside it */
-        } else if (v->type != LP_JSON_STRING) {
-            return lp_error_set(LP_ERR(EINVAL), "prompt: must be a string or a list of token ids, got %s",
-                                lp_json_type_name(v->type));
-        } else {
-            out->prompt = v->u.str;
-            out->prompt_len = v->n;
-        }
-    }
-    return 0;
+    return to_text(p, p->set, buf, cap);
 }

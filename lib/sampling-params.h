@@ -1,5 +1,7 @@
 /* sampling-params.h - sampling parameters: llama.cpp server `/completion` names and
- * defaults (common_params_sampling), JSON parsing and validation.
+ * defaults (common_params_sampling), JSON reading (the strategy store's
+ * control messages; requests go through lib/request-schema.h), validation
+ * and JSON writing.  Their wire form is lib/sampling-wire.h.
  *
  * A parameter set records which fields were given explicitly (`set`), so that
  * a request's parameters can be laid over the service default and laid over
@@ -105,6 +107,19 @@ enum {
     LP_SAMPLER_PARAMS_STRICT = 1,
 };
 
+/* Read one field by its llama.cpp name into *p and mark it given: 1 when
+ * `name` is a sampling parameter (read), 0 when it is not (nothing done),
+ * LP_ERR(EINVAL) naming it when its value is not of its type.  Ranges are
+ * left to lp_sampler_params_validate (and the request schema's dialect
+ * ranges, lib/request-schema.h). */
+int lp_sampler_params_read_field(const char *name, const lp_json_t *v, lp_sampler_params_t *p);
+
+/* The bytes of a text DRY breaker that are kept: at most
+ * LP_SAMPLER_BREAKER_TEXT, cut before a UTF-8 character that would cross
+ * the limit (llama.cpp cuts at 40 bytes; a cut inside a character would be
+ * invalid text). */
+size_t lp_sampler_breaker_cut(const char *s, size_t n);
+
 /* Read the fields present in a JSON object into *p (other fields keep their
  * values) and validate the result.  On failure *p may be partly written and
  * lp_error_msg() names the field: `top_k: must be >= 0, got -1`. */
@@ -117,28 +132,17 @@ int lp_sampler_params_validate(const lp_sampler_params_t *p);
 /* Copy into dst every field that src gives explicitly. */
 void lp_sampler_params_overlay(lp_sampler_params_t *dst, const lp_sampler_params_t *src);
 
+/* The parameters as a JSON object (all, or only those given) appended to out. */
+void lp_sampler_params_write_json(const lp_sampler_params_t *p, bool given_only, lp_json_buf_t *out);
 /* The parameters as a JSON object; returns the length needed, like snprintf. */
 size_t lp_sampler_params_to_json(const lp_sampler_params_t *p, char *buf, size_t cap);
 /* The same with only the fields given explicitly (`set`), so that the
  * others keep the receiver's default: a request built from typed values. */
 size_t lp_sampler_params_given_to_json(const lp_sampler_params_t *p, char *buf, size_t cap);
 
-/* The request fields of a llama.cpp /completion body besides the sampling
- * parameters, checked once here for every reader (the coordinator's edge,
- * lmpipe's --params).  Pointers borrow from the JSON document. */
-typedef struct lp_completion_fields {
-    bool has_n_predict;
-    int32_t n_predict;        /* -1 .. 2^30 */
-    bool has_ignore_eos, ignore_eos;
-    const lp_json_t *stop;    /* NULL, or an array of strings */
-    const char *prompt;       /* NULL, or a string prompt (not NUL-terminated) */
-    size_t prompt_len;
-    bool prompt_is_ids;       /* prompt is a list: the ids must come as prompt_ids */
-} lp_completion_fields_t;
-
-/* Read and check the fields present in obj; a bad one is LP_ERR(EINVAL)
- * with lp_error_msg() naming it. */
-int lp_completion_fields_from_json(const lp_json_t *obj, lp_completion_fields_t *out);
+/* A step of "samplers" by name ("top_k", llama.cpp's alternatives such as
+ * "top-k", or "plugin:NAME"): 0, or LP_ERR(EINVAL) for an unknown name. */
+int lp_sampler_step_parse(const char *name, size_t n, lp_sampler_step_t *st);
 
 /* "top_k" for LP_SAMPLER_TOP_K, and so on. */
 const char *lp_sampler_kind_name(enum lp_sampler_kind k);

@@ -1,6 +1,8 @@
 /* params_test.c - sampling parameters: llama.cpp's defaults, parsing of
- * /completion fields, overlay, and refusal of bad values with a message that
- * names the field. */
+ * /completion fields, overlay, the JSON form (floats as typed: 0.3, not
+ * 0.300000012), DRY breakers cut at a character, and refusal of bad values
+ * with a message that names the field.  (The request fields besides the
+ * sampling ones: lib/request-schema_test.c.) */
 #include "sampling-params.h"
 
 #include "check.h"
@@ -134,7 +136,7 @@ static void test_overlay_and_json(void)
     lp_sampler_params_default(&a);
     CHECK_RC(lp_sampler_params_parse(src, strlen(src), 0, &a), 0);
     n = lp_sampler_params_given_to_json(&a, buf, sizeof(buf));
-    CHECK(!strcmp(buf, "{\"temperature\":0.300000012,\"top_k\":3,\"seed\":9,"
+    CHECK(!strcmp(buf, "{\"temperature\":0.3,\"top_k\":3,\"seed\":9,"
                        "\"samplers\":[\"xtc\",\"plugin:abc\"],\"logit_bias\":[[1,2],[5,false]],"
                        "\"dry_sequence_breakers\":[[4,5]]}"), "%s", buf);
     CHECK(n == strlen(buf));
@@ -207,53 +209,39 @@ static void test_refusals(void)
     free(big);
 }
 
-/* The /completion request fields: read where given, and each bad one
- * refused naming it. */
-static void test_completion_fields(void)
+/* A text breaker longer than llama.cpp's 40 bytes is cut before the
+ * character that crosses the limit, so that it stays UTF-8 and writes back
+ * as JSON the strict reader takes. */
+static void test_breaker_cut(void)
 {
-    static const char good[] = "{\"n_predict\": 7, \"ignore_eos\": true, \"stop\": [\"a\", \"bc\"], "
-                               "\"prompt\": \"hi\", \"top_k\": 3}";
-    lp_json_doc_t *doc = NULL;
-    lp_completion_fields_t f;
-    CHECK_RC(lp_json_parse(good, strlen(good), &doc), 0);
-    CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), 0);
-    CHECK(f.has_n_predict && f.n_predict == 7 && f.has_ignore_eos && f.ignore_eos);
-    CHECK(f.stop && f.stop->n == 2 && f.prompt && f.prompt_len == 2 && !memcmp(f.prompt, "hi", 2));
-    lp_json_doc_destroy(&doc);
-    CHECK_RC(lp_json_parse("{}", 2, &doc), 0);
-    CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), 0);
-    CHECK(!f.has_n_predict && !f.has_ignore_eos && !f.stop && !f.prompt && !f.prompt_is_ids);
-    lp_json_doc_destroy(&doc);
-    {
-        static const char ids[] = "{\"prompt\": [1, 2]}";
-        CHECK_RC(lp_json_parse(ids, strlen(ids), &doc), 0);
-    }
-    CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), 0);
-    CHECK(f.prompt_is_ids && !f.prompt, "a token-list prompt is marked, not read");
-    lp_json_doc_destroy(&doc);
-    static const struct { const char *json, *msg; } bad[] = {
-        {"{\"n_predict\": -2}", "n_predict: "},
-        {"{\"n_predict\": 1.5}", "n_predict: "},
-        {"{\"ignore_eos\": 1}", "ignore_eos: "},
-        {"{\"stop\": \"a\"}", "stop: "},
-        {"{\"stop\": [\"a\", 2]}", "stop[1]: "},
-        {"{\"prompt\": 12}", "prompt: "},
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        CHECK_RC(lp_json_parse(bad[i].json, strlen(bad[i].json), &doc), 0);
-        CHECK_RC(lp_completion_fields_from_json(lp_json_root(doc), &f), LP_ERR(EINVAL));
-        CHECK(!strncmp(lp_error_msg(), bad[i].msg, strlen(bad[i].msg)), "%s: got '%s'", bad[i].json,
-              lp_error_msg());
-        lp_json_doc_destroy(&doc);
-    }
+    /* 13 three-byte characters: 39 bytes; a 14th would end at byte 42 */
+    char src[256], json[512];
+    size_t n = 0;
+    for (int i = 0; i < 14; i++) n += (size_t)snprintf(src + n, sizeof(src) - n, "\xe2\x82\xac");
+    snprintf(json, sizeof(json), "{\"dry_sequence_breakers\":[\"%s\",\"ab\xf0\x9f\x98\x80\"]}", src);
+    CHECK_RC(parse(json, 0), 0);
+    CHECK(P.n_text_breakers == 2 && P.text_breaker_len[0] == 39 && !memcmp(P.text_breakers[0], src, 39),
+          "cut at %d", P.text_breaker_len[0]);
+    CHECK(P.text_breaker_len[1] == 6);
+    CHECK(lp_sampler_breaker_cut(src, 42) == 39 && lp_sampler_breaker_cut("abc", 3) == 3);
+    char ascii[64];
+    memset(ascii, 'x', sizeof(ascii));
+    CHECK(lp_sampler_breaker_cut(ascii, sizeof(ascii)) == 40);
+    /* written, read back strictly, the same */
+    char buf[4096];
+    size_t len = lp_sampler_params_to_json(&P, buf, sizeof(buf));
+    lp_sampler_params_t back;
+    lp_sampler_params_default(&back);
+    CHECK_RC(lp_sampler_params_parse(buf, len, LP_SAMPLER_PARAMS_STRICT, &back), 0);
+    CHECK(back.n_text_breakers == 2 && back.text_breaker_len[0] == 39 && !memcmp(back.text_breakers[0], src, 39));
 }
 
 int main(void)
 {
+    test_breaker_cut();
     test_defaults();
     test_parse();
     test_overlay_and_json();
     test_refusals();
-    test_completion_fields();
     return CHECK_DONE();
 }

@@ -140,10 +140,13 @@ int lp_service_reply(lp_service_t *svc, const lp_frame_t *req, Lmpipe__Msg *msg,
     return lp_service_send(svc, req->peer, req->peer_len, msg, raw, raw_len);
 }
 
-static void reply_error(lp_service_t *svc, const lp_frame_t *f, uint64_t id, int code, const char *text)
+/* kind and param: the handler's marks (lp_error_mark), or the code's kind. */
+static void reply_error(lp_service_t *svc, const lp_frame_t *f, uint64_t id, int code, enum lp_error_kind kind,
+                        const char *param, const char *text)
 {
     svc->n_errors++;
-    lp_frame_send_error(svc->sock, f->peer, f->peer_len, id, code, "%s: %s", svc->ops->name, text);
+    lp_frame_send_error_kind(svc->sock, f->peer, f->peer_len, id, code, kind, param, "%s: %s", svc->ops->name,
+                             text);
     lp_zsock_kick(svc->zs);
 }
 
@@ -188,7 +191,7 @@ static void on_hello(lp_service_t *svc, const lp_frame_t *f)
             LP_WARN("%s: refused hello from %s (pid %u): %s%s", svc->ops->name,
                     lp_role_name(peer->role), peer->pid, lp_error_msg(),
                     svc->n_refused == 3 ? " (no more of these are logged)" : "");
-        reply_error(svc, f, f->msg->id, rc, lp_error_msg());
+        reply_error(svc, f, f->msg->id, rc, lp_error_kind(rc), lp_error_param(), lp_error_msg());
         return;
     }
     peer_add(svc, f->peer, f->peer_len);
@@ -231,21 +234,21 @@ static void on_msg(lp_zsock_t *zs, void *sock, void *arg)
     if (rc) {
         if (svc->n_malformed++ == 0)
             LP_WARN("%s: %s (logged once; see StatsReply.n_malformed)", svc->ops->name, lp_error_msg());
-        if (f.peer_len) reply_error(svc, &f, 0, rc, lp_error_msg());
+        if (f.peer_len) reply_error(svc, &f, 0, rc, lp_error_kind(rc), lp_error_param(), lp_error_msg());
         lp_frame_clear(&f);
         return;
     }
     if (f.msg->body_case == LMPIPE__MSG__BODY_HELLO) {
         on_hello(svc, &f);
     } else if (!peer_known(svc, f.peer, f.peer_len)) {
-        reply_error(svc, &f, f.msg->id, LP_ERR(EPROTO), "no hello yet: every connection opens with "
+        reply_error(svc, &f, f.msg->id, LP_ERR(EPROTO), LP_EK_UNAVAILABLE, NULL, "no hello yet: every connection opens with "
                     "a hello");
     } else if (f.msg->body_case == LMPIPE__MSG__BODY_STATS) {
         on_stats(svc, &f);
     } else {
         lp_error_clear();
         rc = svc->ops->handle(svc->ctx, svc, &f);
-        if (rc) reply_error(svc, &f, f.msg->id, rc, lp_error_msg());
+        if (rc) reply_error(svc, &f, f.msg->id, rc, lp_error_kind(rc), lp_error_param(), lp_error_msg());
     }
     lp_frame_clear(&f);
     (void)zs;
@@ -382,7 +385,17 @@ out:
      * fails while another socket file is still there), so that nothing is
      * left even when lmpipe itself was killed. */
     const char *run_dir = getenv("LMPIPE_RUN_DIR");
-    if (run_dir && run_dir[0]) rmdir(run_dir);
+    if (run_dir && run_dir[0]) {
+        /* lmpipe up gone too (killed): nothing will start a service again,
+         * so the run's config goes with the last of us */
+        const char *pp = getenv("LMPIPE_PARENT_PID");
+        if (pp && atoi(pp) != (int)getppid()) {
+            char conf[4096];
+            snprintf(conf, sizeof(conf), "%s/lmpipe.conf", run_dir);
+            unlink(conf);
+        }
+        rmdir(run_dir);
+    }
     zmq_ctx_term(svc->zctx);
     lp_curve_clear(&svc->curve);
     free(svc->peers);

@@ -9,6 +9,7 @@
  *
  * args: synth-qwen2-Q8_0.gguf */
 #include "sampler.h"
+#include "seq-json.h"
 #include "vocab-facts.h"
 
 #include "check.h"

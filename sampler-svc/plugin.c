@@ -36,8 +36,22 @@ static bool name_ok(const char *s)
 
 /* One path as sshd's StrictModes sees it: of the right kind, owned by root
  * or this process's user, writable by no one else.  `what` names the
- * request in the message. */
-static int safe_node(const char *what, const char *node, bool want_dir)
+ * request in the message.  `above`: a directory above the plugin folder,
+ * where one kind of shared directory is trusted (sticky_ok). */
+static bool sticky_ok(const struct stat *st)
+{
+    /* A root-owned directory with the sticky bit (mode 1777: /tmp,
+     * /var/tmp): in it only an entry's owner, the directory's owner (root)
+     * or root may rename or remove the entry, so no other user can swap the
+     * folder below it, and that folder is checked like any other node of the
+     * chain (owned by root or this user, writable only by its owner).  sshd's
+     * StrictModes refuses such a path, systemd's chase(CHASE_SAFE) looks only
+     * at owners; this follows the kernel's own rule for sticky directories
+     * (docs/SECURITY.md, "Plugin folders"). */
+    return S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX) && st->st_uid == 0;
+}
+
+static int safe_node(const char *what, const char *node, bool want_dir, bool above)
 {
     struct stat st;
     if (stat(node, &st) != 0) {
@@ -52,10 +66,11 @@ static int safe_node(const char *what, const char *node, bool want_dir)
                             "%s: refused: %s is owned by uid %u, neither root nor this "
                             "service's user (uid %u)",
                             what, node, (unsigned)st.st_uid, (unsigned)geteuid());
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(above && sticky_ok(&st)))
         return lp_error_set(LP_ERR(EPERM),
                             "%s: refused: %s is writable by %s (mode %04o); a plugin, its folder "
-                            "and every directory above must be writable only by their owner",
+                            "and every directory above must be writable only by their owner (or, "
+                            "above the folder, be root's with the sticky bit, as /tmp)",
                             what, node, st.st_mode & S_IWOTH ? "others" : "its group",
                             (unsigned)(st.st_mode & 07777));
     return 0;
@@ -63,17 +78,21 @@ static int safe_node(const char *what, const char *node, bool want_dir)
 
 /* `real` (resolved, absolute) and every directory above it up to /: any
  * one of them writable by someone else would let that someone swap the
- * file. */
-static int safe_chain(const char *what, const char *real, bool is_dir)
+ * file.  `folder`: the plugin folder (resolved); the directories above it
+ * may be sticky and root's. */
+static int safe_chain(const char *what, const char *real, bool is_dir, const char *folder)
 {
     char *buf = strdup(real);
     if (!buf) return lp_error_set(LP_ERR(ENOMEM), "%s: out of memory", what);
-    int rc = safe_node(what, buf, is_dir);
+    size_t nf = strlen(folder);
+    int rc = safe_node(what, buf, is_dir, false);
     while (!rc && strcmp(buf, "/") != 0) {
         char *slash = strrchr(buf, '/');
         if (slash == buf) slash[1] = '\0';
         else *slash = '\0';
-        rc = safe_node(what, buf, true);
+        /* above the folder: a proper prefix of it */
+        bool above = strlen(buf) < nf && !strncmp(buf, folder, strlen(buf));
+        rc = safe_node(what, buf, true, above);
     }
     free(buf);
     return rc;
@@ -89,7 +108,7 @@ int lp_plugin_check_dir(const char *dir)
         int e = errno;
         return lp_error_set(LP_ERR(e), "%s: %s", what, strerror(e));
     }
-    int rc = safe_chain(what, rdir, true);
+    int rc = safe_chain(what, rdir, true, rdir);
     free(rdir);
     return rc;
 }
@@ -131,7 +150,7 @@ int lp_plugin_resolve(const char *dir, const char *path, char **resolved)
                           what, rfile, rdir);
         goto out;
     }
-    if ((rc = safe_chain(what, rfile, false)) != 0) goto out;
+    if ((rc = safe_chain(what, rfile, false, rdir)) != 0) goto out;
     *resolved = rfile;
     rfile = NULL;
 out:

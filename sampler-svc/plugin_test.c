@@ -3,8 +3,8 @@
  * file from its constructor, which runs inside dlopen: a refused load must
  * leave no marker.  Refused: no folder set; a file outside the folder (by
  * absolute path, by "..", by a symlink inside the folder); a folder under
- * a world-writable directory, a sticky /tmp among them; a world-writable
- * subfolder; a group-writable file; a file owned by another user (as
+ * a world-writable directory (one with the sticky bit too, unless it is
+ * root's: a folder under /tmp passes); a world-writable subfolder; a group-writable file; a file owned by another user (as
  * root); the folder turned group-writable after it was set.  Loaded: the
  * example plugin and the marker from the folder (and then the marker
  * exists, which shows that the check above can see a load).
@@ -118,13 +118,42 @@ int main(int argc, char **argv)
     snprintf(p, sizeof(p), "%s/evil.so", outside);
     CHECK_RC(lp_sampler_store_set_plugin_dir(st, p), LP_ERR(EPERM));
     CHECK(strstr(lp_error_msg(), "is not a directory") != NULL, "%s", lp_error_msg());
+    /* Above the folder, a root-owned directory with the sticky bit (/tmp)
+     * is trusted: only an entry's owner or root may rename or remove the
+     * entry (docs/SECURITY.md, "Plugin folders").  A world-writable one
+     * without the sticky bit is not, nor a sticky one that is not root's. */
     struct stat tst;
-    if (stat("/tmp", &tst) == 0 && (tst.st_mode & S_IWOTH)) {
+    if (stat("/tmp", &tst) == 0 && (tst.st_mode & S_IWOTH) && (tst.st_mode & S_ISVTX) && tst.st_uid == 0) {
         char tmp[] = "/tmp/lp-plugin-test-XXXXXX";
         CHECK(mkdtemp(tmp) != NULL);
-        CHECK_RC(lp_sampler_store_set_plugin_dir(st, tmp), LP_ERR(EPERM));
-        CHECK(strstr(lp_error_msg(), "/tmp is writable by others") != NULL, "%s", lp_error_msg());
+        CHECK_RC(lp_plugin_check_dir(tmp), 0);
+        snprintf(p, sizeof(p), "%s/sub", tmp);
+        make_dir(p, 0777); /* but the folder itself, or one between, may not be shared */
+        snprintf(q, sizeof(q), "%s/sub/plugins", tmp);
+        make_dir(q, 0755);
+        CHECK_RC(lp_plugin_check_dir(q), LP_ERR(EPERM));
+        CHECK(strstr(lp_error_msg(), "sub is writable by others") != NULL, "%s", lp_error_msg());
+        rmdir(q);
+        rmdir(p);
         rmdir(tmp);
+    }
+    snprintf(p, sizeof(p), "%s/open", work);
+    make_dir(p, 0777);
+    snprintf(q, sizeof(q), "%s/open/plugins", work);
+    make_dir(q, 0755);
+    CHECK_RC(lp_plugin_check_dir(q), LP_ERR(EPERM));
+    CHECK(strstr(lp_error_msg(), "open is writable by others") != NULL, "%s", lp_error_msg());
+    snprintf(p, sizeof(p), "%s/sticky", work);
+    make_dir(p, 01777);
+    snprintf(q, sizeof(q), "%s/sticky/plugins", work);
+    make_dir(q, 0755);
+    /* not root's: as root, given to nobody (the folder below too, so that
+     * only the sticky directory is at fault) */
+    bool theirs = geteuid() != 0 || (chown(p, 65534, 65534) == 0);
+    if (theirs && geteuid() == 0) CHECK(chown(q, 0, 0) == 0);
+    if (theirs) {
+        CHECK_RC(lp_plugin_check_dir(q), LP_ERR(EPERM));
+        CHECK(strstr(lp_error_msg(), "sticky is ") != NULL, "%s", lp_error_msg());
     }
     CHECK_RC(lp_sampler_store_set_plugin_dir(st, "/nonexistent/plugins"), LP_ERR(ENOENT));
     refused(st, "marker.so", "--plugin-dir DIR");

@@ -8,6 +8,7 @@
  * has teeth: a reopened sequence whose draws ignore the position (the
  * generated tokens given as history only) draws other tokens. */
 #include "sampler.h"
+#include "seq-json.h"
 
 #include "check.h"
 #include "error.h"

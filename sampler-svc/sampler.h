@@ -121,13 +121,11 @@ typedef struct lp_sampler_result {
     lp_sampler_alt_t top[LP_SAMPLER_MAX_N_PROBS]; /* most likely first, same measure */
 } lp_sampler_result_t;
 
-/* A sequence with the request's parameters (`json` may be NULL; non-strict:
- * keys that are not sampling parameters, like "prompt", are ignored).  The
- * store is borrowed and must outlive the sequence. */
-int lp_sampler_seq_new(lp_sampler_store_t *st, const char *json, size_t len,
-                       lp_sampler_seq_t **out);
-/* The same with parameters already parsed (lp_sampler_params_default() then
- * lp_sampler_params_parse(), or fields set by hand with their `set` bits). */
+/* A sequence with the request's parameters, laid over the store's strategy
+ * (the fields with their `set` bits; lp_sampler_params_default() then
+ * fields set by hand, or lib/sampling-wire.h's reader).  The store is
+ * borrowed and must outlive the sequence.  (seq-json.h: the same from JSON,
+ * for tests and tools.) */
 int lp_sampler_seq_new_params(lp_sampler_store_t *st, const lp_sampler_params_t *req,
                               lp_sampler_seq_t **out);
 void lp_sampler_seq_destroy(lp_sampler_seq_t **self_p);

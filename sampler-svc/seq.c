@@ -90,19 +90,6 @@ int lp_sampler_seq_new_params(lp_sampler_store_t *st, const lp_sampler_params_t 
     return 0;
 }
 
-int lp_sampler_seq_new(lp_sampler_store_t *st, const char *json, size_t len,
-                       lp_sampler_seq_t **out)
-{
-    *out = NULL;
-    lp_sampler_params_t *req = malloc(sizeof(*req));
-    if (!req) return lp_error_set(LP_ERR(ENOMEM), "sampler: out of memory");
-    lp_sampler_params_default(req);
-    int rc = json && len ? lp_sampler_params_parse(json, len, 0, req) : 0;
-    if (!rc) rc = lp_sampler_seq_new_params(st, req, out);
-    free(req);
-    return rc;
-}
-
 void lp_sampler_seq_destroy(lp_sampler_seq_t **self_p)
 {
     if (!self_p || !*self_p) return;

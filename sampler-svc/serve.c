@@ -5,6 +5,8 @@
  * engine's ring never fills up with rows nobody will read. */
 #include "serve.h"
 
+#include "sampling-wire.h"
+
 #include "error.h"
 #include "gguf.h"
 #include "hello.h"
@@ -249,9 +251,15 @@ static int do_open(lp_sampler_svc_t *s, lp_service_t *svc, const lp_frame_t *req
     if (lp_sampler_registry_get(s->reg, o->session))
         return lp_error_set(LP_ERR(EEXIST), "sampler_open: session %llu is open",
                             (unsigned long long)o->session);
-    const char *json = o->params_json && o->params_json[0] ? o->params_json : NULL;
-    lp_sampler_seq_t *seq;
-    int rc = lp_sampler_seq_new(s->store, json, json ? strlen(json) : 0, &seq);
+    /* typed parameters (lib/sampling-wire.h): no JSON here */
+    lp_sampler_params_t *req_params = malloc(sizeof(*req_params));
+    if (!req_params) return lp_error_set(LP_ERR(ENOMEM), "sampler_open: out of memory");
+    lp_sampler_params_default(req_params);
+    lp_sampler_seq_t *seq = NULL;
+    int rc = lp_sampling_pb_read(o->params, req_params);
+    if (rc) lp_error_prefix("sampler_open: ");
+    else rc = lp_sampler_seq_new_params(s->store, req_params, &seq);
+    free(req_params);
     if (rc) return rc;
     if (o->has_random_seed) lp_sampler_seq_set_random_seed(seq, o->random_seed);
     for (size_t i = 0; i < o->n_prompt_ids; i++) {

@@ -4,6 +4,7 @@
  * sequence API, on small rows and on a full 151936-token row (the dense
  * paths).  Also: same seed, same tokens; logprobs. */
 #include "sampler.h"
+#include "seq-json.h"
 
 #include "check.h"
 #include "error.h"

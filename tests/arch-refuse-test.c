@@ -42,6 +42,7 @@ typedef struct mutant {
 #define QWEN2 "synth-qwen2-Q8_0.gguf"
 #define QWEN3MOE "synth-qwen3moe-F32.gguf"
 #define GPTOSS "synth-gptoss-MXFP4.gguf"
+#define QWEN35 "synth-qwen35-F32.gguf"
 
 static const mutant_t mutants[] = {
     /* a key no arch here implements (Gemma 2's attention soft-capping) */
@@ -102,6 +103,19 @@ static const mutant_t mutants[] = {
     {QWEN3MOE, KEY_U32, "%s.rope.scaling.original_context_length", 4096, NULL, 0},
     /* a tensor of a layer the file does not have */
     {QWEN3, TENSOR, "blk.2.attn_norm.weight", 64, NULL, 0},
+    /* qwen35: a tensor of the other kind of layer (0-2 DeltaNet, 3 attention) */
+    {QWEN35, TENSOR, "blk.0.attn_q.weight", 64, NULL, 256},
+    {QWEN35, TENSOR, "blk.3.ssm_a", 4, NULL, 0},
+    {QWEN35, TENSOR, "blk.3.attn_qkv.weight", 64, NULL, 128},
+    {QWEN35, TENSOR, "blk.1.ffn_gate_inp.weight", 64, NULL, 8},
+    {QWEN35, KEY_F32, "%s.attn_logit_softcapping", 50, NULL, 0},
+    /* qwen35: values that are not implemented */
+    {QWEN35, KEY_U32, "%s.nextn_predict_layers", 1, NULL, 0},
+    {QWEN35, KEY_U32, "%s.ssm.inner_size", 96, NULL, 0},
+    {QWEN35, KEY_U32, "%s.ssm.group_count", 3, NULL, 0},
+    {QWEN35, KEY_U32, "%s.rope.dimension_sections", 1, NULL, 0}, /* pair 3 in the 4th section */
+    {QWEN35, KEY_U32, "%s.expert_count", 8, NULL, 0},
+    {QWEN35, KEY_STR, "%s.rope.scaling.type", 0, "yarn", 0},
 };
 
 static const char *arch_of(const lp_gguf_t *g)
@@ -166,7 +180,7 @@ static void test_mutants(const char *models, const char *out_dir)
     char src[4096], out[4096], what[256];
     /* untouched copies load: the copy itself changes nothing */
     static const char *const fixtures[] = {LLAMA3, NEMO, QWEN3, GEMMA3, GEMMA4, STORIES, QWEN2,
-                                           QWEN3MOE};
+                                           QWEN3MOE, QWEN35};
     for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
         snprintf(src, sizeof(src), "%s/%s", models, fixtures[i]);
         snprintf(out, sizeof(out), "%s/arch-refuse-copy.gguf", out_dir);
@@ -213,6 +227,7 @@ static void test_cuda(const char *models)
         {GEMMA4, "rope_freqs.weight"},
         {QWEN3MOE, "qwen3moe.expert_count' (a mixture of experts)"},
         {GPTOSS, "attn_sinks.weight' (attention sinks)"},
+        {QWEN35, "qwen35.ssm.state_size"}, /* Gated DeltaNet, named before its other features */
         {"synth-llama3-nofeat-F32.gguf", NULL},
         {STORIES, NULL},
     };

@@ -26,6 +26,7 @@
 #include "sysinfo.h"
 
 #include "check.h"
+#include "sp-json.h"
 #include "svc-test-util.h"
 
 #include <signal.h>
@@ -224,7 +225,7 @@ static void goldens(const char *ep, const char *golden)
         g.n_prompt_ids = n_prompt;
         g.prompt_ids = prompt;
         g.n_predict = (int32_t)(n_check ? n_check : 1);
-        g.params_json = "{\"temperature\": 0}";
+        g.sampling = sp_json("{\"temperature\": 0}");
         g.ignore_eos = true;
         lp_generation_t out;
         CHECK_RC(lp_client_generate(c, 100 + k, &g, 60000, NULL, NULL, &out), 0);
@@ -316,21 +317,24 @@ static void test_pipeline(const char *model, const char *golden)
     char allow[300];
     snprintf(allow, sizeof(allow), "%s,%s", user_pub, admin_pub);
     lp_pipeline_opts_t o = {0};
-    o.model = model;
-    o.threads = 1;
-    o.endpoint = eps[0];
-    o.tokenizer_endpoint = eps[1];
-    o.engine_endpoint = eps[2];
-    o.sampler_endpoint = eps[3];
-    o.curve_key = host_key;
-    o.curve_allow = allow;
-    o.curve_admin = admin_pub;
-    o.max_seqs = 2;
-    o.max_queued_per_client = 3;
+    lp_config_t *cfg = lp_config_new();
+    lp_config_set(cfg, "model", model);
+    lp_config_set(cfg, "threads", "1");
+    lp_config_set(cfg, "endpoint", eps[0]);
+    lp_config_set(cfg, "tokenizer.endpoint", eps[1]);
+    lp_config_set(cfg, "engine.endpoint", eps[2]);
+    lp_config_set(cfg, "sampler.endpoint", eps[3]);
+    lp_config_set(cfg, "curve.key", host_key);
+    lp_config_set(cfg, "curve.allow", allow);
+    lp_config_set(cfg, "curve.admin", admin_pub);
+    lp_config_set(cfg, "max_seqs", "2");
+    lp_config_set(cfg, "max_queued_per_client", "3");
+    o.cfg = cfg;
     uv_loop_t loop;
     uv_loop_init(&loop);
     lp_pipeline_t *p = NULL;
     int rc = lp_pipeline_start(&loop, &o, &p);
+    lp_config_destroy(&cfg);
     if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
     CHECK_RC(rc, 0);
     const Lmpipe__Role roles[4] = {LMPIPE__ROLE__ROLE_COORDINATOR, LMPIPE__ROLE__ROLE_TOKENIZER,
@@ -448,5 +452,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: curve_test pipeline MODEL GOLDEN | controller SAMPLER_SVC MODEL\n");
         return 2;
     }
+    sp_free_all();
     return CHECK_DONE();
 }

@@ -14,13 +14,15 @@
   without privilege escalation;
 - the gateway's readiness and liveness probes are GETs of /health, and the
   other containers have probes too;
-- the configs' keys are lmpipe's (tools/pipeline.c's list and the keys of
-  the multi-host design in docs/DEPLOY.md).
+- the configs' keys are lmpipe's: keys of the services' parameter tables
+  (`lmpipe schema --config`, what lmpipe up checks a config against).
 
-usage: deploy-k8s-test.py SOURCE_DIR"""
+usage: deploy-k8s-test.py SOURCE_DIR LMPIPE"""
 import glob
+import json
 import os
 import re
+import subprocess
 import sys
 
 try:
@@ -72,16 +74,15 @@ def conf_keys(text):
     return out
 
 
-# The keys lmpipe knows: tools/pipeline.c's list, and the design's keys.
-known = set(re.findall(r'"([a-z_.]+)"', re.search(r"keys\[\] = \{(.*?)\};",
-                                                  open(os.path.join(src, "tools", "pipeline.c")).read(),
-                                                  re.S).group(1)))
-known |= {"curve.key", "curve.allow", "curve.admin", "curve.coordinator", "allow_insecure_tcp",
-          "tokenizer.server_key", "engine.server_key", "sampler.server_key"}
-group_key = re.compile(r"^group\.[a-z0-9_-]+\.(engine|sampler|server_key|sampler_key)$")
+# The keys lmpipe knows: every service's parameter table ('*' a name).
+tables = json.loads(subprocess.run([sys.argv[2], "schema", "--config"], check=True, capture_output=True,
+                                   text=True).stdout)["tables"]
+patterns = [re.compile("^" + re.escape(r["key"]).replace(r"\*", "[a-z0-9_-]+") + "$")
+            for t in tables for r in t["params"] if r["key"]]
+check(len(patterns) > 60, "lmpipe schema --config lists the tables' keys")
 for name, text in confs.items():
     for k in conf_keys(text):
-        check(k in known or group_key.match(k), "%s: unknown config key '%s'" % (name, k))
+        check(any(p.match(k) for p in patterns), "%s: unknown config key '%s'" % (name, k))
 
 services = by_kind.get("Service", [])
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Fault injection under `lmpipe up` (docs/PIPELINE.md, "Faults and recovery").
 
-The real binaries on stories260K, supervised by `lmpipe up`.  A round is a
+The real binaries on stories260K (or MODEL, a fixture of ../shared/models
+with its golden: synth-qwen35-F32, whose recurrent layers rebuild their
+state by recompute), supervised by `lmpipe up`.  A round is a
 batch of 8 concurrent `lmpipe generate` requests: the three golden prompts
 and one more greedy, four seeded (temperature 0.8).  The first round runs
 undisturbed and is the reference.  Then, ROUNDS times for each of
@@ -18,14 +20,11 @@ runs while that service is SIGKILLed at a random moment of it.  Checks:
     services that stayed up (the controller epoch): a round gives the
     undisturbed tokens;
   - a strategy swap made live survives a sampler restart (replayed);
-  - while it runs, one segment, the four sockets and the sampler's state
-    file are all there is of the pipeline's; once it stops, no segment,
-    socket or run folder.
+  - while it runs, one segment, the four sockets, the run's config and the
+    sampler's state file are all there is of the pipeline's; once it
+    stops, no segment, socket or run folder.
 
 usage: fault-test.py LMPIPE SHARED_DIR [ROUNDS_PER_STAGE [MODEL]]
-MODEL: a model of SHARED_DIR/models with a golden of the same name
-(default stories260K; a synth-* fixture's golden prompts are generated for
-exactly their golden's length, EOS ignored).
 (FAULT_SEED=N repeats a run's kill order and moments.)
 """
 import json
@@ -40,11 +39,10 @@ import time
 
 lmpipe, shared = sys.argv[1], sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 20
-model_name = sys.argv[4] if len(sys.argv) > 4 else "stories260K"
-model = os.path.join(shared, "models", model_name + ".gguf")
+name = sys.argv[4] if len(sys.argv) > 4 else "stories260K"
+model = os.path.join(shared, "models", name + ".gguf")
 goldens = {c["prompt"]: c["continuation_ids"]
-           for c in json.load(open(os.path.join(shared, "goldens", model_name + ".json")))["cases"]}
-synth = model_name.startswith("synth-")
+           for c in json.load(open(os.path.join(shared, "goldens", name + ".json")))["cases"]}
 seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 30)))
 rng = random.Random(seed)
 print(f"fault-test: {model_name}, seed {seed} (FAULT_SEED={seed} repeats it)", flush=True)
@@ -63,16 +61,18 @@ def check(cond, what):
 golden_prompts = list(goldens)[:3]
 requests = []  # (name, greedy, args)
 for p in golden_prompts:
-    if synth:  # random weights: exactly the golden's tokens, whatever they are
-        requests.append((p, True, ["--prompt", p, "--temperature", "0", "--max-tokens",
-                                   str(len(goldens[p])), "--ignore-eos"]))
-    else:
-        requests.append((p, True, ["--prompt", p, "--temperature", "0", "--max-tokens", "64"]))
+    # stories260K's goldens end where the model stops; a fixture's run n_predict tokens
+    extra = [] if name == "stories260K" else ["--ignore-eos"]
+    requests.append((p, True, ["--prompt", p, "--temperature", "0", "--max-tokens",
+                               str(len(goldens[p])), *extra]))
+# long enough that a kill at a random moment of a round finds requests in
+# flight (a fixture's tiny layers give 160 tokens in a few ms)
+n_long = "160" if name == "stories260K" else "1500"
 requests.append(("greedy-long", True, ["--prompt", "The cat sat", "--temperature", "0",
-                                       "--max-tokens", "160", "--ignore-eos"]))
+                                       "--max-tokens", n_long, "--ignore-eos"]))
 for i in range(4):
     requests.append((f"seeded-{i}", False, ["--prompt", f"Once upon a time {i}", "--temperature", "0.8",
-                                            "--seed", str(100 + i), "--max-tokens", "160",
+                                            "--seed", str(100 + i), "--max-tokens", n_long,
                                             "--ignore-eos"]))
 
 
@@ -150,7 +150,8 @@ def stats(timeout_ms=10000):
                          text=True, timeout=30).stdout
     restarts = dict((k, int(v)) for k, v in re.findall(r"(\w+) (\d+)", re.search(r"^restarts:([^,]*)", out, re.M).group(1)))
     finished = dict((k, int(v)) for k, v in re.findall(r"(\w+) (\d+)", re.search(r"^finished:(.*)$", out, re.M).group(1)))
-    return restarts, finished
+    redriven = int(re.search(r"requests re-driven (\d+)", out).group(1))
+    return restarts, finished, redriven
 
 
 def segments():
@@ -206,7 +207,10 @@ try:
     deadline = time.time() + 15
     while stats()[0] != kills and time.time() < deadline:
         time.sleep(0.05)
-    restarts, finished = stats()
+    restarts, finished, redriven = stats()
+    # a kill that finds no request in flight proves nothing: some must have
+    # been re-driven (prefilled again from prompt + tokens so far)
+    check(redriven > 0, f"requests re-driven after engine and sampler kills: {redriven}")
     check(restarts == kills, f"the coordinator's stage_restarts {restarts} equal the kills {kills}")
     up_err.seek(0)
     log = up_err.read()
@@ -254,10 +258,12 @@ try:
     segs = segments()
     socks = sorted(os.listdir(run_dir))
     check(len(segs) == 1, f"one ring segment of the pipeline's while it runs: {segs}")
-    # sampler-state.json: the sampler's strategy store (docs/SAMPLER.md), kept
-    # for the run and removed with the folder
-    check(socks == ["coordinator.sock", "engine.sock", "sampler-state.json", "sampler.sock", "tokenizer.sock"],
-          f"the run folder holds the four sockets and the sampler's state file only: {socks}")
+    # sampler-state.json: the sampler's strategy store (docs/SAMPLER.md);
+    # lmpipe.conf: the run's config every (re)started service reads
+    # (docs/DEPLOY.md); both kept for the run and removed with the folder
+    check(socks == ["coordinator.sock", "engine.sock", "lmpipe.conf", "sampler-state.json", "sampler.sock",
+                    "tokenizer.sock"],
+          f"the run folder holds the four sockets, the run's config and the sampler's state file only: {socks}")
 finally:
     up.send_signal(signal.SIGTERM)
     try:

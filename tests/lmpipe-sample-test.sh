@@ -102,11 +102,18 @@ refuse "--draws: need 1 to" --logits "$work/row6.f32" --params '{}' --draws 0
 refuse "required" --logits "$work/row6.f32"
 refuse "--history" --logits "$work/row6.f32" --params '{}' --draws 1 --history 1,x
 refuse "cannot load" --logits "$work/row6.f32" --params '{}' --draws 1 --plugin /nonexistent.so
-# a plugin from a folder others may write to (/tmp) is refused unopened
+# a plugin from a folder others may write to is refused unopened: one
+# world-writable without the sticky bit, and one between the folder and a
+# root-owned sticky directory (/tmp, which itself is trusted above the
+# folder: docs/SECURITY.md, "Plugin folders")
 tmpdir=$(mktemp -d /tmp/lmpipe-sample-plugin.XXXXXX)
-cp "$plugin" "$tmpdir/mask.so"
-refuse "/tmp is writable by others" --logits "$work/row6.f32" --params '{}' --draws 1 \
-    --plugin "$tmpdir/mask.so"
+mkdir -m 0777 "$tmpdir/open" && chmod 0777 "$tmpdir/open" && mkdir -m 0755 "$tmpdir/open/plugins"
+cp "$plugin" "$tmpdir/open/plugins/mask.so"
+refuse "open is writable by others" --logits "$work/row6.f32" --params '{}' --draws 1 \
+    --plugin "$tmpdir/open/plugins/mask.so"
+cp "$plugin" "$tmpdir/open/mask.so"
+refuse "open is writable by others" --logits "$work/row6.f32" --params '{}' --draws 1 \
+    --plugin "$tmpdir/open/mask.so"
 rm -rf "$tmpdir"
 # a relative --plugin path is relative to the current folder
 lmpipe_abs=$(cd "$(dirname "$lmpipe")" && pwd)/$(basename "$lmpipe")

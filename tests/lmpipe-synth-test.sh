@@ -36,6 +36,25 @@ for spec in llama:F16 llama:Q4_0 llama:Q4_K_M llama:Q6_K llama:Q8_0 qwen2:Q4_K_M
     check "$spec: metadata differs from llama.cpp's file" diff <(meta "$out") <(meta "$ref")
 done
 
+# qwen35's tiny shape has the shared synth-qwen35-F32.gguf's tensors (names,
+# types, shapes; that file is laid out in another order) and qwen35.* keys
+# (its own tokenizer as the vocab); in Q4_K_M the engine loads and runs it.
+q35=$shared/models/synth-qwen35-F32.gguf
+"$lmpipe" synth --arch qwen35 --shape tiny --type F32 --vocab "$q35" --seed 1 -o "$tmp/q35.gguf"
+check "qwen35: synth exits 0" test $? -eq 0
+shapes() { tensors "$1" | awk 'NR > 1 { NF -= 2; print }' | sort; }
+check "qwen35: tensors differ from the shared fixture's" \
+    diff <(shapes "$tmp/q35.gguf") <(shapes "$q35")
+check "qwen35: qwen35.* keys differ from the shared fixture's" \
+    diff <(meta "$tmp/q35.gguf" | grep '^  qwen35\.' | sort) <(meta "$q35" | grep '^  qwen35\.' | sort)
+"$lmpipe" synth --arch qwen35 --shape tiny --type Q4_K_M --vocab "$q35" --seed 1 \
+    -o "$tmp/q35q.gguf"
+check "qwen35 Q4_K_M: synth exits 0" test $? -eq 0
+check "qwen35 Q4_K_M: ssm_conv1d stays F32" grep -q 'blk\.0\.ssm_conv1d\.weight *F32' \
+    <(tensors "$tmp/q35q.gguf")
+check "qwen35 Q4_K_M: the engine runs it" "$lmpipe" score --model "$tmp/q35q.gguf" --ids 1,2,3 \
+    >"$tmp/out" 2>"$tmp/err"
+
 # Determinism: two runs with one seed are the same file; another seed is not.
 v=$shared/vocab/ggml-vocab-llama-spm.gguf
 args=(synth --arch llama --shape tiny --type Q4_K_M --vocab "$v")

@@ -60,8 +60,12 @@ wait_line "$work/b.out" "^lmpipe up: sampler-svc ready on ipc://$work/samp.sock"
     bad "host B runs: $(children $b)"
 shm=$(ps -o args= --ppid $b | sed -n 's/.*engine-svc.*--shm-name \/\([^ ]*\).*/\1/p')
 [ -n "$shm" ] && ok "host B's engine got --shm-name /$shm" || bad "no --shm-name: $(ps -o args= --ppid $b)"
-ps -o args= --ppid $b | grep engine-svc | grep -q -- "--kv-block 32 --kv-pool-tokens 65536" &&
-    ok "engine.kv_* became engine-svc's --kv-* flags" || bad "engine args: $(ps -o args= --ppid $b)"
+# lmpipe up hands each service the run's config and its name, and the
+# service reads its own keys (its parameter table): no per-service flags
+conf_b=$(ps -o args= --ppid $b | sed -n 's/.*engine-svc --config \([^ ]*\) --service engine.*/\1/p')
+[ -n "$conf_b" ] && grep -qx "engine.kv_block = 32" "$conf_b" && grep -qx "engine.kv_pool_tokens = 65536" "$conf_b" &&
+    ok "engine-svc got --config $conf_b --service engine, with engine.kv_* in it" ||
+    bad "engine args: $(ps -o args= --ppid $b); config: $(cat "$conf_b" 2>&1)"
 
 up a "$work/a.conf" tokenizer,coordinator
 a=$up_pid
@@ -69,8 +73,11 @@ wait_line "$work/a.out" "^lmpipe up: ready on ipc://$work/coord.sock" && ok "hos
     bad "host A not ready: $(cat "$work/a.out" "$work/a.err")"
 [ "$(children $a)" = "coordinator tokenizer-svc " ] && ok "host A runs only tokenizer-svc and the coordinator" ||
     bad "host A runs: $(children $a)"
-ps -o args= --ppid $a | grep -q -- "--group b,ipc://$work/eng.sock,ipc://$work/samp.sock" &&
-    ok "group.b.* became the coordinator's --group" || bad "coordinator args: $(ps -o args= --ppid $a)"
+conf_a=$(ps -o args= --ppid $a | sed -n 's/.*coordinator --config \([^ ]*\) --service coordinator.*/\1/p')
+[ -n "$conf_a" ] && grep -qx "group.b.engine = ipc://$work/eng.sock" "$conf_a" &&
+    grep -qx "group.b.sampler = ipc://$work/samp.sock" "$conf_a" &&
+    ok "the coordinator got --config $conf_a --service coordinator, with group.b.* in it" ||
+    bad "coordinator args: $(ps -o args= --ppid $a); config: $(cat "$conf_a" 2>&1)"
 
 ids=$(timeout 60 "$lmpipe" generate --endpoint "ipc://$work/coord.sock" --prompt "Lily and Tom went to the park" \
       --temperature 0 --max-tokens 64 --ids)
@@ -81,6 +88,11 @@ case = next(c for c in g["cases"] if c["prompt"] == "Lily and Tom went to the pa
 if (json.loads(sys.argv[2]) if sys.argv[2] else []) != case["continuation_ids"]:
     print("FAIL: ids differ from the golden: " + sys.argv[2]); sys.exit(1)
 PY
+
+# and they took effect: group b's engine pages 32 positions a block, 65536 in all
+st=$(timeout 30 "$lmpipe" stats --endpoint "ipc://$work/coord.sock" 2>&1)
+echo "$st" | grep -q "^group b kv: blocks .* 2048 total" && ok "group b's KV pool: 2048 blocks of 32 (engine.kv_*)" ||
+    bad "group b's KV pool: $st"
 
 # A stops: B's sockets and segment stay, B serves on.
 kill -TERM $a

@@ -6,6 +6,8 @@
  *   pipeline_test goldens MODELS_DIR GOLDENS_DIR [--no-shm]
  *       every shared golden's greedy continuation, up to the first step
  *       whose top-1 margin is below the golden's tau (goldens/README.md)
+ *   pipeline_test golden MODELS_DIR GOLDEN_JSON [--no-shm]
+ *       the same for one golden file
  *   pipeline_test concurrent MODEL [--no-shm] [--max-batch-tokens=N]
  *       eight requests with different prompts, lengths and samplers give,
  *       all at once, exactly the tokens each gives alone (a small N splits
@@ -50,15 +52,20 @@
 #include "hello.h"
 #include "json.h"
 #include "pipeline.h"
+#include "request-schema.h"
+#include "sampling-wire.h"
 #include "tokenizer.h"
 
 #include "check.h"
+#include "sp-json.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 /* ---- helpers ---------------------------------------------------------------- */
+
 
 static int ids_from_json(const lp_json_t *arr, int32_t *out, size_t cap, size_t *n)
 {
@@ -78,13 +85,16 @@ static int n_ctx;            /* 0: the engine's default */
 static lp_pipeline_t *start(uv_loop_t *loop, const char *model, bool no_shm, lp_client_t **client)
 {
     lp_pipeline_opts_t o = {0};
-    o.model = model;
-    o.no_shm = no_shm;
-    o.max_batch_tokens = max_batch_tokens;
-    o.n_ctx = n_ctx;
-    o.threads = 1;
+    lp_config_t *cfg = lp_config_new();
+    lp_config_set(cfg, "model", model);
+    lp_config_set(cfg, "no_shm", no_shm ? "true" : "false");
+    lp_config_setf(cfg, "max_batch_tokens", "%d", max_batch_tokens);
+    lp_config_setf(cfg, "n_ctx", "%d", n_ctx);
+    lp_config_set(cfg, "threads", "1");
+    o.cfg = cfg;
     lp_pipeline_t *p = NULL;
     int rc = lp_pipeline_start(loop, &o, &p);
+    lp_config_destroy(&cfg);
     if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), client);
     if (!rc) rc = lp_client_hello(*client, 10000);
@@ -189,7 +199,7 @@ static void golden_file(const char *models, const char *path, bool no_shm)
         gs[k].n_prompt_ids = n_prompt[k];
         gs[k].prompt_ids = prompt[k];
         gs[k].n_predict = (int32_t)(n_check[k] ? n_check[k] : 1);
-        gs[k].params_json = "{\"temperature\": 0}";
+        gs[k].sampling = sp_json("{\"temperature\": 0}");
         gs[k].ignore_eos = true;
         gp[k] = &gs[k];
     }
@@ -222,7 +232,7 @@ static void test_goldens(const char *models, const char *goldens, bool no_shm)
                                   "synth-qwen3-F32", "synth-gemma3-F32", "synth-gemma3-nofeat-F32",
                                   "synth-gemma4-F32", "synth-gemma4-nofeat-F32",
                                   "synth-qwen3moe-F32", "synth-gptoss-F32",
-                                  "synth-gptoss-MXFP4"};
+                                  "synth-gptoss-MXFP4", "synth-qwen35-F32"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/%s.json", goldens, files[i]);
@@ -267,7 +277,7 @@ static void test_concurrent(const char *model, bool no_shm)
         gs[i].prompt.data = (uint8_t *)prompts[i];
         gs[i].prompt.len = strlen(prompts[i]);
         gs[i].n_predict = lengths[i];
-        gs[i].params_json = (char *)params[i];
+        gs[i].sampling = params[i] ? sp_json(params[i]) : NULL;
         gs[i].ignore_eos = true;
         gp[i] = &gs[i];
     }
@@ -297,7 +307,7 @@ static void test_concurrent(const char *model, bool no_shm)
         /* stories260K almost never samples EOS: a bias makes it come */
         snprintf(eos_params[i], sizeof(eos_params[i]), "{\"temperature\": 0.9, \"seed\": %d, "
                  "\"logit_bias\": [[2, 18.0]]}", i + 1);
-        gs[i].params_json = eos_params[i];
+        gs[i].sampling = sp_json(eos_params[i]);
         gs[i].ignore_eos = false;
         gs[i].n_predict = 300;
     }
@@ -576,7 +586,7 @@ static void test_robust(const char *model, const char *golden_path)
     /* The request that must not be hurt: 200 greedy tokens from BOS. */
     Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
     g.n_predict = (int32_t)n_want;
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = sp_json("{\"temperature\": 0}");
     CHECK(lp_client_send_generate(c, 1, &g) == 0);
 
     /* A client that goes away in the middle of its request. */
@@ -586,7 +596,7 @@ static void test_robust(const char *model, const char *golden_path)
     Lmpipe__GenerateRequest long_g = LMPIPE__GENERATE_REQUEST__INIT;
     long_g.n_predict = 400;
     long_g.ignore_eos = true;
-    long_g.params_json = "{\"temperature\": 0.9, \"seed\": 1}";
+    long_g.sampling = sp_json("{\"temperature\": 0.9, \"seed\": 1}");
     CHECK(lp_client_send_generate(gone, 5, &long_g) == 0);
     lp_frame_t f;
     CHECK_RC(lp_client_recv(gone, 10000, &f), 0); /* its first token */
@@ -612,19 +622,27 @@ static void test_robust(const char *model, const char *golden_path)
     CHECK(cancel_reason == LMPIPE__FINISH_REASON__FINISH_CANCELLED);
     CHECK(tokens >= 3 && tokens < 400);
 
-    /* Bad parameters: refused by the coordinator (not JSON) or by the
-     * sampler (a bad value), each with a message naming the field. */
+    /* Bad parameters, typed: refused by the coordinator with the sampler's
+     * own reader, each with a message naming the field. */
     lp_generation_t gen;
     Lmpipe__GenerateRequest bad = LMPIPE__GENERATE_REQUEST__INIT;
-    bad.params_json = "{\"top_k\": -1}";
+    Lmpipe__SamplingParams bad_sp = LMPIPE__SAMPLING_PARAMS__INIT;
+    bad_sp.given = 1ull << 5; /* top_k */
+    bad_sp.top_k = -1;
+    bad.sampling = &bad_sp;
     CHECK_RC(lp_client_generate(c2, 8, &bad, 10000, NULL, NULL, &gen), 0);
     CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "top_k"));
     lp_generation_clear(&gen);
-    bad.params_json = "{\"temperature\": }";
+    char *warp = "warp_drive";
+    bad_sp = (Lmpipe__SamplingParams)LMPIPE__SAMPLING_PARAMS__INIT;
+    bad_sp.given = 1ull << 27; /* samplers */
+    bad_sp.samplers = &warp;
+    bad_sp.n_samplers = 1;
     CHECK_RC(lp_client_generate(c2, 9, &bad, 10000, NULL, NULL, &gen), 0);
-    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "params_json"));
+    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "samplers"));
     lp_generation_clear(&gen);
-    bad.params_json = "{\"n_predict\": \"many\"}";
+    bad.sampling = NULL;
+    bad.n_predict = -5;
     CHECK_RC(lp_client_generate(c2, 10, &bad, 10000, NULL, NULL, &gen), 0);
     CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_ERROR && strstr(gen.error, "n_predict"));
     lp_generation_clear(&gen);
@@ -637,26 +655,43 @@ static void test_robust(const char *model, const char *golden_path)
     Lmpipe__GenerateRequest sg = LMPIPE__GENERATE_REQUEST__INIT;
     ProtobufCBinaryData sb = {strlen(stop), (uint8_t *)stop};
     sg.n_predict = (int32_t)n_want;
-    sg.params_json = "{\"temperature\": 0}";
+    sg.sampling = sp_json("{\"temperature\": 0}");
     sg.n_stop = 1;
     sg.stop = &sb;
     CHECK_RC(lp_client_generate(c2, 11, &sg, 10000, NULL, NULL, &gen), 0);
     CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_STOP);
     CHECK(at && gen.text_len == (size_t)(at - exp->u.str) && !memcmp(gen.text, exp->u.str, gen.text_len));
     lp_generation_clear(&gen);
-    /* The same through params_json, as a llama.cpp /completion body. */
-    sg.n_stop = 0;
-    sg.n_predict = 0;
-    sg.params_json = "{\"prompt\": \"\", \"n_predict\": 200, \"temperature\": 0, \"stop\": [\"girl named Lily\"]}";
-    CHECK_RC(lp_client_generate(c2, 12, &sg, 10000, NULL, NULL, &gen), 0);
-    CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_STOP);
-    CHECK(at && gen.text_len == (size_t)(at - exp->u.str) && !memcmp(gen.text, exp->u.str, gen.text_len));
-    lp_generation_clear(&gen);
+    /* The same from a llama.cpp /completion body, read through the request
+     * schema as the edges read one and sent typed. */
+    {
+        static const char body[] = "{\"prompt\": \"\", \"n_predict\": 200, \"temperature\": 0, \"stop\": [\"girl named Lily\"]}";
+        lp_json_doc_t *bd = NULL;
+        lp_request_t rq;
+        lp_sampling_pb_t *w = NULL;
+        CHECK_RC(lp_json_parse(body, strlen(body), &bd), 0);
+        CHECK_RC(lp_request_read(lp_json_root(bd), LP_RS_COMPLETION, LP_RS_HTTP, &rq), 0);
+        CHECK_RC(lp_sampling_pb_new(&rq.sp, &w), 0);
+        Lmpipe__GenerateRequest bg = LMPIPE__GENERATE_REQUEST__INIT;
+        ProtobufCBinaryData bstop = {rq.n_stops ? rq.stop_lens[0] : 0, (uint8_t *)(rq.n_stops ? rq.stops[0] : "")};
+        bg.n_predict = rq.n_predict;
+        bg.stop = &bstop;
+        bg.n_stop = rq.n_stops;
+        bg.sampling = w ? lp_sampling_pb_msg(w) : NULL;
+        CHECK(rq.n_prompts == 1 && rq.prompts[0].len == 0 && rq.n_predict == 200 && rq.n_stops == 1);
+        CHECK_RC(lp_client_generate(c2, 12, &bg, 10000, NULL, NULL, &gen), 0);
+        CHECK(gen.reason == LMPIPE__FINISH_REASON__FINISH_STOP);
+        CHECK(at && gen.text_len == (size_t)(at - exp->u.str) && !memcmp(gen.text, exp->u.str, gen.text_len));
+        lp_generation_clear(&gen);
+        lp_sampling_pb_destroy(&w);
+        lp_request_clear(&rq);
+        lp_json_doc_destroy(&bd);
+    }
     /* Logprobs (n_probs): each token event's top 3 match the golden's ids and
      * log-probabilities (F32: within 0.001, goldens/README.md). */
     Lmpipe__GenerateRequest pg = LMPIPE__GENERATE_REQUEST__INIT;
     pg.n_predict = 5;
-    pg.params_json = "{\"temperature\": 0, \"n_probs\": 3}";
+    pg.sampling = sp_json("{\"temperature\": 0, \"n_probs\": 3}");
     CHECK(lp_client_send_generate(c2, 13, &pg) == 0);
     const lp_json_t *steps = lp_json_get(cs, "steps");
     int seen = 0;
@@ -681,7 +716,7 @@ static void test_robust(const char *model, const char *golden_path)
     CHECK(seen == 5);
     /* Without n_probs the tokens come without logprobs (nobody paid for
      * the pass over the row). */
-    pg.params_json = "{\"temperature\": 0}";
+    pg.sampling = sp_json("{\"temperature\": 0}");
     pg.n_predict = 3;
     CHECK(lp_client_send_generate(c2, 14, &pg) == 0);
     seen = 0;
@@ -761,7 +796,7 @@ static void test_context(const char *model, const char *golden_path, bool no_shm
     ga.prompt_ids = gb.prompt_ids = &bos;
     ga.n_prompt_ids = gb.n_prompt_ids = 1;
     ga.no_bos = gb.no_bos = true;
-    ga.params_json = gb.params_json = "{\"temperature\": 0}";
+    ga.sampling = gb.sampling = sp_json("{\"temperature\": 0}");
     ga.ignore_eos = gb.ignore_eos = true;
     ga.n_predict = -1;
     gb.n_predict = 7;
@@ -818,10 +853,18 @@ static void test_edge(const char *model)
      * FinalEvent) naming the field, and tokenizer-svc never hears of the
      * request: between two StatsRequests it gets only the second probe's
      * hello and StatsRequest. */
+    Lmpipe__SamplingParams bad_sp[3] = {LMPIPE__SAMPLING_PARAMS__INIT, LMPIPE__SAMPLING_PARAMS__INIT,
+                                        LMPIPE__SAMPLING_PARAMS__INIT};
+    bad_sp[0].given = 1ull << 2; /* temperature NaN */
+    bad_sp[0].temperature = NAN;
+    bad_sp[1].given = 1ull << 5; /* top_k -1 */
+    bad_sp[1].top_k = -1;
+    bad_sp[2].given = 1ull << 7; /* min_p 2 */
+    bad_sp[2].min_p = 2;
     static const struct { const char *json, *field; } bad[] = {
-        {"{\"temperature\": \"hot\"}", "temperature"},
+        {"{\"temperature\": NaN}", "temperature"},
         {"{\"top_k\": -1}", "top_k"},
-        {"{\"prompt\": \"Once upon a time\", \"n_predict\": 4, \"min_p\": 2}", "min_p"},
+        {"{\"n_predict\": 4, \"min_p\": 2}", "min_p"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         stats_malformed(tok_ep);
@@ -830,7 +873,8 @@ static void test_edge(const char *model)
         const char *text = "Once upon a time";
         g.prompt.data = (uint8_t *)text;
         g.prompt.len = strlen(text);
-        g.params_json = (char *)bad[i].json;
+        g.sampling = &bad_sp[i];
+        if (i == 2) g.n_predict = 4;
         char err[512];
         int body = first_reply(c, 10 + i, &g, err, sizeof(err));
         CHECK(body == LMPIPE__MSG__BODY_ERROR, "%s: reply %d", bad[i].json, body);
@@ -867,7 +911,7 @@ static void test_edge(const char *model)
     lp_generation_clear(&gen);
 
     /* A good request afterwards runs. */
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = sp_json("{\"temperature\": 0}");
     g.prompt.data = (uint8_t *)"Once";
     g.prompt.len = 4;
     g.n_predict = 3;
@@ -1179,14 +1223,14 @@ static void test_api(const char *model, bool no_shm)
     g.messages = msgs;
     g.n_messages = 2;
     g.chat_template = "chatml";
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = sp_json("{\"temperature\": 0}");
     g.n_predict = 12;
     lp_generation_t chat_gen, ids_gen;
     CHECK_RC(lp_client_generate(c, 120, &g, 30000, NULL, NULL, &chat_gen), 0);
     g = (Lmpipe__GenerateRequest)LMPIPE__GENERATE_REQUEST__INIT;
     g.prompt_ids = chat_ids;
     g.n_prompt_ids = n_chat;
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = sp_json("{\"temperature\": 0}");
     g.n_predict = 12;
     CHECK_RC(lp_client_generate(c, 121, &g, 30000, NULL, NULL, &ids_gen), 0);
     CHECK(chat_gen.reason == LMPIPE__FINISH_REASON__FINISH_LENGTH && chat_gen.n_ids == 12,
@@ -1224,7 +1268,12 @@ static void test_api(const char *model, bool no_shm)
             g.prompt_ids = &one_id;
             g.n_prompt_ids = 1;
         }
-        if (i == 2) g.params_json = "{\"prompt\": \"Once\"}";
+        if (i == 2) { /* more messages than the coordinator takes */
+            static Lmpipe__ChatMessage *many[4097];
+            for (int k = 0; k < 4097; k++) many[k] = &m1;
+            g.messages = many;
+            g.n_messages = 4097;
+        }
         if (i == 3) g.messages = bad_role;
         if (i == 4) {
             g.messages = bad_content;
@@ -1318,7 +1367,7 @@ static size_t seed_messages(uint8_t bufs[][512], size_t *lens)
     sr.items = &itp;
     Lmpipe__SamplerOpen so = LMPIPE__SAMPLER_OPEN__INIT;
     so.session = 99;
-    so.params_json = "{\"temperature\": 0.5, \"top_k\": 3}";
+    so.params = sp_json("{\"temperature\": 0.5, \"top_k\": 3}");
     Lmpipe__DetokenizeRequest d = LMPIPE__DETOKENIZE_REQUEST__INIT;
     d.n_ids = 3;
     d.ids = toks;
@@ -1329,7 +1378,7 @@ static size_t seed_messages(uint8_t bufs[][512], size_t *lens)
     g.prompt.data = (uint8_t *)"Lily";
     g.prompt.len = 4;
     g.n_predict = 3;
-    g.params_json = "{\"seed\": 1}";
+    g.sampling = sp_json("{\"seed\": 1}");
     Lmpipe__Hello h;
     lp_hello_init(&h, LMPIPE__ROLE__ROLE_CLIENT);
     void *bodies[] = {&st, &sr, &so, &d, &t, &g, &h};
@@ -1425,7 +1474,7 @@ static void test_fuzz(const char *model, const char *golden_path, int n_iter)
     /* Every service still answers, and the greedy request is exact. */
     Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
     g.n_predict = (int32_t)n_want;
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = sp_json("{\"temperature\": 0}");
     lp_generation_t gen;
     CHECK_RC(lp_client_generate(c, 1, &g, 60000, NULL, NULL, &gen), 0);
     CHECK(gen.n_ids == n_want && gen.ids && !memcmp(gen.ids, want, n_want * sizeof(int32_t)));
@@ -1553,6 +1602,7 @@ int main(int argc, char **argv)
     bool no_shm = argc > 1 && !strcmp(argv[argc - 1], "--no-shm");
     if (no_shm) argc--;
     if (argc == 4 && !strcmp(argv[1], "goldens")) test_goldens(argv[2], argv[3], no_shm);
+    else if (argc == 4 && !strcmp(argv[1], "golden")) golden_file(argv[2], argv[3], no_shm);
     else if (argc == 3 && !strcmp(argv[1], "concurrent")) test_concurrent(argv[2], no_shm);
     else if (argc == 4 && !strcmp(argv[1], "robust")) test_robust(argv[2], argv[3]);
     else if (argc == 4 && !strcmp(argv[1], "context")) test_context(argv[2], argv[3], no_shm);
@@ -1564,5 +1614,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: pipeline_test goldens MODELS GOLDENS | concurrent MODEL | robust MODEL GOLDEN [--no-shm]\n");
         return 2;
     }
+    sp_free_all();
     return CHECK_DONE();
 }

@@ -15,7 +15,8 @@ shared=$2
 model=$shared/models/stories260K.gguf
 lmpipe=$build/tools/lmpipe
 run=$(mktemp -d /tmp/lmpipe-plugin-dir-test.XXXXXX)
-# under the build tree: /tmp is writable by everyone, so no folder below it passes
+# the plugin folders in the build tree (a checkout under /tmp passes too: a
+# root-owned sticky directory above a plugin folder is trusted, docs/SECURITY.md)
 work=$build/tests/plugin-dir-test
 pids=()
 cleanup() {
@@ -92,10 +93,13 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 args=$(ps -o args= --ppid $up)
-echo "$args" | grep -q -- "sampler-svc .*--plugin-dir $work/plugins" &&
-    echo "$args" | grep -q -- "coordinator .*--max-queued-per-client 3" &&
-    echo "ok: lmpipe up passes sampler.plugin_dir and max_queued_per_client" ||
-    { echo "FAIL: lmpipe up's services: $args $(cat "$run/up.err")"; fail=1; }
+# each service gets the run's config and its name, and reads its own keys
+echo "$args" | grep -q -- "sampler-svc --config $run/up/lmpipe.conf --service sampler" &&
+    echo "$args" | grep -q -- "coordinator --config $run/up/lmpipe.conf --service coordinator" &&
+    grep -qx "sampler.plugin_dir = $work/plugins" "$run/up/lmpipe.conf" &&
+    grep -qx "max_queued_per_client = 3" "$run/up/lmpipe.conf" &&
+    echo "ok: lmpipe up passes sampler.plugin_dir and max_queued_per_client (in the run's config)" ||
+    { echo "FAIL: lmpipe up's services: $args $(cat "$run/up.err" "$run/up/lmpipe.conf")"; fail=1; }
 out=$(timeout 30 "$lmpipe" sampler --endpoint "ipc://$run/up/sampler.sock" load marker.so 2>&1)
 echo "$out" | grep -q '"name":"marker"' && [ -e "$LP_TEST_PLUGIN_MARKER" ] &&
     echo "ok: a plugin loads from sampler.plugin_dir under lmpipe up" ||

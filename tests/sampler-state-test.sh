@@ -16,7 +16,8 @@ model=$shared/models/stories260K.gguf
 lmpipe=$build/tools/lmpipe
 svc=$build/sampler-svc/sampler-svc
 run=$(mktemp -d /tmp/lmpipe-sampler-state-test.XXXXXX)
-# under the build tree: /tmp is writable by everyone, so no plugin folder below it passes
+# the plugin folder in the build tree (a checkout under /tmp passes too: a
+# root-owned sticky directory above a plugin folder is trusted, docs/SECURITY.md)
 work=$build/tests/sampler-state-test
 pid=
 cleanup() {
@@ -103,6 +104,27 @@ rmdir "$state.tmp.$pid"
 echo "$out" | grep -q "state file" && [ "$now" = "$got" ] &&
     ok "an unsaved change is refused: $(echo "$out" | grep -o 'state file[^"]*' | head -1)" ||
     bad "unsaved change: $out; now $now"
+kill9
+
+# DRY breakers of multi-byte characters survive a restart: a text breaker
+# over 40 bytes is cut before the character that crosses the limit (it was
+# cut inside one, written as invalid UTF-8, and the restarted sampler
+# refused its own state file)
+start utf8
+brk=$(printf '\xe2\x82\xac%.0s' $(seq 1 14)) # 14 x U+20AC: 42 bytes
+out=$(ctl set "{\"dry_multiplier\":0.8,\"dry_sequence_breakers\":[\"$brk\",\"\u00fc\",\"\\n\"]}")
+before=$(ctl get | strategy)
+kill9
+start utf8-again
+after=$(ctl get | strategy)
+want=$(printf '\xe2\x82\xac%.0s' $(seq 1 13)) # 39 bytes: whole characters
+if echo "$out" | grep -q '"ok":true' && [ -n "$after" ] && [ "$after" = "$before" ] &&
+    echo "$after" | grep -qF "\"dry_sequence_breakers\":[\"$want\",\"$(printf '\xc3\xbc')\",\"\\n\"]" &&
+    python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding="utf-8"))' "$state"; then
+    ok "multi-byte DRY breakers: cut at a character (39 of 42 bytes), saved, and the sampler restarts with them"
+else
+    bad "multi-byte breakers: set $out; before $before; after $after; log $(cat "$run/utf8-again.log")"
+fi
 kill9
 
 # not a state file: the service stops, naming the file

@@ -25,6 +25,7 @@
 #include "hello.h"
 
 #include "check.h"
+#include "sp-json.h"
 #include "svc-test-util.h"
 
 #include <math.h>
@@ -145,7 +146,7 @@ static int open_session(void *sock, uint64_t session, const sess_t *s, bool reop
 {
     Lmpipe__SamplerOpen o = LMPIPE__SAMPLER_OPEN__INIT;
     o.session = session;
-    o.params_json = (char *)s->params;
+    o.params = sp_json(s->params);
     o.prompt_ids = (int32_t *)prompt;
     o.n_prompt_ids = sizeof(prompt) / sizeof(prompt[0]);
     o.detok = true;
@@ -357,5 +358,6 @@ out:
     char cmd[64];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    sp_free_all();
     return CHECK_DONE();
 }

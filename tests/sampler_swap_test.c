@@ -17,10 +17,12 @@
 #include "engine.h"
 #include "error.h"
 #include "sampler.h"
+#include "seq-json.h"
 #include "pipeline.h"
 #include "sampler-ctl.h"
 
 #include "check.h"
+#include "sp-json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +44,7 @@ static void gen_init(Lmpipe__GenerateRequest *g, const char *prompt, const char 
     lmpipe__generate_request__init(g);
     g->prompt.data = (uint8_t *)prompt;
     g->prompt.len = strlen(prompt);
-    g->params_json = (char *)params;
+    g->sampling = sp_json(params);
     g->n_predict = n;
 }
 
@@ -176,7 +178,8 @@ static void live_swap(lp_client_t *c, const char *sampler_ep, const char *mask_s
                                   "Tom and", "She said", "It was"};
     lp_generation_t out[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        gen_init(&g[i], prompts[i], "{\"ignore_eos\":true}", N_PREDICT);
+        gen_init(&g[i], prompts[i], NULL, N_PREDICT);
+        g[i].ignore_eos = true;
         memset(&out[i], 0, sizeof(out[i]));
         CHECK_RC(lp_client_send_generate(c, 200 + (uint64_t)i, &g[i]), 0);
     }
@@ -308,18 +311,21 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     uv_loop_init(&loop);
     lp_pipeline_opts_t o = {0};
-    o.model = argv[1];
-    o.run_dir = run_dir;
-    o.threads = 1;
-    o.sampler_default = "{\"top_k\":7}"; /* the service default, as sampler.default */
+    lp_config_t *cfg = lp_config_new();
+    lp_config_set(cfg, "model", argv[1]);
+    lp_config_set(cfg, "run_dir", run_dir);
+    lp_config_set(cfg, "threads", "1");
+    lp_config_set(cfg, "sampler.default", "{\"top_k\":7}"); /* the service default */
     char plugin_dir[4096]; /* the plugins' build folder, as sampler.plugin_dir */
     snprintf(plugin_dir, sizeof(plugin_dir), "%s", argv[2]);
     char *slash = strrchr(plugin_dir, '/');
     if (slash) *slash = '\0';
-    o.plugin_dir = slash ? plugin_dir : ".";
+    lp_config_set(cfg, "sampler.plugin_dir", slash ? plugin_dir : ".");
+    o.cfg = cfg;
     lp_pipeline_t *p = NULL;
     lp_client_t *c = NULL;
     int rc = lp_pipeline_start(&loop, &o, &p);
+    lp_config_destroy(&cfg);
     if (!rc) rc = lp_pipeline_wait_ready(p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(p), &c);
     if (!rc) rc = lp_client_hello(c, 10000);
@@ -340,5 +346,6 @@ int main(int argc, char **argv)
     lp_pipeline_destroy(&p);
     uv_loop_close(&loop);
     rmdir(run_dir);
+    sp_free_all();
     return CHECK_DONE();
 }

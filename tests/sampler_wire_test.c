@@ -27,6 +27,7 @@
 #include "hello.h"
 
 #include "check.h"
+#include "sp-json.h"
 #include "svc-test-util.h"
 
 #include <signal.h>
@@ -96,7 +97,7 @@ static int open_session(void *sock, uint64_t session, bool detok, int32_t *end_i
 {
     Lmpipe__SamplerOpen o = LMPIPE__SAMPLER_OPEN__INIT;
     o.session = session;
-    o.params_json = "{\"temperature\": 0}"; /* greedy: the row's maximum */
+    o.params = sp_json("{\"temperature\": 0}"); /* greedy: the row's maximum */
     o.detok = detok;
     o.detok_end_ids = end_ids;
     o.n_detok_end_ids = n_end;
@@ -421,5 +422,6 @@ int main(int argc, char **argv)
     char cmd[64];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    sp_free_all();
     return CHECK_DONE();
 }

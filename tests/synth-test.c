@@ -88,6 +88,18 @@ static void test_mix(void)
               LP_TYPE_Q5_K, "Q5_K_M base");
     CHECK(lp_synth_tensor_type("Q3_K_XL", "output.weight", 2, 2048, 0, 22) == UINT32_MAX,
           "unknown type");
+    /* qwen35: a fused q/k/v gets more bits in the K mixes (Q5_K in Q4_K_M,
+     * Q6_K in Q5_K_M); the DeltaNet convolution is never quantized */
+    CHECK(lp_synth_tensor_type("Q4_K_M", "blk.0.attn_qkv.weight", 2, 1024, 1, 24) ==
+              LP_TYPE_Q5_K, "Q4_K_M attn_qkv");
+    CHECK(lp_synth_tensor_type("Q5_K_M", "blk.0.attn_qkv.weight", 2, 1024, 1, 24) ==
+              LP_TYPE_Q6_K, "Q5_K_M attn_qkv");
+    CHECK(lp_synth_tensor_type("Q8_0", "blk.0.attn_qkv.weight", 2, 1024, 1, 24) ==
+              LP_TYPE_Q8_0, "Q8_0 attn_qkv");
+    CHECK(lp_synth_tensor_type("Q4_K_M", "blk.0.ssm_conv1d.weight", 2, 4, 1, 24) ==
+              LP_TYPE_F32, "Q4_K_M ssm_conv1d");
+    CHECK(lp_synth_tensor_type("F16", "blk.0.ssm_conv1d.weight", 2, 4, 1, 24) == LP_TYPE_F32,
+          "F16 ssm_conv1d");
 }
 
 /* ---- a written model ---- */

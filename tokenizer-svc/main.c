@@ -1,54 +1,32 @@
 /* tokenizer-svc - serves the tokenizer: text to ids and ids to text
- * (docs/PROTOCOL.md). */
+ * (docs/PROTOCOL.md).  Its parameters: tokenizer-params.c. */
 #include "serve.h"
+#include "tokenizer-params.h"
 
-#include "curve.h"
 #include "error.h"
 #include "log.h"
 
-#include <getopt.h>
 #include <stdio.h>
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: tokenizer-svc --model M.gguf --endpoint EP [--chat-template-file F.jinja]\n"
-               LP_CURVE_USAGE);
-}
+#include <string.h>
 
 int main(int argc, char **argv)
 {
     lp_log_init("tokenizer-svc");
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"endpoint", required_argument, 0, 'e'},
-                                         {"chat-template-file", required_argument, 0, 't'},
-                                         LP_CURVE_LONGOPTS, {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *model = NULL, *endpoint = NULL, *chat_template = NULL;
-    lp_curve_opts_t sec = {0};
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'e': endpoint = optarg; break;
-        case 't': chat_template = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default:
-            if (lp_curve_opts_take(&sec, c, optarg)) break;
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!model || !endpoint || optind != argc) {
-        usage(stderr);
-        return 2;
-    }
+    lp_tokenizer_opts_t o = {0};
+    lp_params_ctx_t *ctx;
+    int prc = lp_params_parse(&lp_tokenizer_params, &o, argc, argv, &ctx);
+    if (prc) return prc == 1 ? 0 : 2;
+    char endpoint[1024]; /* the first of a list */
+    snprintf(endpoint, sizeof(endpoint), "%.*s", (int)strcspn(o.endpoint, ","), o.endpoint);
     lp_tokenizer_svc_t *svc;
-    if (lp_tokenizer_svc_new(model, chat_template, &svc)) {
+    if (lp_tokenizer_svc_new(o.model, o.chat_template_file, &svc)) {
         fprintf(stderr, "tokenizer-svc: %s\n", lp_error_msg());
+        lp_params_ctx_destroy(&ctx);
         return 1;
     }
-    int rc = lp_service_run_secure(&lp_tokenizer_svc_ops, svc, endpoint, &sec);
+    int rc = lp_service_run_secure(&lp_tokenizer_svc_ops, svc, endpoint, &o.curve);
     if (rc) fprintf(stderr, "tokenizer-svc: %s\n", lp_error_msg());
     lp_tokenizer_svc_destroy(&svc);
+    lp_params_ctx_destroy(&ctx);
     return rc ? 1 : 0;
 }

@@ -162,21 +162,25 @@ static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_f
     lp_chat_msg_t *msgs = NULL;
     if (json) {
         if (strlen(c->chat_json) > MAX_TEXT)
-            return lp_error_set(LP_ERR(E2BIG), "chat_template: %zu bytes of conversation (at most %u)",
+            return lp_error_set_kind(LP_ERR(E2BIG), LP_EK_INVALID_REQUEST, "messages",
+                                     "chat_template: %zu bytes of conversation (at most %u)",
                                 strlen(c->chat_json), MAX_TEXT);
     } else {
         if (c->n_messages == 0 || c->n_messages > MAX_CHAT_MESSAGES)
-            return lp_error_set(LP_ERR(EINVAL), "chat_template: %zu messages (1 to %d allowed)",
+            return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages",
+                                     "chat_template: %zu messages (1 to %d allowed)",
                                 c->n_messages, MAX_CHAT_MESSAGES);
         size_t total = 0;
         for (size_t i = 0; i < c->n_messages; i++) {
             const Lmpipe__ChatMessage *m = c->messages[i];
             if (!m->role[0])
-                return lp_error_set(LP_ERR(EINVAL), "chat_template: messages[%zu] has no role", i);
+                return lp_error_set_kind(LP_ERR(EINVAL), LP_EK_INVALID_REQUEST, "messages",
+                                         "chat_template: messages[%zu] has no role", i);
             total += strlen(m->content);
         }
         if (total > MAX_TEXT)
-            return lp_error_set(LP_ERR(E2BIG), "chat_template: %zu bytes of content (at most %u)",
+            return lp_error_set_kind(LP_ERR(E2BIG), LP_EK_INVALID_REQUEST, "messages",
+                                     "chat_template: %zu bytes of content (at most %u)",
                                 total, MAX_TEXT);
         msgs = calloc(c->n_messages, sizeof(*msgs));
         if (!msgs) return lp_error_set(LP_ERR(ENOMEM), "chat_template: out of memory");
@@ -195,6 +199,9 @@ static int do_chat_template(lp_tokenizer_svc_t *s, lp_service_t *svc, const lp_f
     /* A template that writes bos_token itself, for a model whose tokenizer
      * adds BOS, loses it from the text: the tokenizer adds the one BOS (as
      * llama.cpp's common_chat_templates_apply does). */
+    /* The template (the request's, or the model's when it gave none) could
+     * not be applied: the request's fault, with the template's message. */
+    if (rc && rc != LP_ERR(ENOMEM)) lp_error_mark(LP_EK_INVALID_REQUEST, "chat_template");
     size_t skip = 0;
     if (!rc && has_bos && lp_tokenizer_adds_bos(s->tok)) {
         const char *p;

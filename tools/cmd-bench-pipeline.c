@@ -20,6 +20,7 @@
 #include "error.h"
 #include "pipeline.h"
 #include "sampler.h"
+#include "seq-json.h"
 #include "sysinfo.h"
 
 #include <stdio.h>
@@ -106,15 +107,27 @@ static void on_token(void *arg, int32_t id, const uint8_t *piece, size_t len)
 
 /* `lmpipe run`'s four services, started for a measurement, and a client. */
 typedef struct piped {
+    lp_config_t *cfg; /* the services' keys */
     uv_loop_t loop;
     lp_pipeline_t *p;
     lp_client_t *c;
 } piped_t;
 
-static int piped_start(piped_t *pd, const lp_pipeline_opts_t *o)
+/* The services with these keys: model, threads, no_shm, max_seqs 1, and
+ * max_batch_tokens and n_ctx when > 0. */
+static int piped_start(piped_t *pd, const char *model, int threads, bool no_shm, int batch, int n_ctx)
 {
     uv_loop_init(&pd->loop);
-    int rc = lp_pipeline_start(&pd->loop, o, &pd->p);
+    lp_pipeline_opts_t o = {0};
+    if (!(pd->cfg = lp_config_new())) return LP_ERR(ENOMEM);
+    int rc = lp_config_set(pd->cfg, "model", model);
+    if (!rc) rc = lp_config_setf(pd->cfg, "threads", "%d", threads);
+    if (!rc) rc = lp_config_set(pd->cfg, "no_shm", no_shm ? "true" : "false");
+    if (!rc) rc = lp_config_set(pd->cfg, "max_seqs", "1");
+    if (!rc && batch > 0) rc = lp_config_setf(pd->cfg, "max_batch_tokens", "%d", batch);
+    if (!rc && n_ctx > 0) rc = lp_config_setf(pd->cfg, "n_ctx", "%d", n_ctx);
+    o.cfg = pd->cfg;
+    if (!rc) rc = lp_pipeline_start(&pd->loop, &o, &pd->p);
     if (!rc) rc = lp_pipeline_wait_ready(pd->p, 60000);
     if (!rc) rc = lp_client_new(lp_pipeline_endpoint(pd->p), &pd->c);
     if (!rc) rc = lp_client_hello(pd->c, 10000);
@@ -126,6 +139,7 @@ static void piped_stop(piped_t *pd)
     lp_client_destroy(&pd->c);
     lp_pipeline_destroy(&pd->p);
     uv_loop_close(&pd->loop);
+    lp_config_destroy(&pd->cfg);
 }
 
 /* The pipeline side of the step times. */
@@ -142,11 +156,19 @@ static void through_close(through_t *tp)
 
 static int through_open(through_t *tp, const char *model_path, int threads, bool no_shm, int n_tok)
 {
-    lp_pipeline_opts_t o = {.model = model_path, .threads = threads, .no_shm = no_shm, .max_seqs = 1};
-    int rc = piped_start(&tp->pd, &o);
+    int rc = piped_start(&tp->pd, model_path, threads, no_shm, 0, 0);
     tp->a = (arrivals_t){malloc(((size_t)n_tok + 1) * sizeof(double)), 0, (size_t)n_tok + 1};
     if (!rc && !tp->a.t) rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
     return rc;
+}
+
+/* Greedy: temperature 0, given (SamplingParams field 2). */
+static Lmpipe__SamplingParams *greedy(void)
+{
+    static Lmpipe__SamplingParams sp = LMPIPE__SAMPLING_PARAMS__INIT;
+    sp.given = 1ull << 2;
+    sp.temperature = 0;
+    return &sp;
 }
 
 /* One generation of n_tok + 1 tokens; steps[i] is the gap before token i + 1. */
@@ -155,7 +177,7 @@ static int through_run(through_t *tp, uint64_t id, int n_tok, double *steps)
     Lmpipe__GenerateRequest g = LMPIPE__GENERATE_REQUEST__INIT;
     g.n_predict = n_tok + 1;
     g.ignore_eos = true;
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = greedy();
     g.prompt.data = (uint8_t *)"Once";
     g.prompt.len = 4;
     lp_generation_t gen;
@@ -191,7 +213,7 @@ static int pipe_generate(lp_bench_pipe_t *bp, const int32_t *ids, int n_prompt, 
     g.n_prompt_ids = (size_t)n_prompt;
     g.n_predict = n_predict;
     g.ignore_eos = true;
-    g.params_json = "{\"temperature\": 0}";
+    g.sampling = greedy();
     int rc = lp_client_generate(bp->pd.c, ++bp->next_id, &g, 600000, NULL, NULL, gen);
     if (!rc && gen->reason != LMPIPE__FINISH_REASON__FINISH_LENGTH) {
         rc = lp_error_set(LP_ERR(EPROTO), "pipeline generation ended early: %s", gen->error);
@@ -206,9 +228,7 @@ int lp_bench_pipe_open(const char *model_path, int threads, bool no_shm, int bat
     *out = NULL;
     lp_bench_pipe_t *bp = calloc(1, sizeof(*bp));
     if (!bp) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
-    lp_pipeline_opts_t o = {.model = model_path, .threads = threads, .no_shm = no_shm,
-                            .max_seqs = 1, .max_batch_tokens = batch, .n_ctx = pp + tg + 16};
-    int rc = piped_start(&bp->pd, &o);
+    int rc = piped_start(&bp->pd, model_path, threads, no_shm, batch, pp + tg + 16);
     lp_generation_t gen; /* a warm-up */
     if (!rc && !(rc = pipe_generate(bp, ids, pp < 16 ? pp : 16, tg < 8 ? tg : 8, &gen)))
         lp_generation_clear(&gen);

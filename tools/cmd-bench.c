@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "error.h"
 #include "sampler.h"
+#include "seq-json.h"
 #include "sysinfo.h"
 
 #include <getopt.h>

@@ -25,29 +25,47 @@ int lp_cmd_run(int argc, char **argv)
     lp_gen_args_t ga;
     lp_gen_args_init(&ga);
     lp_pipeline_opts_t o = {0};
-    for (int i = 1; i < argc; i++) {
+    lp_config_t *cfg = lp_config_new(); /* the services' keys */
+    if (!cfg) return 1;
+    o.cfg = cfg;
+    bool have_model = false;
+    int bad = 0;
+    for (int i = 1; i < argc && !bad; i++) {
         int t = lp_gen_args_take(&ga, "run", argc, argv, &i);
-        if (t < 0) return 2;
+        if (t < 0) bad = 2;
         if (t) continue;
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) o.model = argv[++i];
-        else if (!strcmp(argv[i], "--no-shm")) o.no_shm = true;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--n-ctx") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+            lp_config_set(cfg, "model", argv[++i]);
+            have_model = true;
+        } else if (!strcmp(argv[i], "--no-shm")) lp_config_set(cfg, "no_shm", "true");
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             long long n;
-            if (lp_gen_args_int("run", "--n-ctx", argv[++i], 1, 1 << 24, &n)) return 2;
-            o.n_ctx = (int)n;
+            if (lp_gen_args_int("run", "--threads", argv[++i], 0, 1024, &n)) bad = 2;
+            else lp_config_setf(cfg, "threads", "%lld", n);
+        } else if (!strcmp(argv[i], "--n-ctx") && i + 1 < argc) {
+            long long n;
+            if (lp_gen_args_int("run", "--n-ctx", argv[++i], 1, 1 << 24, &n)) bad = 2;
+            else lp_config_setf(cfg, "n_ctx", "%lld", n);
         }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
+            lp_config_destroy(&cfg);
             return 0;
         } else {
             usage(stderr);
+            lp_config_destroy(&cfg);
             return lp_cmd_usage_error("run", "unknown or incomplete option '%s'", argv[i]);
         }
     }
-    if (!o.model) return lp_cmd_usage_error("run", "--model is required");
+    if (bad || !have_model) {
+        lp_config_destroy(&cfg);
+        return bad ? bad : lp_cmd_usage_error("run", "--model is required");
+    }
     Lmpipe__GenerateRequest g;
-    if (lp_gen_args_request(&ga, "run", &g)) return 2;
+    if (lp_gen_args_request(&ga, "run", &g)) {
+        lp_config_destroy(&cfg);
+        return 2;
+    }
 
     signal(SIGPIPE, SIG_IGN);
     uv_loop_t loop;
@@ -72,5 +90,6 @@ int lp_cmd_run(int argc, char **argv)
     }
     lp_pipeline_destroy(&p);
     uv_loop_close(&loop);
+    lp_config_destroy(&cfg);
     return status;
 }

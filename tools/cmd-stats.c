@@ -57,6 +57,10 @@ static void print_stats(const Lmpipe__StatsReply *s, Lmpipe__Role role)
             printf("group %s kv: blocks %u used, %u cached, %u total; %llu prompt tokens reused\n", g->name,
                    g->kv_blocks_used, g->kv_blocks_cached, g->kv_blocks_total,
                    (unsigned long long)g->prefix_cache_hits);
+        if (g->ready)
+            printf("group %s prefix cache: %s%s\n", g->name,
+                   g->prefix_cache_off && g->prefix_cache_off[0] ? "off, " : "on",
+                   g->prefix_cache_off ? g->prefix_cache_off : "");
         if (g->kv_swa_blocks_total)
             printf("group %s sliding-window kv (window %u): blocks %u used, %u cached, %u total\n",
                    g->name, g->kv_swa_window, g->kv_swa_blocks_used, g->kv_swa_blocks_cached,

@@ -87,6 +87,9 @@ static void usage(FILE *f)
                "                 [--http HOST:PORT [--api-key KEY]... [--admin-key KEY]...] [--nats URL]\n"
                "                 [--only SERVICE[,SERVICE...]] [--drain-grace-ms N]\n"
                "Starts the pipeline, prints its client endpoint, and runs until SIGINT/SIGTERM.\n"
+               "Each flag sets a config key (deploy/lmpipe.conf); every key is checked against the\n"
+               "services' parameter tables (lmpipe schema --config) before anything starts, and\n"
+               "each service reads its own keys from RUN_DIR/lmpipe.conf (--config, --service).\n"
                "--http also starts the OpenAI-compatible HTTP gateway (lmpipe-http, docs/HTTP.md);\n"
                "--nats (or nats.url in the config) the NATS JetStream bridge (lmpipe-nats, docs/NATS.md).\n"
                "--plugin-dir (config sampler.plugin_dir): the folder sampler plugins load from.\n"
@@ -102,80 +105,93 @@ static void usage(FILE *f)
                "supervise.window_s; docs/PIPELINE.md, \"Faults and recovery\").\n");
 }
 
+/* lmpipe up's flags: each sets a config key (a flag wins over the file). */
+static const struct {
+    const char *flag, *key, *value; /* value NULL: the flag's argument */
+    bool append;                   /* a list: each flag adds one */
+} flag_keys[] = {
+    {"--model", "model", NULL, false},
+    {"--endpoint", "endpoint", NULL, false},
+    {"--no-shm", "no_shm", "true", false},
+    {"--no-prefix-cache", "coordinator.prefix_cache", "false", false},
+    {"--plugin-dir", "sampler.plugin_dir", NULL, false},
+    {"--drain-grace-ms", "drain_grace_ms", NULL, false},
+    {"--http", "http.listen", NULL, false},
+    {"--nats", "nats.url", NULL, false},
+    {"--api-key", "http.api_key", NULL, true},
+    {"--admin-key", "http.admin_key", NULL, true},
+};
+
 int lp_cmd_up(int argc, char **argv)
 {
     lp_pipeline_opts_t o = {0};
     lp_config_t *cfg = NULL;
-    const char *model = NULL, *endpoint = NULL, *http = NULL, *plugin_dir = NULL, *nats = NULL;
-    char api_keys[4096] = "", admin_keys[4096] = "";
-    bool no_shm = false, no_prefix_cache = false;
     unsigned only = 0;
-    int grace = 0; /* --drain-grace-ms: 0 not given, -1 none */
-    for (int i = 1; i < argc; i++) {
+    /* the file first, whatever the order: the flags win over it */
+    for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--config") && i + 1 < argc) {
             lp_config_destroy(&cfg);
             if (lp_config_load(argv[++i], &cfg)) {
                 fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
                 return 1;
             }
-        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--endpoint") && i + 1 < argc) endpoint = argv[++i];
-        else if (!strcmp(argv[i], "--no-shm")) no_shm = true;
-        else if (!strcmp(argv[i], "--no-prefix-cache")) no_prefix_cache = true;
-        else if (!strcmp(argv[i], "--plugin-dir") && i + 1 < argc) plugin_dir = argv[++i];
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+        }
+    if (!cfg && !(cfg = lp_config_new())) return 1;
+    bool listed[sizeof(flag_keys) / sizeof(flag_keys[0])] = {false};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            i++;
+            continue;
+        }
+        if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             if (lp_pipeline_parse_only(argv[++i], &only)) {
                 lp_config_destroy(&cfg);
                 return lp_cmd_usage_error("up", "%s", lp_error_msg());
             }
+            continue;
         }
-        else if (!strcmp(argv[i], "--drain-grace-ms") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (!argv[i][0] || *end || v < 0 || v > 3600000) {
-                lp_config_destroy(&cfg);
-                return lp_cmd_usage_error("up", "--drain-grace-ms: '%s' is not 0..3600000", argv[i]);
-            }
-            grace = v ? (int)v : -1;
-        }
-        else if (!strcmp(argv[i], "--http") && i + 1 < argc) http = argv[++i];
-        else if (!strcmp(argv[i], "--nats") && i + 1 < argc) nats = argv[++i];
-        else if ((!strcmp(argv[i], "--api-key") || !strcmp(argv[i], "--admin-key")) && i + 1 < argc) {
-            char *list = argv[i][3] == 'p' ? api_keys : admin_keys;
-            const char *key = argv[++i];
-            if (!key[0] || strpbrk(key, ", ") || strlen(list) + strlen(key) + 2 > sizeof(api_keys)) {
-                lp_config_destroy(&cfg);
-                return lp_cmd_usage_error("up", "%s: a key is a non-empty word without ',' or ' '", argv[i - 1]);
-            }
-            if (list[0]) strcat(list, ",");
-            strcat(list, key);
-        }
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
+            lp_config_destroy(&cfg);
             return 0;
-        } else {
+        }
+        size_t k = 0;
+        while (k < sizeof(flag_keys) / sizeof(flag_keys[0]) && strcmp(argv[i], flag_keys[k].flag)) k++;
+        if (k == sizeof(flag_keys) / sizeof(flag_keys[0]) || (!flag_keys[k].value && i + 1 >= argc)) {
             usage(stderr);
             lp_config_destroy(&cfg);
             return lp_cmd_usage_error("up", "unknown or incomplete option '%s'", argv[i]);
         }
+        const char *v = flag_keys[k].value ? flag_keys[k].value : argv[++i];
+        int rc;
+        if (flag_keys[k].append) {
+            /* a key is one word: the list is comma-separated */
+            if (!v[0] || strpbrk(v, ", ")) {
+                lp_config_destroy(&cfg);
+                return lp_cmd_usage_error("up", "%s: a key is a non-empty word without ',' or ' '", argv[i - 1]);
+            }
+            const char *had = listed[k] ? lp_config_get(cfg, flag_keys[k].key, NULL) : NULL;
+            char list[4096];
+            snprintf(list, sizeof(list), "%s%s%s", had ? had : "", had ? "," : "", v);
+            rc = lp_config_set(cfg, flag_keys[k].key, list);
+            listed[k] = true;
+        } else
+            rc = lp_config_set(cfg, flag_keys[k].key, v);
+        if (rc) {
+            lp_config_destroy(&cfg);
+            return 1;
+        }
     }
-    if (cfg && lp_pipeline_opts_from_config(cfg, &o)) {
+    /* every key of every service, its range, before anything starts */
+    if (lp_pipeline_check_config(cfg)) {
         fprintf(stderr, "lmpipe up: %s\n", lp_error_msg());
         lp_config_destroy(&cfg);
         return 1;
     }
-    if (model) o.model = model;
-    if (endpoint) o.endpoint = endpoint;
-    if (no_shm) o.no_shm = true;
-    if (no_prefix_cache) o.no_prefix_cache = true;
-    if (plugin_dir) o.plugin_dir = plugin_dir;
-    if (only) o.only = only;
-    if (grace) o.drain_grace_ms = grace;
+    o.cfg = cfg;
+    o.only = only;
     o.supervise = true; /* lmpipe run and bench stop at the first death */
-    if (http) o.http_listen = http;
-    if (nats) o.nats[0] = nats; /* nats.url */
-    if (api_keys[0]) o.http_api_keys = api_keys;
-    if (admin_keys[0]) o.http_admin_keys = admin_keys;
+    const char *http = lp_config_get(cfg, "http.listen", NULL), *nats = lp_config_get(cfg, "nats.url", NULL);
 
     signal(SIGPIPE, SIG_IGN);
     uv_loop_t loop;
@@ -208,8 +224,8 @@ int lp_cmd_up(int argc, char **argv)
                 if (lp_pipeline_runs(s.p, 1u << k))
                     printf("lmpipe up: %s ready on %s\n", names[k], lp_pipeline_service_endpoint(s.p, 1u << k));
         }
-        if (lp_pipeline_runs(s.p, LP_PIPELINE_HTTP)) printf("lmpipe up: HTTP on http://%s\n", o.http_listen);
-        if (lp_pipeline_runs(s.p, LP_PIPELINE_NATS)) printf("lmpipe up: NATS bridge to %s\n", o.nats[0]);
+        if (lp_pipeline_runs(s.p, LP_PIPELINE_HTTP)) printf("lmpipe up: HTTP on http://%s\n", http);
+        if (lp_pipeline_runs(s.p, LP_PIPELINE_NATS)) printf("lmpipe up: NATS bridge to %s\n", nats);
         fflush(stdout);
         if (lp_sdnotify_sendf("READY=1\nSTATUS=lmpipe up: ready on %s", lp_pipeline_endpoint(s.p)))
             LP_WARN("lmpipe up: %s", lp_error_msg());

@@ -16,6 +16,7 @@ const char lp_gen_args_usage[] =
     "  --max-tokens N       new tokens at most (default: until EOS)\n"
     "  --temperature T      --seed S  --top-k K  --top-p P  --min-p P\n"
     "  --params JSON        more llama.cpp /completion fields, e.g. '{\"samplers\":[\"top_k\"]}'\n"
+    "                       (read as lmpipe-http reads /completion: docs/HTTP.md)\n"
     "  --stop TEXT          a stop string (repeatable, up to 16)\n"
     "  --ignore-eos         --no-bos\n"
     "  --deadline-ms MS     the pipeline ends the request with an error (\"deadline\") when\n"
@@ -40,9 +41,10 @@ void lp_gen_args_init(lp_gen_args_t *a)
 
 void lp_gen_args_clear(lp_gen_args_t *a)
 {
+    if (a->has_rq) lp_request_clear(&a->rq);
+    a->has_rq = false;
     lp_json_doc_destroy(&a->doc);
-    free(a->json);
-    a->json = NULL;
+    lp_sampling_pb_destroy(&a->pb);
     free(a->stop_bin);
     a->stop_bin = NULL;
 }
@@ -199,77 +201,61 @@ int lp_gen_args_take(lp_gen_args_t *a, const char *cmd, int argc, char **argv, i
     return 1;
 }
 
-/* The request fields --params may carry besides the sampling parameters,
- * checked by the coordinator's own reader (lp_completion_fields_from_json):
- * each applies where the flags leave its field unset.  Other keys are
- * ignored, as llama.cpp server ignores fields it does not use. */
-static int take_request_fields(lp_gen_args_t *a, const char *cmd, const lp_json_t *root,
-                               Lmpipe__GenerateRequest *g)
-{
-    lp_completion_fields_t f;
-    if (lp_completion_fields_from_json(root, &f)) {
-        fprintf(stderr, "lmpipe %s: --params: %s\n", cmd, lp_error_msg());
-        return -1;
-    }
-    if (f.prompt_is_ids) {
-        fprintf(stderr, "lmpipe %s: --params: prompt: token ids are not taken here; give text\n", cmd);
-        return -1;
-    }
-    /* As --max-tokens: 0 would generate nothing. */
-    if (f.has_n_predict && (f.n_predict == 0 || f.n_predict > 1 << 24)) {
-        fprintf(stderr, "lmpipe %s: --params: n_predict: must be a positive integer (or -1)\n", cmd);
-        return -1;
-    }
-    if (!g->n_predict && f.has_n_predict) g->n_predict = f.n_predict;
-    g->ignore_eos = g->ignore_eos || f.ignore_eos;
-    if (!g->n_stop && f.stop) {
-        free(a->stop_bin);
-        a->stop_bin = calloc(f.stop->n ? f.stop->n : 1, sizeof(*a->stop_bin));
-        if (!a->stop_bin) {
-            fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
-            return -1;
-        }
-        for (size_t i = 0; i < f.stop->n; i++) {
-            a->stop_bin[i].data = (uint8_t *)f.stop->u.items[i].u.str;
-            a->stop_bin[i].len = f.stop->u.items[i].n;
-        }
-        g->stop = a->stop_bin;
-        g->n_stop = f.stop->n;
-    }
-    if (!g->prompt.len && f.prompt) {
-        g->prompt.data = (uint8_t *)f.prompt;
-        g->prompt.len = f.prompt_len;
-    }
-    return 0;
-}
-
-/* --params: its sampling fields join the flags' (a field given both ways
- * is refused), its request fields fill g. */
+/* --params: a llama.cpp /completion body read through the request schema
+ * (lib/request-schema.h), as lmpipe-http reads one: its sampling fields
+ * join the flags' (a field given both ways is refused), its request fields
+ * fill g where the flags leave them unset. */
 static int take_params(lp_gen_args_t *a, const char *cmd, Lmpipe__GenerateRequest *g)
 {
     if (lp_json_parse(a->params, strlen(a->params), &a->doc)) {
         fprintf(stderr, "lmpipe %s: --params: %s\n", cmd, lp_error_msg());
         return -1;
     }
-    const lp_json_t *root = lp_json_root(a->doc);
-    if (root->type != LP_JSON_OBJECT) {
-        fprintf(stderr, "lmpipe %s: --params: not a JSON object\n", cmd);
-        return -1;
-    }
-    lp_sampler_params_t extra;
-    lp_sampler_params_default(&extra);
-    if (lp_sampler_params_from_json(root, 0, &extra)) {
+    lp_request_t *rq = &a->rq;
+    a->has_rq = true;
+    if (lp_request_read(lp_json_root(a->doc), LP_RS_COMPLETION, LP_RS_HTTP | LP_RS_PARTIAL, rq)) {
         fprintf(stderr, "lmpipe %s: --params: %s\n", cmd, lp_error_msg());
         return -1;
     }
     for (size_t s = 0; s < sizeof(sampling_flags) / sizeof(sampling_flags[0]); s++)
-        if (extra.set & a->sp.set & (1ull << sampling_flags[s].field)) {
-            fprintf(stderr, "lmpipe %s: --params: %s is given by %s too\n", cmd,
-                    sampling_flags[s].name, sampling_flags[s].flag);
+        if (rq->sp.set & a->sp.set & (1ull << sampling_flags[s].field)) {
+            fprintf(stderr, "lmpipe %s: --params: %s is given by %s too\n", cmd, sampling_flags[s].name,
+                    sampling_flags[s].flag);
             return -1;
         }
-    lp_sampler_params_overlay(&a->sp, &extra);
-    return take_request_fields(a, cmd, root, g);
+    lp_sampler_params_overlay(&a->sp, &rq->sp);
+    if (rq->n_prompts && rq->prompts[0].ids) {
+        fprintf(stderr, "lmpipe %s: --params: prompt: token ids are not taken here; give text\n", cmd);
+        return -1;
+    }
+    /* As --max-tokens. */
+    if (rq->n_predict > 1 << 24) {
+        fprintf(stderr, "lmpipe %s: --params: n_predict: must be at most %d (or -1)\n", cmd, 1 << 24);
+        return -1;
+    }
+    if (!g->n_predict && rq->n_predict) g->n_predict = rq->n_predict;
+    g->ignore_eos = g->ignore_eos || rq->ignore_eos;
+    if (!g->deadline_ms) g->deadline_ms = rq->deadline_ms;
+    g->t_max_predict_ms = rq->t_max_predict_ms;
+    if (!g->n_stop && rq->n_stops) {
+        free(a->stop_bin);
+        a->stop_bin = calloc(rq->n_stops, sizeof(*a->stop_bin));
+        if (!a->stop_bin) {
+            fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
+            return -1;
+        }
+        for (size_t i = 0; i < rq->n_stops; i++) {
+            a->stop_bin[i].data = (uint8_t *)rq->stops[i];
+            a->stop_bin[i].len = rq->stop_lens[i];
+        }
+        g->stop = a->stop_bin;
+        g->n_stop = rq->n_stops;
+    }
+    if (!g->prompt.len && rq->n_prompts) {
+        g->prompt.data = (uint8_t *)rq->prompts[0].text;
+        g->prompt.len = rq->prompts[0].len;
+    }
+    return 0;
 }
 
 int lp_gen_args_request(lp_gen_args_t *a, const char *cmd, Lmpipe__GenerateRequest *g)
@@ -303,15 +289,15 @@ int lp_gen_args_request(lp_gen_args_t *a, const char *cmd, Lmpipe__GenerateReque
         lp_gen_args_clear(a);
         return -1;
     }
-    size_t need = lp_sampler_params_given_to_json(&a->sp, NULL, 0);
-    a->json = malloc(need + 1);
-    if (!a->json) {
-        fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
-        lp_gen_args_clear(a);
-        return -1;
+    /* the sampling fields given, typed (lib/sampling-wire.h) */
+    if (a->sp.set) {
+        if (lp_sampling_pb_new(&a->sp, &a->pb)) {
+            fprintf(stderr, "lmpipe %s: out of memory\n", cmd);
+            lp_gen_args_clear(a);
+            return -1;
+        }
+        g->sampling = lp_sampling_pb_msg(a->pb);
     }
-    lp_sampler_params_given_to_json(&a->sp, a->json, need + 1);
-    g->params_json = a->json;
     return 0;
 }
 int lp_gen_args_print(const lp_gen_args_t *a, const char *cmd, const lp_generation_t *gen)

@@ -1,7 +1,8 @@
 /* gen-args.h - the generation flags that lmpipe run and generate share,
  * turned into a GenerateRequest: the sampling flags fill a typed parameter
- * set (lib/sampling-params.h), which is validated and written out as
- * llama.cpp /completion JSON with only the fields given. */
+ * set (lib/sampling-params.h), which is validated and sent typed
+ * (SamplingParams, lib/sampling-wire.h) with only the fields given;
+ * --params is read through the request schema (lib/request-schema.h). */
 #ifndef LP_TOOLS_GEN_ARGS_H
 #define LP_TOOLS_GEN_ARGS_H
 
@@ -9,7 +10,9 @@
 
 #include "json.h"
 #include "lmpipe.pb-c.h"
+#include "request-schema.h"
 #include "sampling-params.h"
+#include "sampling-wire.h"
 
 typedef struct lp_gen_args {
     const char *prompt;
@@ -24,7 +27,9 @@ typedef struct lp_gen_args {
     uint32_t deadline_ms;   /* GenerateRequest.deadline_ms; 0: none */
     /* Filled by lp_gen_args_request, freed by lp_gen_args_clear: */
     lp_json_doc_t *doc;     /* the parsed --params (its strings are borrowed) */
-    char *json;             /* params_json */
+    lp_request_t rq;        /* --params read (with has_rq) */
+    bool has_rq;
+    lp_sampling_pb_t *pb;   /* GenerateRequest.sampling */
     ProtobufCBinaryData *stop_bin;
 } lp_gen_args_t;
 

@@ -26,6 +26,8 @@ static const struct {
     {"bench", lp_cmd_bench, "--model M            prefill and decode tokens/s"},
     {"score", lp_cmd_score, "--model M --ids I,.. top log-probabilities per position"},
     {"keygen", lp_cmd_keygen, "-o BASE              CURVE key pair: BASE.key (0600), BASE.pub"},
+    {"schema", lp_cmd_schema, "[--json | --markdown http|nats]   the request schema's fields"},
+    {"grammar", lp_cmd_grammar, "check|maskbench --vocab V ...  constrained decoding checks"},
     {"synth", lp_cmd_synth, "--arch A --shape S --type T --vocab V -o OUT  random-weight model"},
 };
 

@@ -18,6 +18,8 @@ int lp_cmd_synth(int argc, char **argv);
 int lp_cmd_bench(int argc, char **argv);
 int lp_cmd_keygen(int argc, char **argv);
 int lp_cmd_stats(int argc, char **argv);
+int lp_cmd_schema(int argc, char **argv);
+int lp_cmd_grammar(int argc, char **argv);
 int lp_cmd_template(int argc, char **argv);
 int lp_cmd_tool_calls(int argc, char **argv);
 

@@ -3,13 +3,20 @@
 #include "pipeline.h"
 
 #include "client.h"
+#include "coord-params.h"
 #include "curve.h"
+#include "engine-params.h"
+#include "http-params.h"
+#include "nats-params.h"
+#include "sampler-params.h"
+#include "tokenizer-params.h"
 #include "error.h"
 #include "log.h"
 #include "shm-ring.h"
 #include "sweep.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -72,6 +79,13 @@ struct lp_pipeline {
     unsigned stop_mask;       /* stopping: the children being stopped (1 << index) */
     uint64_t stop_wait_ms;    /* ... and how long they have before SIGKILL */
     lp_pipeline_opts_t opts;  /* for restarting lmpipe-http */
+    char conf[PATH_MAX + 32]; /* RUN_DIR/lmpipe.conf: the services' config for this run */
+    char curve_key[PATH_MAX]; /* curve.key ("": none), the edges' server key */
+    const char *bin_dir;      /* bin_dir, or NULL */
+    char *bin_dir_buf;
+    bool no_shm, own_state;
+    int drain_grace_ms;       /* drain_grace_ms (0: none) */
+    int max_restarts, restart_window_s; /* supervise.*: -1: never restart */
     char **env;
     char env_parent[64], env_run_dir[PATH_MAX + 32];
     uv_timer_t http_timer, nats_timer;
@@ -82,75 +96,65 @@ struct lp_pipeline {
     unsigned n_restarts;
 };
 
-static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **env);
+static int spawn(lp_pipeline_t *p, int i, char **env);
 
 static void on_http_restart(uv_timer_t *t)
 {
     lp_pipeline_t *p = t->data;
     if (p->stopping) return;
-    if (spawn(p, &p->opts, P_HTTP, p->env) != 0) LP_ERROR("lmpipe: restarting lmpipe-http: %s", lp_error_msg());
+    if (spawn(p, P_HTTP, p->env) != 0) LP_ERROR("lmpipe: restarting lmpipe-http: %s", lp_error_msg());
 }
 
 static void on_nats_restart(uv_timer_t *t)
 {
     lp_pipeline_t *p = t->data;
     if (p->stopping) return;
-    if (spawn(p, &p->opts, P_NATS, p->env) != 0) LP_ERROR("lmpipe: restarting lmpipe-nats: %s", lp_error_msg());
+    if (spawn(p, P_NATS, p->env) != 0) LP_ERROR("lmpipe: restarting lmpipe-nats: %s", lp_error_msg());
 }
 
-/* lmpipe-nats's config keys: nats.X becomes its flag --X (underscores as
- * dashes); nats.control_users is a comma list of --control-user, nats.tls a
- * boolean. */
-static const char *const nats_keys[LP_PIPELINE_NATS_KEYS] = {
-    "nats.url", "nats.creds", "nats.user", "nats.password", "nats.nkey", "nats.nkey_seed", "nats.tls",
-    "nats.tls_ca", "nats.tls_cert", "nats.tls_key", "nats.stream", "nats.subjects", "nats.durable",
-    "nats.max_inflight", "nats.ack_wait_ms", "nats.nak_delay_ms", "nats.dup_window_ms", "nats.max_body",
-    "nats.control_subject", "nats.control_users", "nats.events_stream", "nats.events_subjects",
-    "nats.events_max_age_s"};
+/* lmpipe up's own keys. */
+typedef struct up_opts {
+    const char *run_dir, *bin_dir;
+    int64_t max_restarts, window_s;
+} up_opts_t;
 
-static const char *keys[] = {"model", "run_dir", "endpoint", "tokenizer.endpoint",
-                             "engine.endpoint", "sampler.endpoint", "bin_dir", "no_shm",
-                             "max_seqs", "max_batch_tokens", "prefill_chunk", "n_ctx", "threads",
-                             "sampler.default", "http.listen", "http.api_key", "http.admin_key",
-                             "sampler.plugin_dir", "sampler.state_file", "max_queued_per_client",
-                             "curve.key", "curve.allow", "curve.admin", "curve.coordinator",
-                             "allow_insecure_tcp", "tokenizer.server_key", "engine.server_key",
-                             "sampler.server_key", "coordinator.prefix_cache",
-                             "coordinator.kv_blocks", "drain_grace_ms", "engine.kv_block",
-                             "engine.kv_pool_tokens", "engine.kv_pool_mb",
-                             "engine.kv_pool_swa_tokens", "supervise.max_restarts",
-                             "supervise.window_s", "tokenizer.chat_template_file"};
-/* group.NAME.FIELD: the engine groups a coordinator connects to. */
-static const char *group_fields[] = {"engine", "sampler", "server_key", "sampler_key"};
+#define UO(f) offsetof(up_opts_t, f)
+static const lp_param_t up_rows[] = {
+    {"run_dir", NULL, LP_P_STR, 0, 0, "a new /tmp/lmpipe-PID-XXXXXX", UO(run_dir),
+     "the run folder: the ipc:// sockets, the services' config, the sampler's state", false, false},
+    {"bin_dir", NULL, LP_P_STR, 0, 0, "next to lmpipe", UO(bin_dir), "where the service binaries are", false, false},
+    {"supervise.max_restarts", NULL, LP_P_INT, 0, 1000000, "10", UO(max_restarts),
+     "restarts of dead services allowed in supervise.window_s (0: never restart)", false, false},
+    {"supervise.window_s", NULL, LP_P_INT, 1, 86400, "60", UO(window_s), "the window of supervise.max_restarts",
+     false, false},
+};
+#undef UO
+static const lp_params_t up_params = {"up", "lmpipe up", "starts the pipeline and supervises it", up_rows,
+                                      sizeof(up_rows) / sizeof(up_rows[0]), sizeof(up_opts_t)};
 
-/* A group.NAME.FIELD key: the group (added in the order the config first
- * names it) and the field's slot in it. */
-static int group_key(const lp_config_t *cfg, const char *k, lp_pipeline_opts_t *o)
+const lp_params_t *const *lp_pipeline_tables(size_t *n)
 {
-    const char *name = k + 6, *dot = strrchr(k, '.');
-    size_t len = (size_t)(dot - name);
-    int f = -1;
-    for (int j = 0; j < 4; j++)
-        if (!strcmp(dot + 1, group_fields[j])) f = j;
-    bool name_ok = dot > name && len <= 64;
-    for (const char *c = name; name_ok && c < dot; c++)
-        name_ok = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-';
-    if (f < 0 || !name_ok)
-        return lp_error_set(LP_ERR(EINVAL), "config: unknown key '%s' (groups are group.NAME.engine, "
-                            ".sampler, .server_key, .sampler_key; NAME of a-z 0-9 _ -)", k);
-    int g = 0;
-    while (g < o->n_groups && !(strlen(o->groups[g].name) == len && !strncmp(o->groups[g].name, name, len))) g++;
-    if (g == o->n_groups) {
-        if (g == LP_PIPELINE_MAX_GROUPS)
-            return lp_error_set(LP_ERR(EINVAL), "config: %s: more than %d groups", k, LP_PIPELINE_MAX_GROUPS);
-        o->groups[g] = (lp_pipeline_group_t){0};
-        memcpy(o->groups[g].name, name, len);
-        o->n_groups++;
-    }
-    const char **dst[4] = {&o->groups[g].engine, &o->groups[g].sampler, &o->groups[g].server_key,
-                           &o->groups[g].sampler_key};
-    *dst[f] = lp_config_get(cfg, k, NULL);
-    return 0;
+    static const lp_params_t *const tables[] = {&up_params,        &lp_tokenizer_params, &lp_engine_params,
+                                                &lp_sampler_params, &lp_coord_params,     &lp_http_params,
+                                                &lp_nats_params};
+    *n = sizeof(tables) / sizeof(tables[0]);
+    return tables;
+}
+
+int lp_pipeline_check_config(const lp_config_t *cfg)
+{
+    size_t n;
+    const lp_params_t *const *t = lp_pipeline_tables(&n);
+    int rc = lp_params_check_config(t, n, cfg, NULL);
+    if (rc) return rc;
+    /* the engine groups: each with its engine and sampler */
+    lp_coord_opts_t *co = calloc(1, sizeof(*co));
+    lp_coord_group_params_t *g = calloc(LP_COORD_MAX_GROUPS, sizeof(*g));
+    size_t ng;
+    rc = co && g ? lp_coord_groups(cfg, co, g, &ng) : LP_ERR(ENOMEM);
+    free(co);
+    free(g);
+    return rc;
 }
 
 int lp_pipeline_parse_only(const char *list, unsigned *out)
@@ -171,111 +175,6 @@ int lp_pipeline_parse_only(const char *list, unsigned *out)
     }
     if (!*out) return lp_error_set(LP_ERR(EINVAL), "--only: no service named");
     return 0;
-}
-
-int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o)
-{
-    for (int i = 0; i < lp_config_n_keys(cfg); i++) {
-        const char *k = lp_config_key_at(cfg, i);
-        bool known = false;
-        for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++) known |= !strcmp(k, keys[j]);
-        for (size_t j = 0; j < LP_PIPELINE_NATS_KEYS; j++) known |= nats_keys[j] && !strcmp(k, nats_keys[j]);
-        if (known) continue;
-        int rc = !strncmp(k, "group.", 6) ? group_key(cfg, k, o)
-                                           : lp_error_set(LP_ERR(EINVAL), "config: unknown key '%s'", k);
-        if (rc) return rc;
-    }
-    for (int g = 0; g < o->n_groups; g++)
-        if (!o->groups[g].engine || !o->groups[g].sampler)
-            return lp_error_set(LP_ERR(EINVAL), "config: group.%s: needs both group.%s.engine and "
-                                "group.%s.sampler", o->groups[g].name, o->groups[g].name, o->groups[g].name);
-    o->model = lp_config_get(cfg, "model", o->model);
-    o->run_dir = lp_config_get(cfg, "run_dir", o->run_dir);
-    o->endpoint = lp_config_get(cfg, "endpoint", o->endpoint);
-    o->tokenizer_endpoint = lp_config_get(cfg, "tokenizer.endpoint", o->tokenizer_endpoint);
-    o->engine_endpoint = lp_config_get(cfg, "engine.endpoint", o->engine_endpoint);
-    o->sampler_endpoint = lp_config_get(cfg, "sampler.endpoint", o->sampler_endpoint);
-    o->sampler_default = lp_config_get(cfg, "sampler.default", o->sampler_default);
-    o->chat_template_file = lp_config_get(cfg, "tokenizer.chat_template_file", o->chat_template_file);
-    o->plugin_dir = lp_config_get(cfg, "sampler.plugin_dir", o->plugin_dir);
-    o->sampler_state_file = lp_config_get(cfg, "sampler.state_file", o->sampler_state_file);
-    o->bin_dir = lp_config_get(cfg, "bin_dir", o->bin_dir);
-    o->http_listen = lp_config_get(cfg, "http.listen", o->http_listen);
-    o->http_api_keys = lp_config_get(cfg, "http.api_key", o->http_api_keys);
-    o->http_admin_keys = lp_config_get(cfg, "http.admin_key", o->http_admin_keys);
-    o->curve_key = lp_config_get(cfg, "curve.key", o->curve_key);
-    o->curve_allow = lp_config_get(cfg, "curve.allow", o->curve_allow);
-    o->curve_admin = lp_config_get(cfg, "curve.admin", o->curve_admin);
-    o->curve_coordinator = lp_config_get(cfg, "curve.coordinator", o->curve_coordinator);
-    o->tokenizer_server_key = lp_config_get(cfg, "tokenizer.server_key", o->tokenizer_server_key);
-    o->engine_server_key = lp_config_get(cfg, "engine.server_key", o->engine_server_key);
-    o->sampler_server_key = lp_config_get(cfg, "sampler.server_key", o->sampler_server_key);
-    int rc = lp_config_get_bool(cfg, "no_shm", o->no_shm, &o->no_shm);
-    if (!rc) rc = lp_config_get_bool(cfg, "allow_insecure_tcp", o->allow_insecure_tcp, &o->allow_insecure_tcp);
-    bool prefix_cache = !o->no_prefix_cache;
-    if (!rc) rc = lp_config_get_bool(cfg, "coordinator.prefix_cache", prefix_cache, &prefix_cache);
-    o->no_prefix_cache = !prefix_cache;
-    for (size_t j = 0; !rc && j < LP_PIPELINE_NATS_KEYS && nats_keys[j]; j++) {
-        if (!strcmp(nats_keys[j], "nats.tls")) {
-            bool tls = o->nats[j] != NULL;
-            rc = lp_config_get_bool(cfg, "nats.tls", tls, &tls);
-            o->nats[j] = tls ? "true" : NULL;
-        } else
-            o->nats[j] = lp_config_get(cfg, nats_keys[j], o->nats[j]);
-    }
-    int64_t v;
-    /* drain_grace_ms = 0 is "no grace"; absent, the coordinator's default. */
-    if (!rc) rc = lp_config_get_int(cfg, "drain_grace_ms", -2, &v);
-    if (!rc && v != -2 && (v < 0 || v > 3600000))
-        rc = lp_error_set(LP_ERR(EINVAL), "config key drain_grace_ms: %lld is not 0..3600000", (long long)v);
-    if (!rc && v != -2) o->drain_grace_ms = v ? (int)v : -1;
-    const char *ints[] = {"max_seqs", "max_batch_tokens", "n_ctx", "threads",
-                          "max_queued_per_client", "coordinator.kv_blocks", "prefill_chunk"};
-    int *dst[] = {&o->max_seqs, &o->max_batch_tokens, &o->n_ctx, &o->threads,
-                  &o->max_queued_per_client, &o->kv_blocks, &o->prefill_chunk};
-    if (!rc) {
-        rc = lp_config_get_int(cfg, "supervise.max_restarts", o->max_restarts, &v);
-        if (!rc && (v < 0 || v > 1000000))
-            rc = lp_error_set(LP_ERR(EINVAL), "config key supervise.max_restarts: %lld is not in 0..1000000",
-                              (long long)v);
-        /* 0 means never: stored as -1 so that 0 stays "the default". */
-        if (!rc && lp_config_get(cfg, "supervise.max_restarts", NULL)) o->max_restarts = v ? (int)v : -1;
-    }
-    if (!rc) {
-        rc = lp_config_get_int(cfg, "supervise.window_s", o->restart_window_s, &v);
-        if (!rc && (v < 1 || v > 86400) && lp_config_get(cfg, "supervise.window_s", NULL))
-            rc = lp_error_set(LP_ERR(EINVAL), "config key supervise.window_s: %lld is not in 1..86400",
-                              (long long)v);
-        if (!rc) o->restart_window_s = (int)v;
-    }
-    for (size_t i = 0; !rc && i < sizeof(ints) / sizeof(ints[0]); i++) {
-        rc = lp_config_get_int(cfg, ints[i], *dst[i], &v);
-        if (!rc && (v < 0 || v > (1 << 24)))
-            rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is out of range", ints[i], (long long)v);
-        if (!rc) *dst[i] = (int)v;
-    }
-    /* engine-svc's --kv-* flags, with its ranges */
-    if (!rc && lp_config_get(cfg, "engine.kv_block", NULL)) {
-        rc = lp_config_get_int(cfg, "engine.kv_block", 0, &v);
-        if (!rc && (v < 0 || v > (1 << 16)))
-            rc = lp_error_set(LP_ERR(EINVAL), "config key engine.kv_block: %lld is not in 0..%d "
-                              "(0: no paging)", (long long)v, 1 << 16);
-        if (!rc) {
-            o->has_kv_block = true;
-            o->kv_block = (int)v;
-        }
-    }
-    const char *pool[] = {"engine.kv_pool_tokens", "engine.kv_pool_mb", "engine.kv_pool_swa_tokens"};
-    int64_t *pdst[] = {&o->kv_pool_tokens, &o->kv_pool_mb, &o->kv_pool_swa_tokens};
-    const int64_t pmax[] = {1LL << 40, 1LL << 30, 1LL << 40};
-    for (int i = 0; !rc && i < 3; i++) {
-        rc = lp_config_get_int(cfg, pool[i], *pdst[i], &v);
-        if (!rc && (v < 0 || v > pmax[i]))
-            rc = lp_error_set(LP_ERR(EINVAL), "config key %s: %lld is not in 0..%lld (0: the "
-                              "engine's default)", pool[i], (long long)v, (long long)pmax[i]);
-        if (!rc) *pdst[i] = v;
-    }
-    return rc;
 }
 
 static void on_proc_closed(uv_handle_t *h)
@@ -306,13 +205,13 @@ static void on_restart(uv_timer_t *t)
     /* What the dead process left: its socket file, and the engine's ring
      * (the new engine gets a new one: a sampler that stayed up still maps
      * the old name's segment until it is told the new one). */
-    if (idx == P_ENG && !p->opts.no_shm) {
+    if (idx == P_ENG && !p->no_shm) {
         shm_unlink(p->shm_name);
         lp_shm_ring_random_name(p->shm_name, sizeof(p->shm_name));
     }
     if (!strncmp(idx == P_TOK ? p->tok_bind : p->ep[idx], "ipc://", 6))
         unlink((idx == P_TOK ? p->tok_bind : p->ep[idx]) + 6);
-    if (spawn(p, &p->opts, idx, p->env) != 0) {
+    if (spawn(p, idx, p->env) != 0) {
         char why[600];
         snprintf(why, sizeof(why), "; restarting it failed: %s", lp_error_msg());
         fail_child(p, idx, why);
@@ -323,10 +222,8 @@ static void on_restart(uv_timer_t *t)
 static bool supervise(lp_pipeline_t *p, int idx)
 {
     child_t *k = &p->kids[idx];
-    const lp_pipeline_opts_t *o = &p->opts;
-    if (!o->supervise || !p->ready || (k->status == 0 && k->term_signal == 0)) return false;
-    int max = o->max_restarts ? o->max_restarts : 10;
-    int window = o->restart_window_s ? o->restart_window_s : 60;
+    if (!p->opts.supervise || !p->ready || (k->status == 0 && k->term_signal == 0)) return false;
+    int max = p->max_restarts, window = p->restart_window_s;
     if (max < 0) return false;
     uint64_t now = uv_now(p->loop);
     unsigned in_window = 0;
@@ -385,13 +282,13 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int term_signal)
     if (!p->stopping && !p->failed && !supervise(p, idx)) fail_child(p, idx, "");
 }
 
-static int find_bin(const lp_pipeline_opts_t *o, int i, char *out, size_t cap)
+static int find_bin(const char *bin_dir, int i, char *out, size_t cap)
 {
     const char *base = strrchr(build_paths[i], '/') + 1;
-    if (o->bin_dir) {
-        snprintf(out, cap, "%s/%s", o->bin_dir, base);
+    if (bin_dir) {
+        snprintf(out, cap, "%s/%s", bin_dir, base);
         if (access(out, X_OK) == 0) return 0;
-        return lp_error_set(LP_ERR(ENOENT), "%s not found in bin_dir %s", base, o->bin_dir);
+        return lp_error_set(LP_ERR(ENOENT), "%s not found in bin_dir %s", base, bin_dir);
     }
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -406,187 +303,42 @@ static int find_bin(const lp_pipeline_opts_t *o, int i, char *out, size_t cap)
     return lp_error_set(LP_ERR(ENOENT), "%s not found next to %s (set bin_dir)", base, self);
 }
 
-/* The CURVE flags of child `i` (docs/SECURITY.md); returns how many. */
-static int curve_args(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **argv)
-{
-    int n = 0;
-    bool edge = i == P_HTTP || i == P_NATS;
-    if (o->allow_insecure_tcp && !edge) argv[n++] = "--allow-insecure-tcp";
-    if (!o->curve_key) return n;
-    argv[n++] = "--curve-key";
-    argv[n++] = (char *)o->curve_key;
-    if (edge) { /* a client of this host's coordinator */
-        argv[n++] = "--server-key";
-        argv[n++] = (char *)o->curve_key;
-        return n;
-    }
-    snprintf(p->curve_allow, sizeof(p->curve_allow), "%s%s%s", o->curve_key,
-             o->curve_allow ? "," : "", o->curve_allow ? o->curve_allow : "");
-    argv[n++] = "--curve-allow";
-    argv[n++] = p->curve_allow;
-    argv[n++] = "--curve-admin";
-    argv[n++] = (char *)(o->curve_admin ? o->curve_admin : o->curve_key);
-    argv[n++] = "--curve-coordinator";
-    argv[n++] = (char *)(o->curve_coordinator ? o->curve_coordinator : o->curve_key);
-    return n;
-}
+/* The service names of --service (the parameter tables'). */
+static const char *const service_names[P_COUNT] = {"tokenizer", "engine", "sampler", "coordinator", "http", "nats"};
 
-static char *int_str(char *buf, int v)
-{
-    sprintf(buf, "%d", v);
-    return buf;
-}
-
-static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **env)
+/* Child i: its binary with `--config RUN_DIR/lmpipe.conf --service NAME`
+ * (it reads its own keys: its parameter table), and only what this run
+ * decides at each start beside: the engine's ring, the sampler's state
+ * file, the gateway's socket, the edges' server key. */
+static int spawn(lp_pipeline_t *p, int i, char **env)
 {
     char bin[PATH_MAX + 64];
-    int rc = find_bin(o, i, bin, sizeof(bin));
+    int rc = find_bin(p->bin_dir, i, bin, sizeof(bin));
     if (rc) return rc;
-    char *argv[64 + 4 * 16 + 2 * LP_PIPELINE_MAX_GROUPS];
-    char *group_args[LP_PIPELINE_MAX_GROUPS] = {0};
+    char *argv[16];
     int n = 0;
-    char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[24], b8[24], b9[16], b10[16], b11[24];
     argv[n++] = bin;
-    char keys_copy[2][4096];
-    char nats_flags[LP_PIPELINE_NATS_KEYS][40];
-    if (i == P_NATS) {
-        argv[n++] = "--coordinator";
-        argv[n++] = p->ep[P_COORD];
-        for (int j = 0; j < LP_PIPELINE_NATS_KEYS && nats_keys[j]; j++) {
-            if (!o->nats[j]) continue;
-            if (!strcmp(nats_keys[j], "nats.control_users")) {
-                snprintf(keys_copy[0], sizeof(keys_copy[0]), "%s", o->nats[j]);
-                char *save = NULL;
-                int count = 0;
-                for (char *tok = strtok_r(keys_copy[0], ", ", &save); tok && count < 16;
-                     tok = strtok_r(NULL, ", ", &save), count++) {
-                    argv[n++] = "--control-user";
-                    argv[n++] = tok;
-                }
-                continue;
-            }
-            snprintf(nats_flags[j], sizeof(nats_flags[j]), "--%s", nats_keys[j] + 5);
-            for (char *c = nats_flags[j]; *c; c++)
-                if (*c == '_') *c = '-';
-            argv[n++] = nats_flags[j];
-            if (strcmp(nats_keys[j], "nats.tls")) argv[n++] = (char *)o->nats[j];
-        }
-    } else if (i == P_HTTP) {
-        argv[n++] = "--coordinator";
-        argv[n++] = p->ep[P_COORD];
-        argv[n++] = "--listen";
-        argv[n++] = (char *)o->http_listen;
-        argv[n++] = "--listen-fd"; /* the socket lmpipe up listens on: stdio[3] below */
-        argv[n++] = "3";
-        const char *lists[2] = {o->http_api_keys, o->http_admin_keys};
-        for (int l = 0; l < 2; l++) {
-            if (!lists[l]) continue;
-            snprintf(keys_copy[l], sizeof(keys_copy[l]), "%s", lists[l]);
-            char *save = NULL;
-            int count = 0;
-            for (char *tok = strtok_r(keys_copy[l], ", ", &save); tok && count < 16;
-                 tok = strtok_r(NULL, ", ", &save), count++) {
-                argv[n++] = l ? "--admin-key" : "--api-key";
-                argv[n++] = tok;
-            }
-        }
-    } else if (i != P_COORD) {
-        argv[n++] = "--model";
-        argv[n++] = (char *)o->model;
-    }
-    if (i != P_HTTP && i != P_NATS) {
-        argv[n++] = "--endpoint";
-        argv[n++] = i == P_TOK ? p->tok_bind : p->ep[i];
-    }
-    if (i == P_ENG) {
-        if (o->no_shm) argv[n++] = "--no-shm";
-        else {
-            argv[n++] = "--shm-name";
-            argv[n++] = p->shm_name;
-        }
-        if (o->max_seqs) { argv[n++] = "--max-seqs"; argv[n++] = int_str(b1, o->max_seqs); }
-        if (o->max_batch_tokens) { argv[n++] = "--max-batch-tokens"; argv[n++] = int_str(b2, o->max_batch_tokens); }
-        if (o->n_ctx) { argv[n++] = "--n-ctx"; argv[n++] = int_str(b3, o->n_ctx); }
-        if (o->threads) { argv[n++] = "--threads"; argv[n++] = int_str(b4, o->threads); }
-        if (o->has_kv_block) { argv[n++] = "--kv-block"; argv[n++] = int_str(b6, o->kv_block); }
-        if (o->kv_pool_tokens) {
-            snprintf(b7, sizeof(b7), "%lld", (long long)o->kv_pool_tokens);
-            argv[n++] = "--kv-pool-tokens";
-            argv[n++] = b7;
-        }
-        if (o->kv_pool_mb) {
-            snprintf(b8, sizeof(b8), "%lld", (long long)o->kv_pool_mb);
-            argv[n++] = "--kv-pool-mb";
-            argv[n++] = b8;
-        }
-        if (o->kv_pool_swa_tokens) {
-            snprintf(b11, sizeof(b11), "%lld", (long long)o->kv_pool_swa_tokens);
-            argv[n++] = "--kv-pool-swa-tokens";
-            argv[n++] = b11;
-        }
-    }
-    if (i == P_TOK && o->chat_template_file) {
-        argv[n++] = "--chat-template-file";
-        argv[n++] = (char *)o->chat_template_file;
-    }
-    if (i == P_SAMP && o->no_shm) argv[n++] = "--no-shm";
-    if (i == P_SAMP && o->sampler_default) {
-        argv[n++] = "--default";
-        argv[n++] = (char *)o->sampler_default;
-    }
-    if (i == P_SAMP && o->plugin_dir) {
-        argv[n++] = "--plugin-dir";
-        argv[n++] = (char *)o->plugin_dir;
+    argv[n++] = "--config";
+    argv[n++] = p->conf;
+    argv[n++] = "--service";
+    argv[n++] = (char *)service_names[i];
+    if (i == P_ENG && !p->no_shm) {
+        argv[n++] = "--shm-name";
+        argv[n++] = p->shm_name;
     }
     if (i == P_SAMP) {
         /* live strategy swaps survive a restart of sampler-svc */
         argv[n++] = "--state-file";
         argv[n++] = p->sampler_state;
     }
-    if (i == P_COORD) {
-        argv[n++] = "--tokenizer";
-        argv[n++] = p->ep[P_TOK];
-        if (o->n_groups == 0) {
-            argv[n++] = "--engine";
-            argv[n++] = p->ep[P_ENG];
-            argv[n++] = "--sampler";
-            argv[n++] = p->ep[P_SAMP];
-        }
-        for (int g = 0; g < o->n_groups; g++) {
-            const lp_pipeline_group_t *q = &o->groups[g];
-            /* NAME,ENGINE,SAMPLER[,KEY[,SAMPLER_KEY]]: an empty key is "none". */
-            bool sk = q->sampler_key && q->sampler_key[0];
-            if (asprintf(&group_args[g], "%s,%s,%s%s%s%s%s", q->name, q->engine, q->sampler,
-                         q->server_key || sk ? "," : "", q->server_key ? q->server_key : "",
-                         sk ? "," : "", sk ? q->sampler_key : "") < 0) {
-                for (int k = 0; k < g; k++) free(group_args[k]);
-                return LP_ERR(ENOMEM);
-            }
-            argv[n++] = "--group";
-            argv[n++] = group_args[g];
-        }
-        if (o->no_shm) argv[n++] = "--no-shm";
-        if (o->no_prefix_cache) argv[n++] = "--no-prefix-cache";
-        if (o->kv_blocks) { argv[n++] = "--kv-blocks"; argv[n++] = int_str(b6, o->kv_blocks); }
-        if (o->prefill_chunk) { argv[n++] = "--prefill-chunk"; argv[n++] = int_str(b10, o->prefill_chunk); }
-        if (o->max_queued_per_client) {
-            argv[n++] = "--max-queued-per-client";
-            argv[n++] = int_str(b5, o->max_queued_per_client);
-        }
-        if (o->drain_grace_ms) {
-            argv[n++] = "--drain-grace-ms";
-            argv[n++] = int_str(b9, o->drain_grace_ms < 0 ? 0 : o->drain_grace_ms);
-        }
-        if (o->curve_key) {
-            const char *keys[3] = {o->tokenizer_server_key, o->engine_server_key, o->sampler_server_key};
-            const char *flags[3] = {"--tokenizer-server-key", "--engine-server-key", "--sampler-server-key"};
-            for (int l = 0; l < 3; l++) {
-                argv[n++] = (char *)flags[l];
-                argv[n++] = (char *)(keys[l] ? keys[l] : o->curve_key);
-            }
-        }
+    if (i == P_HTTP) {
+        argv[n++] = "--listen-fd"; /* the socket lmpipe up listens on: stdio[3] below */
+        argv[n++] = "3";
     }
-    n += curve_args(p, o, i, argv + n);
+    if ((i == P_HTTP || i == P_NATS) && p->curve_key[0]) { /* a client of this host's coordinator */
+        argv[n++] = "--server-key";
+        argv[n++] = p->curve_key;
+    }
     argv[n] = NULL;
     uv_process_options_t po = {0};
     uv_stdio_container_t stdio[4];
@@ -610,7 +362,6 @@ static int spawn(lp_pipeline_t *p, const lp_pipeline_opts_t *o, int i, char **en
     k->owner = p;
     k->proc.data = k;
     rc = uv_spawn(p->loop, &k->proc, &po);
-    for (int g = 0; g < o->n_groups; g++) free(group_args[g]);
     if (rc) {
         uv_close((uv_handle_t *)&k->proc, NULL);
         return lp_error_set(rc, "spawn %s: %s", bin, uv_strerror(rc));
@@ -653,28 +404,32 @@ static int run_dir_private(const char *dir)
     return 0;
 }
 
-/* Flags that need a key refuse early, naming the config key. */
-static int check_curve(const lp_pipeline_opts_t *o)
+/* Keys that need a key refuse early, naming the config key. */
+static int check_curve(const lp_config_t *cfg)
 {
-    if (o->curve_key) {
+    const char *key = lp_config_get(cfg, "curve.key", NULL);
+    if (key) {
         lp_curve_keypair_t kp;
-        int rc = lp_curve_keypair_load(o->curve_key, &kp);
+        int rc = lp_curve_keypair_load(key, &kp);
         memset(&kp, 0, sizeof(kp));
         if (rc) lp_error_prefix("curve.key: ");
         return rc;
     }
-    const char *eps[] = {o->endpoint, o->tokenizer_endpoint, o->engine_endpoint, o->sampler_endpoint};
+    bool insecure = false;
+    int rc = lp_config_get_bool(cfg, "allow_insecure_tcp", false, &insecure);
+    if (rc) return rc;
     const char *ep_keys[] = {"endpoint", "tokenizer.endpoint", "engine.endpoint", "sampler.endpoint"};
-    for (int i = 0; i < 4 && !o->allow_insecure_tcp; i++)
-        if (eps[i] && !lp_endpoint_is_local(eps[i]))
+    for (int i = 0; i < 4 && !insecure; i++) {
+        const char *ep = lp_config_get(cfg, ep_keys[i], NULL);
+        if (ep && !lp_endpoint_is_local(ep))
             return lp_error_set(LP_ERR(EACCES), "%s = %s needs CURVE keys: set curve.key (lmpipe "
-                                "keygen) and curve.allow, or allow_insecure_tcp = true", ep_keys[i], eps[i]);
-    const char *needs[] = {o->curve_allow, o->curve_admin, o->curve_coordinator,
-                           o->tokenizer_server_key, o->engine_server_key, o->sampler_server_key};
+                                "keygen) and curve.allow, or allow_insecure_tcp = true", ep_keys[i], ep);
+    }
     const char *names[] = {"curve.allow", "curve.admin", "curve.coordinator",
                            "tokenizer.server_key", "engine.server_key", "sampler.server_key"};
     for (int i = 0; i < 6; i++)
-        if (needs[i]) return lp_error_set(LP_ERR(EINVAL), "%s needs curve.key (this host's key pair)", names[i]);
+        if (lp_config_get(cfg, names[i], NULL))
+            return lp_error_set(LP_ERR(EINVAL), "%s needs curve.key (this host's key pair)", names[i]);
     return 0;
 }
 
@@ -724,71 +479,125 @@ static int listen_http(const char *addr, int *out)
     return 0;
 }
 
+/* The run's config for the services: the keys given, and what this run
+ * decides where they leave it open (the endpoints in the run folder;
+ * CURVE's host key first on the allow list and the default admin,
+ * controller and server key).  Written 0600 in the run folder (0700). */
+static int write_run_config(lp_pipeline_t *p, const lp_config_t *cfg)
+{
+    lp_config_t *eff = lp_config_new();
+    if (!eff) return LP_ERR(ENOMEM);
+    int rc = 0;
+    for (int i = 0; !rc && cfg && i < lp_config_n_keys(cfg); i++)
+        rc = lp_config_set(eff, lp_config_key_at(cfg, i), lp_config_get(cfg, lp_config_key_at(cfg, i), ""));
+    static const char *const ep_keys[] = {"tokenizer.endpoint", "engine.endpoint", "sampler.endpoint", "endpoint"};
+    for (int i = 0; !rc && i < 4; i++)
+        if (!lp_config_get(eff, ep_keys[i], NULL)) rc = lp_config_set(eff, ep_keys[i], p->ep[i]);
+    const char *key = lp_config_get(cfg, "curve.key", NULL);
+    if (!rc && key) {
+        const char *allow = lp_config_get(cfg, "curve.allow", NULL);
+        char list[8192];
+        snprintf(list, sizeof(list), "%s%s%s", key, allow ? "," : "", allow ? allow : "");
+        rc = lp_config_set(eff, "curve.allow", list);
+        static const char *const defaults[] = {"curve.admin", "curve.coordinator", "tokenizer.server_key",
+                                               "engine.server_key", "sampler.server_key"};
+        for (int i = 0; !rc && i < 5; i++)
+            if (!lp_config_get(cfg, defaults[i], NULL)) rc = lp_config_set(eff, defaults[i], key);
+    }
+    if (!rc) rc = lp_config_save(eff, p->conf);
+    lp_config_destroy(&eff);
+    return rc;
+}
+
 int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_t **out)
 {
     *out = NULL;
+    lp_config_t *none = NULL;
+    const lp_config_t *cfg = o->cfg;
+    if (!cfg && !(cfg = none = lp_config_new())) return LP_ERR(ENOMEM);
+    int crc = lp_pipeline_check_config(cfg);
+    up_opts_t uo = {.max_restarts = 10, .window_s = 60};
+    if (!crc) crc = lp_params_from_config(&up_params, cfg, &uo, NULL);
+    const char *http_listen = lp_config_get(cfg, "http.listen", NULL), *nats_url = lp_config_get(cfg, "nats.url", NULL);
+    const char *model = lp_config_get(cfg, "model", NULL);
     unsigned run = o->only ? o->only
                            : LP_PIPELINE_TOKENIZER | LP_PIPELINE_ENGINE | LP_PIPELINE_SAMPLER |
-                                 LP_PIPELINE_COORDINATOR | (o->http_listen ? LP_PIPELINE_HTTP : 0) |
-                                 (o->nats[0] ? LP_PIPELINE_NATS : 0);
-    if ((run & LP_PIPELINE_HTTP) && !o->http_listen)
-        return lp_error_set(LP_ERR(EINVAL), "--only http: no address to listen on (--http or http.listen)");
-    if ((run & LP_PIPELINE_NATS) && !o->nats[0])
-        return lp_error_set(LP_ERR(EINVAL), "--only nats: no NATS URL (--nats or nats.url)");
+                                 LP_PIPELINE_COORDINATOR | (http_listen ? LP_PIPELINE_HTTP : 0) |
+                                 (nats_url ? LP_PIPELINE_NATS : 0);
     bool need_model = run & (LP_PIPELINE_TOKENIZER | LP_PIPELINE_ENGINE | LP_PIPELINE_SAMPLER);
-    if (need_model && !o->model)
-        return lp_error_set(LP_ERR(EINVAL), "no model: give --model or 'model =' in the config");
-    if (need_model && access(o->model, R_OK) != 0)
-        return lp_error_set(LP_ERR(errno), "model %s: %s", o->model, strerror(errno));
-    int crc = check_curve(o);
-    if (crc) return crc;
+    if (crc) {
+    } else if ((run & LP_PIPELINE_HTTP) && !http_listen)
+        crc = lp_error_set(LP_ERR(EINVAL), "--only http: no address to listen on (--http or http.listen)");
+    else if ((run & LP_PIPELINE_NATS) && !nats_url)
+        crc = lp_error_set(LP_ERR(EINVAL), "--only nats: no NATS URL (--nats or nats.url)");
+    else if (need_model && !model)
+        crc = lp_error_set(LP_ERR(EINVAL), "no model: give --model or 'model =' in the config");
+    else if (need_model && access(model, R_OK) != 0)
+        crc = lp_error_set(LP_ERR(errno), "model %s: %s", model, strerror(errno));
+    if (!crc) crc = check_curve(cfg);
     /* The gateway's address first: one that cannot be had stops lmpipe up
      * here, before any service starts (and a restarted gateway never races
      * another process for it). */
     int http_fd = -1;
-    if ((run & LP_PIPELINE_HTTP) && (crc = listen_http(o->http_listen, &http_fd)) != 0) return crc;
-    sweep_stale();
-    lp_pipeline_t *p = calloc(1, sizeof(*p));
-    if (!p) {
+    if (!crc && (run & LP_PIPELINE_HTTP)) crc = listen_http(http_listen, &http_fd);
+    lp_pipeline_t *p = crc ? NULL : calloc(1, sizeof(*p));
+    if (!crc && !p) crc = LP_ERR(ENOMEM);
+    if (crc) {
         if (http_fd >= 0) close(http_fd);
-        return LP_ERR(ENOMEM);
+        lp_config_destroy(&none);
+        return crc;
     }
+    sweep_stale();
     p->loop = loop;
     p->http_fd = http_fd;
     p->failed_idx = -1;
     p->run = run;
-    if (o->run_dir) {
-        snprintf(p->run_dir, sizeof(p->run_dir), "%s", o->run_dir);
-        int rc = run_dir_private(p->run_dir);
-        if (rc) {
-            free(p);
-            return rc;
-        }
-    } else {
+    p->opts = *o;
+    p->opts.cfg = NULL; /* borrowed only while starting: what the children need is below */
+    p->bin_dir = NULL;
+    p->max_restarts = uo.max_restarts ? (int)uo.max_restarts : -1;
+    p->restart_window_s = (int)uo.window_s;
+    int64_t grace = 10000;
+    int rc = lp_config_get_bool(cfg, "no_shm", false, &p->no_shm);
+    if (!rc) rc = lp_config_get_int(cfg, "drain_grace_ms", 10000, &grace);
+    p->drain_grace_ms = (int)grace;
+    snprintf(p->curve_key, sizeof(p->curve_key), "%s", lp_config_get(cfg, "curve.key", ""));
+    if (uo.bin_dir && !(p->bin_dir = p->bin_dir_buf = strdup(uo.bin_dir))) rc = LP_ERR(ENOMEM);
+    if (!rc && uo.run_dir) {
+        snprintf(p->run_dir, sizeof(p->run_dir), "%s", uo.run_dir);
+        rc = run_dir_private(p->run_dir);
+    } else if (!rc) {
         /* The PID in the name: a later start can tell a dead pipeline's folder (sweep.h). */
         snprintf(p->run_dir, sizeof(p->run_dir), "/tmp/lmpipe-%d-XXXXXX", (int)getpid());
-        if (!mkdtemp(p->run_dir)) {
-            int rc = lp_error_set(LP_ERR(errno), "mkdtemp %s: %s", p->run_dir, strerror(errno));
-            free(p);
-            return rc;
-        }
-        p->own_run_dir = true;
+        if (!mkdtemp(p->run_dir)) rc = lp_error_set(LP_ERR(errno), "mkdtemp %s: %s", p->run_dir, strerror(errno));
+        else p->own_run_dir = true;
+    }
+    if (rc) {
+        free(p->bin_dir_buf);
+        free(p);
+        if (http_fd >= 0) close(http_fd);
+        lp_config_destroy(&none);
+        return rc;
     }
     /* lmpipe up's own state file lives as long as this run: a file left by
      * an earlier one would bring back strategies that its config no
      * longer asks for (sampler.state_file keeps them on purpose) */
-    if (o->sampler_state_file) {
-        snprintf(p->sampler_state, sizeof(p->sampler_state), "%s", o->sampler_state_file);
+    const char *state = lp_config_get(cfg, "sampler.state_file", NULL);
+    if (state) {
+        snprintf(p->sampler_state, sizeof(p->sampler_state), "%s", state);
     } else {
         snprintf(p->sampler_state, sizeof(p->sampler_state), "%s/sampler-state.json", p->run_dir);
+        p->own_state = true;
         if (run & LP_PIPELINE_SAMPLER) unlink(p->sampler_state);
     }
-    default_ep(p, P_TOK, o->tokenizer_endpoint);
-    default_ep(p, P_ENG, o->engine_endpoint);
-    default_ep(p, P_SAMP, o->sampler_endpoint);
-    default_ep(p, P_COORD, o->endpoint);
+    default_ep(p, P_TOK, lp_config_get(cfg, "tokenizer.endpoint", NULL));
+    default_ep(p, P_ENG, lp_config_get(cfg, "engine.endpoint", NULL));
+    default_ep(p, P_SAMP, lp_config_get(cfg, "sampler.endpoint", NULL));
+    default_ep(p, P_COORD, lp_config_get(cfg, "endpoint", NULL));
     snprintf(p->tok_bind, sizeof(p->tok_bind), "%.*s", (int)strcspn(p->ep[P_TOK], ","), p->ep[P_TOK]);
-    p->opts = *o;
+    snprintf(p->conf, sizeof(p->conf), "%s/lmpipe.conf", p->run_dir);
+    rc = write_run_config(p, cfg);
+    lp_config_destroy(&none);
     uv_timer_init(loop, &p->http_timer);
     p->http_timer.data = p;
     uv_timer_init(loop, &p->nats_timer);
@@ -808,7 +617,7 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
         if (strncmp(environ[i], "LMPIPE_PARENT_PID=", 18) && strncmp(environ[i], "LMPIPE_RUN_DIR=", 15) &&
             !is_notify_var(environ[i]))
             env[k++] = environ[i];
-    int rc = env ? 0 : LP_ERR(ENOMEM);
+    if (!rc && !env) rc = LP_ERR(ENOMEM);
     if (env) {
         env[k++] = parent;
         env[k++] = run_dir;
@@ -816,7 +625,7 @@ int lp_pipeline_start(uv_loop_t *loop, const lp_pipeline_opts_t *o, lp_pipeline_
             if (o->notify_env[i]) env[k++] = (char *)o->notify_env[i];
     }
     for (int i = 0; !rc && i < P_COUNT; i++)
-        if (run & (1u << i)) rc = spawn(p, o, i, env);
+        if (run & (1u << i)) rc = spawn(p, i, env);
     p->env = env; /* kept for restarting lmpipe-http and lmpipe-nats */
     *out = p;
     return rc; /* on failure the caller destroys p, which stops what started */
@@ -843,8 +652,8 @@ static int wait_one(lp_pipeline_t *p, int i, Lmpipe__Role role, int timeout_ms)
 {
     lp_client_t *c;
     /* This host's own services: their server key is this host's. */
-    int rc = lp_client_new_curve(i == P_TOK ? p->tok_bind : p->ep[i], p->opts.curve_key,
-                                 p->opts.curve_key, &c);
+    const char *key = p->curve_key[0] ? p->curve_key : NULL;
+    int rc = lp_client_new_curve(i == P_TOK ? p->tok_bind : p->ep[i], key, key, &c);
     if (rc) return rc;
     rc = LP_ERR(ETIMEDOUT);
     for (int waited = 0; waited < timeout_ms; waited += 250) {
@@ -934,7 +743,7 @@ static void stop_kids(lp_pipeline_t *p, unsigned mask, uint64_t wait_ms, uv_time
  * nor reports it as dropped out. */
 static void stop_in_order(lp_pipeline_t *p, uv_timer_t *timer)
 {
-    int grace = p->opts.drain_grace_ms == 0 ? 10000 : p->opts.drain_grace_ms < 0 ? 0 : p->opts.drain_grace_ms;
+    int grace = p->drain_grace_ms;
     stop_kids(p, 1u << P_COORD, (uint64_t)grace + 5000, timer);
     stop_kids(p, (1u << P_HTTP) | (1u << P_NATS), 5000, timer);
     stop_kids(p, (1u << P_TOK) | (1u << P_ENG) | (1u << P_SAMP), 5000, timer);
@@ -965,7 +774,8 @@ int lp_pipeline_stop(lp_pipeline_t *p)
     if (p->kids[P_ENG].spawned) shm_unlink(p->shm_name);
     for (int i = 0; i < P_HTTP; i++)
         if (p->kids[i].spawned) unlink_ep(i == P_TOK ? p->tok_bind : p->ep[i]);
-    if (p->kids[P_SAMP].spawned && !p->opts.sampler_state_file) unlink(p->sampler_state);
+    if (p->kids[P_SAMP].spawned && p->own_state) unlink(p->sampler_state);
+    unlink(p->conf);
     if (p->own_run_dir) rmdir(p->run_dir);
     p->stopped = true;
     int rc = 0;
@@ -984,6 +794,7 @@ void lp_pipeline_destroy(lp_pipeline_t **self_p)
     lp_pipeline_stop(*self_p);
     if ((*self_p)->http_fd >= 0) close((*self_p)->http_fd);
     free((*self_p)->env);
+    free((*self_p)->bin_dir_buf);
     free(*self_p);
     *self_p = NULL;
 }

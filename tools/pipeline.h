@@ -1,6 +1,6 @@
 /* pipeline.h - start the four services as child processes and supervise
  * them with libuv (lmpipe up, lmpipe run, lmpipe bench), and with
- * http_listen the HTTP gateway (lmpipe-http), which is restarted when it
+ * http.listen the HTTP gateway (lmpipe-http), which is restarted when it
  * exits: the pipeline does not depend on it.  Stopping sends
  * SIGTERM, then SIGKILL after 5 s, and removes what the pipeline leaves:
  * socket files, the run folder, the shared-memory segment. */
@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "params.h"
 
 /* The services, as bits of lp_pipeline_opts_t.only. */
 enum {
@@ -22,84 +23,38 @@ enum {
     LP_PIPELINE_NATS = 1 << 5,
 };
 
-#define LP_PIPELINE_MAX_GROUPS 64
-
-/* An engine group the coordinator connects to (config group.NAME.*);
- * the endpoints and keys are borrowed from the config. */
-typedef struct lp_pipeline_group {
-    char name[65];
-    const char *engine, *sampler, *server_key, *sampler_key;
-} lp_pipeline_group_t;
-
-#define LP_PIPELINE_NATS_KEYS 24
-
+/* What to start.  The services' parameters are config keys
+ * (deploy/lmpipe.conf; each service's table, `lmpipe schema --config`):
+ * lmpipe up checks them all, adds what it decides for the run (the
+ * endpoints in the run folder, CURVE's host key as the default of the
+ * others), writes them to RUN_DIR/lmpipe.conf and starts every service
+ * with `--config RUN_DIR/lmpipe.conf --service NAME`, as Postfix's master
+ * starts its daemons.  Its own keys: run_dir, bin_dir, supervise.*. */
 typedef struct lp_pipeline_opts {
-    const char *model;
-    const char *run_dir;            /* NULL: a new /tmp/lmpipe-XXXXXX */
-    const char *endpoint;           /* client API; NULL: ipc://RUN_DIR/coordinator.sock */
-    const char *tokenizer_endpoint; /* NULL: ipc://RUN_DIR/tokenizer.sock, and so on; a
-                                     * list EP,EP: the coordinator's tokenizers
-                                     * (tokenizer-svc binds the first) */
-    lp_pipeline_group_t groups[LP_PIPELINE_MAX_GROUPS]; /* none: engine and sampler endpoints */
-    int n_groups;
-    unsigned only;                  /* LP_PIPELINE_* bits to run; 0: all (the gateway
-                                     * when http_listen is set) */
-    const char *engine_endpoint;
-    const char *sampler_endpoint;
-    const char *sampler_default;    /* sampler-svc's default strategy (JSON); NULL: llama.cpp's */
-    const char *chat_template_file; /* tokenizer-svc --chat-template-file; NULL: the model's */
-    const char *plugin_dir;         /* sampler-svc --plugin-dir; NULL: plugin loads refused */
-    const char *sampler_state_file; /* sampler-svc --state-file; NULL: RUN_DIR/sampler-state.json */
-    const char *bin_dir;            /* NULL: next to lmpipe (build tree or install) */
-    bool no_shm;
-    /* lmpipe-http: started when http_listen ("HOST:PORT") is set; the keys
-     * are "k1,k2" lists.  Strings are borrowed until lp_pipeline_destroy(). */
-    const char *http_listen;
-    const char *http_api_keys;
-    const char *http_admin_keys;
-    int max_seqs, max_batch_tokens, n_ctx, threads; /* 0: the service's default */
-    int prefill_chunk;   /* coordinator: prompt tokens beside decode tokens; 0: its default */
-    /* engine-svc's paged KV (engine.kv_block, engine.kv_pool_tokens,
-     * engine.kv_pool_mb): --kv-block when has_kv_block (0: contiguous);
-     * the pool sizes when > 0. */
-    bool has_kv_block;
-    int kv_block;
-    int64_t kv_pool_tokens, kv_pool_mb;
-    int64_t kv_pool_swa_tokens;     /* engine.kv_pool_swa_tokens: the sliding-window
-                                     * layers' pool; 0: the engine's default */
-    int max_queued_per_client;      /* coordinator; 0: its default (max_requests / 4) */
-    bool no_prefix_cache;           /* coordinator --no-prefix-cache (config coordinator.prefix_cache) */
-    int kv_blocks;                  /* coordinator --kv-blocks (config coordinator.kv_blocks); 0: all */
-    int drain_grace_ms;             /* coordinator's stop (SIGTERM): 0: its default (10 s); < 0: none */
+    const lp_config_t *cfg;  /* the keys; borrowed for lp_pipeline_start() (NULL: none) */
+    unsigned only;           /* LP_PIPELINE_* bits to run; 0: all (the gateway when
+                              * http.listen is set, the bridge when nats.url is) */
     /* "NOTIFY_SOCKET=..." and "WATCHDOG_USEC=..." for the services (lmpipe
      * up's relay, tools/notify-relay.h) or NULL.  systemd's own NOTIFY_SOCKET,
      * WATCHDOG_USEC and WATCHDOG_PID are never passed on. */
     const char *notify_env[2];
-    /* CURVE (docs/SECURITY.md).  curve_key: this host's BASE.key, with which
-     * every service binds and every client side connects.  The host's own
-     * key is always allowed, and is the default admin and coordinator key
-     * and the default server key of every link (all services run here). */
-    const char *curve_key, *curve_allow, *curve_admin, *curve_coordinator;
-    const char *tokenizer_server_key, *engine_server_key, *sampler_server_key;
-    bool allow_insecure_tcp;
-    /* lmpipe-nats: started when nats[0] (nats.url) is set; the values of the
-     * nats.* config keys in pipeline.c's order, NULL when not given. */
-    const char *nats[LP_PIPELINE_NATS_KEYS];
     /* Supervision (lmpipe up): a service that dies once the pipeline is
      * ready is restarted after a backoff (100 ms doubling to 5 s, back to
-     * 100 ms once it has run 250 ms), at most max_restarts times in any
-     * window_s seconds; past that, or with supervise false, the pipeline
-     * stops.  Config supervise.max_restarts (0: never restart) and
-     * supervise.window_s. */
+     * 100 ms once it has run 250 ms), at most supervise.max_restarts times
+     * (default 10; 0: never restart) in any supervise.window_s seconds
+     * (default 60); past that, or with supervise false, the pipeline stops. */
     bool supervise;
-    int max_restarts, restart_window_s; /* 0 and 0: 10 in 60 s */
 } lp_pipeline_opts_t;
+
+/* Check every key of cfg against the services' parameter tables and
+ * lmpipe up's own (an unknown key, a value out of its range, an engine
+ * group without its engine or sampler): LP_ERR(EINVAL) naming it. */
+int lp_pipeline_check_config(const lp_config_t *cfg);
+/* Every parameter table, lmpipe up's own first; n set. */
+const lp_params_t *const *lp_pipeline_tables(size_t *n);
 
 typedef struct lp_pipeline lp_pipeline_t;
 
-/* Fill opts from config keys (deploy/lmpipe.conf); strings are borrowed from
- * the config.  Unknown keys are an error naming the key. */
-int lp_pipeline_opts_from_config(const lp_config_t *cfg, lp_pipeline_opts_t *o);
 /* "engine,sampler" (any of tokenizer, engine, sampler, coordinator, http)
  * to LP_PIPELINE_* bits; an unknown name is an error naming it. */
 int lp_pipeline_parse_only(const char *list, unsigned *out);

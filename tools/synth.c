@@ -41,6 +41,10 @@ typedef struct shape {
     /* mixture of experts (qwen3moe, gpt-oss) */
     uint32_t n_expert, n_expert_used, n_ff_exp;
     float yarn;          /* gpt-oss: YaRN factor (original context: orig_ctx) */
+    /* qwen35: Gated DeltaNet layers, all but one in every attn_interval */
+    uint32_t attn_interval, d_state, n_group, n_v_heads, d_conv;
+    uint32_t n_rot;       /* rotated dims of an attention head (partial RoPE) */
+    int32_t sections[4];  /* rope.dimension_sections */
 } shape_t;
 
 /* The real models' hyperparameters; `tiny` matches the shared synth-*.gguf
@@ -48,7 +52,10 @@ typedef struct shape {
  * gemma4-small is a dense Gemma 4 in the layout of the 31B model (sliding
  * and global layers with their own head sizes, global layers with V from K
  * and proportional RoPE) at about 1B parameters: Gemma 4's small releases
- * (E2B, E4B) have per-layer embeddings, which lmpipe refuses. */
+ * (E2B, E4B) have per-layer embeddings, which lmpipe refuses.  qwen3.6-27b
+ * and qwen3.5-0.8b are the Qwen3.5/3.6 dense hybrids (three Gated DeltaNet
+ * layers, then one gated attention layer) with the sizes of those models'
+ * published configs. */
 static const shape_t shapes[] = {
     {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, .head_dim = 0},
     {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, .head_dim = 0},
@@ -79,12 +86,30 @@ static const shape_t shapes[] = {
     {"gpt-oss-small", "gpt-oss", 1024, 4, 16, 4, 1024, 201088, 131072, 150000.0f, 1e-5f,
      .head_dim = 64, .n_swa = 128, .swa_period = 2, .orig_ctx = 4096, .yarn = 32.0f,
      .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 1024},
+    {"qwen3.6-27b", "qwen35", 5120, 64, 24, 4, 17408, 248320, 262144, 10000000.0f, 1e-6f,
+     .head_dim = 256, .attn_interval = 4, .d_state = 128, .n_group = 16, .n_v_heads = 48,
+     .d_conv = 4, .n_rot = 64, .sections = {11, 11, 10, 0}},
+    {"qwen3.5-0.8b", "qwen35", 1024, 24, 8, 2, 3584, 248320, 262144, 10000000.0f, 1e-6f,
+     .head_dim = 256, .tied = 1, .attn_interval = 4, .d_state = 128, .n_group = 16,
+     .n_v_heads = 16, .d_conv = 4, .n_rot = 64, .sections = {11, 11, 10, 0}},
+    /* the shared synth-qwen35-F32.gguf's sizes */
+    {"tiny", "qwen35", 64, 4, 4, 2, 128, 0, 4096, 10000000.0f, 1e-6f, .head_dim = 32,
+     .attn_interval = 4, .d_state = 16, .n_group = 2, .n_v_heads = 4, .d_conv = 4, .n_rot = 8,
+     .sections = {2, 1, 1, 0}},
 };
 const char *const lp_synth_shape_names = "tinyllama-1.1b, llama-3.2-1b (llama), qwen2.5-0.5b "
                                          "(qwen2), qwen3-0.6b, qwen3-4b (qwen3), gemma-3-1b "
                                          "(gemma3), gemma4-small (gemma4), qwen3-30b-a3b, "
                                          "qwen3moe-small (qwen3moe), gpt-oss-20b, gpt-oss-small "
-                                         "(gpt-oss), tiny (llama, qwen2)";
+                                         "(gpt-oss), qwen3.6-27b, qwen3.5-0.8b (qwen35), tiny "
+                                         "(llama, qwen2, qwen35)";
+
+/* A qwen35 layer is recurrent (Gated DeltaNet) unless it is the last of its
+ * interval. */
+static int is_rec(const shape_t *s, uint32_t l)
+{
+    return s->attn_interval && (l + 1) % s->attn_interval;
+}
 
 /* A gemma layer slides unless it is the last of its period. */
 static int is_swa(const shape_t *s, uint32_t l)
@@ -130,6 +155,7 @@ static uint32_t pick_type(const ftype_t *ft, const char *what, int64_t ne0, int 
     uint32_t t = ft->base;
     /* the router stays F32, as the converter writes it and llama-quantize keeps it */
     if (!strcmp(what, "ffn_gate_inp.weight")) return LP_TYPE_F32;
+    if (!strcmp(what, "ssm_conv1d.weight")) return LP_TYPE_F32; /* never converted or quantized */
     if (!ft->quantized) return t;
     if (ft->file_type == 38) /* MXFP4_MOE */
         return strstr(what, "_exps.weight") ? LP_TYPE_MXFP4 : LP_TYPE_Q8_0;
@@ -141,6 +167,8 @@ static uint32_t pick_type(const ftype_t *ft, const char *what, int64_t ne0, int 
                       !strcmp(what, "ffn_down_exps.weight")) &&
         use_more_bits(layer, n_layer))
         t = LP_TYPE_Q6_K;
+    else if (ft->k_mix && !strcmp(what, "attn_qkv.weight")) /* a fused q/k/v */
+        t = t == LP_TYPE_Q4_K ? LP_TYPE_Q5_K : LP_TYPE_Q6_K;
     if (ne0 % LP_QK_K) { /* rows that are no whole K-quant super-block */
         if (t == LP_TYPE_Q4_K) t = LP_TYPE_Q5_0;
         else if (t == LP_TYPE_Q5_K) t = LP_TYPE_Q5_1;
@@ -172,7 +200,7 @@ uint32_t lp_synth_tensor_type(const char *type_name, const char *name, uint32_t 
 
 /* ---- the weights ---- */
 
-enum fill { FILL_NORMAL, FILL_ONE, FILL_ROPE_LLAMA3, FILL_ROPE_PARTIAL };
+enum fill { FILL_NORMAL, FILL_ONE, FILL_ROPE_LLAMA3, FILL_ROPE_PARTIAL, FILL_SSM_A };
 #define WEIGHT_STD 0.02
 
 static uint64_t splitmix64(uint64_t x)
@@ -257,6 +285,8 @@ static void gen_rows(void *ctx, int ith, int nth)
         for (int64_t i = 0; i < ne0; i++)
             row[i] = t->fill == FILL_ONE      ? 1.0f
                      : t->fill == FILL_NORMAL ? (float)WEIGHT_STD * normal_at(t->key, first + (uint64_t)i)
+                     /* DeltaNet's -exp(A_log): negative, so the state decays */
+                     : t->fill == FILL_SSM_A  ? -1.0f - (float)(i % 16) / 4.0f
                                               : rope_factor(t, i);
         if (lp_quant_row(t->type, row, run->dst + (size_t)r * row_bytes, ne0)) run->rc = -1;
     }
@@ -370,13 +400,13 @@ static int add_tokenizer(lp_gguf_writer_t *w, const char *vocab, uint32_t *n_voc
 static int find_options(const lp_synth_opts_t *o, const shape_t **shape, const ftype_t **ft)
 {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "gemma3", "gemma4", "qwen3moe",
-                                        "gpt-oss"};
+                                        "gpt-oss", "qwen35"};
     bool arch_ok = false;
     for (size_t i = 0; o->arch && i < sizeof(archs) / sizeof(archs[0]); i++)
         arch_ok |= !strcmp(o->arch, archs[i]);
     if (!arch_ok)
         return lp_error_set(LP_ERR(EINVAL), "--arch '%s': unknown (llama, qwen2, qwen3, gemma3, "
-                            "gemma4, qwen3moe, gpt-oss)", o->arch ? o->arch : "");
+                            "gemma4, qwen3moe, gpt-oss, qwen35)", o->arch ? o->arch : "");
     *shape = NULL;
     int known = 0;
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
@@ -424,7 +454,19 @@ static int add_hparams(lp_gguf_writer_t *w, const char *arch, const shape_t *s, 
         U32("attention.key_length", s->head_dim)
         U32("attention.value_length", s->head_dim)
         if (strcmp(arch, "qwen3") && strcmp(arch, "qwen3moe") && strcmp(arch, "gpt-oss"))
-            U32("rope.dimension_count", s->head_dim)
+            U32("rope.dimension_count", s->n_rot ? s->n_rot : s->head_dim)
+    }
+    if (s->attn_interval) {
+        U32("ssm.conv_kernel", s->d_conv)
+        U32("ssm.state_size", s->d_state)
+        U32("ssm.group_count", s->n_group)
+        U32("ssm.time_step_rank", s->n_v_heads)
+        U32("ssm.inner_size", s->n_v_heads * s->d_state)
+        U32("full_attention_interval", s->attn_interval)
+        if (!rc) {
+            snprintf(key, sizeof(key), "%s.rope.dimension_sections", arch);
+            rc = lp_gguf_writer_add_arr(w, key, LP_GGUF_INT32, s->sections, 4);
+        }
     }
     if (s->n_swa) U32("attention.sliding_window", s->n_swa)
     if (s->n_expert) {
@@ -540,7 +582,45 @@ static int plan_tensors_arch(const shape_t *s, const ftype_t *ft, const char *ar
     if (s->llama3_rope) ADD("rope_freqs.weight", -1, FILL_ROPE_LLAMA3, 1, s->head_dim / 2, 1);
     if (gemma4) ADD("rope_freqs.weight", -1, FILL_ROPE_PARTIAL, 1, s->head_dim / 2, 1);
     ADD("token_embd.weight", -1, FILL_NORMAL, 2, E, n_vocab);
-    for (int l = 0; l < (int)s->n_layer; l++) {
+    for (int l = 0; l < (int)s->n_layer && s->attn_interval; l++) {
+        /* qwen35: each layer's tensors in name order; attn_v's extra bits
+         * counted over the attention layers (docs/GGUF.md: unchecked
+         * against a llama-quantize file of a hybrid) */
+        const int64_t q = (int64_t)s->head_dim * s->n_head, kv = (int64_t)s->head_dim * s->n_head_kv;
+        const int64_t hd = s->head_dim, di = (int64_t)s->n_v_heads * s->d_state, Hv = s->n_v_heads;
+        const int64_t ch = 2 * (int64_t)s->n_group * s->d_state + di;
+        if (is_rec(s, (uint32_t)l)) {
+            ADD("attn_gate.weight", l, FILL_NORMAL, 2, E, di);
+            ADD("attn_norm.weight", l, FILL_ONE, 1, E, 1);
+            ADD("attn_qkv.weight", l, FILL_NORMAL, 2, E, ch);
+        } else {
+            ADD("attn_k.weight", l, FILL_NORMAL, 2, E, kv);
+            ADD("attn_k_norm.weight", l, FILL_ONE, 1, hd, 1);
+            ADD("attn_norm.weight", l, FILL_ONE, 1, E, 1);
+            ADD("attn_output.weight", l, FILL_NORMAL, 2, q, E);
+            ADD("attn_q.weight", l, FILL_NORMAL, 2, E, 2 * q); /* q and its gate */
+            ADD("attn_q_norm.weight", l, FILL_ONE, 1, hd, 1);
+            ADD("attn_v.weight", l, FILL_NORMAL, 2, E, kv);
+            ts[n - 1].type = ft->quantized ? pick_type(ft, "attn_v.weight", E, 0,
+                                                        (uint32_t)l / s->attn_interval,
+                                                        s->n_layer / s->attn_interval)
+                                           : ft->base;
+        }
+        ADD("ffn_down.weight", l, FILL_NORMAL, 2, F, E);
+        ADD("ffn_gate.weight", l, FILL_NORMAL, 2, E, F);
+        ADD("ffn_up.weight", l, FILL_NORMAL, 2, E, F);
+        ADD("post_attention_norm.weight", l, FILL_ONE, 1, E, 1);
+        if (is_rec(s, (uint32_t)l)) {
+            ADD("ssm_a", l, FILL_SSM_A, 1, Hv, 1);
+            ADD("ssm_alpha.weight", l, FILL_NORMAL, 2, E, Hv);
+            ADD("ssm_beta.weight", l, FILL_NORMAL, 2, E, Hv);
+            ADD("ssm_conv1d.weight", l, FILL_NORMAL, 2, s->d_conv, ch);
+            ADD("ssm_dt.bias", l, FILL_NORMAL, 1, Hv, 1);
+            ADD("ssm_norm.weight", l, FILL_ONE, 1, s->d_state, 1);
+            ADD("ssm_out.weight", l, FILL_NORMAL, 2, di, E);
+        }
+    }
+    for (int l = 0; l < (int)s->n_layer && !s->attn_interval; l++) {
         const int swa = gemma4 && is_swa(s, (uint32_t)l);
         const int64_t hd = swa ? s->head_dim_swa : s->head_dim;
         const int64_t q = hd * s->n_head, kv = hd * (swa ? s->n_head_kv_swa : s->n_head_kv);

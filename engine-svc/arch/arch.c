@@ -10,11 +10,11 @@
 #include <string.h>
 
 extern const lp_arch_t lp_arch_llama, lp_arch_qwen2, lp_arch_qwen3, lp_arch_gemma3,
-    lp_arch_gemma4, lp_arch_qwen3moe, lp_arch_gptoss;
+    lp_arch_gemma4, lp_arch_qwen3moe, lp_arch_gptoss, lp_arch_qwen35;
 
 const lp_arch_t *const lp_archs[] = {
     &lp_arch_llama, &lp_arch_qwen2, &lp_arch_qwen3, &lp_arch_gemma3, &lp_arch_gemma4,
-    &lp_arch_qwen3moe, &lp_arch_gptoss, NULL,
+    &lp_arch_qwen3moe, &lp_arch_gptoss, &lp_arch_qwen35, NULL,
 };
 
 const char *lp_arch_names(void)
@@ -51,13 +51,16 @@ static const char *const feat_names[LP_FEAT_COUNT] = {
     "YaRN RoPE scaling",
     "an attention output bias",
     "gpt-oss's clamped SwiGLU",
+    [21] = "Gated DeltaNet layers (a recurrent state per sequence)",
+    [22] = "a sigmoid gate on the attention output",
 };
 
 const char *lp_feat_name(uint32_t bit) { return bit < LP_FEAT_COUNT ? feat_names[bit] : "?"; }
 
 const char *lp_model_missing_feature(const lp_model_t *m, uint32_t have, char *buf, size_t len)
 {
-    const uint32_t lack = m->hp.features & ~have;
+    uint32_t lack = m->hp.features & ~have;
+    if (lack & LP_FEAT_DEFINING) lack &= LP_FEAT_DEFINING;
     size_t at = 0;
     for (uint32_t b = 0; b < LP_FEAT_COUNT && at + 1 < len; b++) {
         if (!(lack & (1u << b))) continue;
@@ -307,12 +310,14 @@ int lp_arch_attention(const lp_fwd_t *f, const lp_model_t *m, int32_t l, bool v_
     void *c = f->ctx;
     const lp_layer_t *L = &m->layers[l];
     const int32_t nh = m->hp.n_head, nkv = L->hp.n_head_kv, hd = L->hp.head_dim;
+    const bool gated = L->hp.attn_gate;
     const lp_weight_t *qkv[3] = {&L->wq, &L->wk, &L->wv};
-    static const enum lp_buf qkv_out[3] = {LP_BUF_Q, LP_BUF_K, LP_BUF_V};
+    const enum lp_buf qkv_out[3] = {gated ? LP_BUF_QG : LP_BUF_Q, LP_BUF_K, LP_BUF_V};
     int rc;
     if ((rc = o->norm(c, LP_BUF_XN, LP_BUF_X, L->attn_norm, 1, m->hp.n_embd)) ||
         (rc = o->matmul(c, L->wv.data ? 3 : 2, qkv, LP_BUF_XN, qkv_out)) ||
-        (!L->wv.data && (rc = o->copy(c, LP_BUF_V, LP_BUF_K, nkv * hd))))
+        (!L->wv.data && (rc = o->copy(c, LP_BUF_V, LP_BUF_K, nkv * hd))) ||
+        (gated && (rc = o->split(c, LP_BUF_Q, LP_BUF_AGATE, LP_BUF_QG, nh, hd))))
         return rc;
     if ((L->bq && (rc = o->bias(c, LP_BUF_Q, L->bq, nh * hd))) ||
         (L->bk && (rc = o->bias(c, LP_BUF_K, L->bk, nkv * hd))) ||
@@ -323,12 +328,32 @@ int lp_arch_attention(const lp_fwd_t *f, const lp_model_t *m, int32_t l, bool v_
         (v_norm && (rc = o->norm(c, LP_BUF_V, LP_BUF_V, NULL, nkv, hd))))
         return rc;
     if ((rc = o->rope(c, LP_BUF_Q, nh, l)) || (rc = o->rope(c, LP_BUF_K, nkv, l)) ||
-        (rc = o->attention(c, l)) || (rc = lp_fwd_mm(f, &L->wo, LP_BUF_ATT, LP_BUF_PROJ)) ||
+        (rc = o->attention(c, l)) ||
+        (gated && (rc = o->gate(c, LP_BUF_ATT, LP_BUF_AGATE, LP_ACT_SIGMOID, nh * hd))) ||
+        (rc = lp_fwd_mm(f, &L->wo, LP_BUF_ATT, LP_BUF_PROJ)) ||
         (L->bo && (rc = o->bias(c, LP_BUF_PROJ, L->bo, m->hp.n_embd))))
         return rc;
     return L->post_attn_norm
                ? o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_attn_norm, 1, m->hp.n_embd)
                : 0;
+}
+
+int lp_arch_delta_net(const lp_fwd_t *f, const lp_model_t *m, int32_t l)
+{
+    const lp_fwd_ops_t *o = f->ops;
+    void *c = f->ctx;
+    const lp_layer_t *L = &m->layers[l];
+    const lp_ssm_t *s = &m->ssm;
+    const lp_weight_t *in[4] = {&L->w_qkv, &L->w_z, &L->w_beta, &L->w_alpha};
+    static const enum lp_buf in_out[4] = {LP_BUF_MIX, LP_BUF_Z, LP_BUF_BETA, LP_BUF_ALPHA};
+    int rc;
+    if ((rc = o->norm(c, LP_BUF_XN, LP_BUF_X, L->attn_norm, 1, m->hp.n_embd)) ||
+        (rc = o->matmul(c, 4, in, LP_BUF_XN, in_out)) || (rc = o->conv(c, l)) ||
+        (rc = o->delta_net(c, l)) ||
+        (rc = o->norm(c, LP_BUF_ATT, LP_BUF_ATT, L->ssm_norm, s->n_v_heads, s->d_state)) ||
+        (rc = o->gate(c, LP_BUF_ATT, LP_BUF_Z, LP_ACT_SILU, s->d_inner)))
+        return rc;
+    return lp_fwd_mm(f, &L->w_ssm_out, LP_BUF_ATT, LP_BUF_PROJ);
 }
 
 int lp_arch_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_act act)

@@ -50,8 +50,12 @@ enum lp_feat {
     LP_FEAT_YARN = 1u << 18,       /* rope.scaling.type yarn */
     LP_FEAT_OUT_BIAS = 1u << 19,   /* attn_output.bias */
     LP_FEAT_SWIGLU_OAI = 1u << 20, /* gpt-oss's clamped SwiGLU with expert biases */
+    LP_FEAT_DELTANET = 1u << 21,   /* Gated DeltaNet layers: per-sequence recurrent state */
+    LP_FEAT_ATTN_GATE = 1u << 22,  /* attention output times sigmoid(a gate from attn_q) */
 };
-#define LP_FEAT_COUNT 21
+#define LP_FEAT_COUNT 23
+/* Reported first when a backend lacks several: they say what the model is. */
+#define LP_FEAT_DEFINING (LP_FEAT_DELTANET | LP_FEAT_ATTN_GATE)
 
 /* "RoPE frequency factors", ... for bit i. */
 const char *lp_feat_name(uint32_t bit);
@@ -78,15 +82,24 @@ enum lp_dim {
     LP_D_EXPERTS,   /* n_expert */
     LP_D_FF_EXP,    /* n_ff_exp: an expert's FFN width */
     LP_D_FF_SHEXP,  /* n_ff_shexp: the shared expert's FFN width */
+    LP_D_QG,        /* 2 * n_head * head_dim: q and its gate, per head (gated attention) */
+    LP_D_SSM_CONV,  /* DeltaNet conv channels: q, k (n_group * d_state each), v (d_inner) */
+    LP_D_SSM_INNER, /* d_inner = n_v_heads * d_state */
+    LP_D_SSM_HEADS, /* n_v_heads */
+    LP_D_SSM_STATE, /* d_state, the head size of q, k and v */
+    LP_D_SSM_KERNEL, /* d_conv, the causal convolution's width */
 };
 
 enum {
     LP_T_LAYER = 1 << 0,    /* "blk.N.<name>", one per layer; else the whole name */
     LP_T_OPTIONAL = 1 << 1, /* may be absent (the field stays empty) */
-    LP_T_MATRIX = 1 << 2,   /* an lp_weight_t read in place; else a float vector */
+    LP_T_MATRIX = 1 << 2,   /* an lp_weight_t read in place; else floats (a vector, or
+                               ne0 x ne1 floats row after row) */
     LP_T_EXPERTS = 1 << 3,  /* a third dimension of n_expert: a matrix per expert (an
                                lp_weight_t of n_mat matrices), or a float array of
                                n_expert rows (ne[1] is then LP_D_EXPERTS) */
+    LP_T_ATTN = 1 << 4,     /* only on attention layers: refused on a recurrent one */
+    LP_T_REC = 1 << 5,      /* only on recurrent (DeltaNet) layers: refused elsewhere */
 };
 
 /* Table rows: a layer tensor into lp_layer_t.f, a global one into lp_model_t.f. */
@@ -117,6 +130,9 @@ int lp_ld_str(lp_arch_ld_t *ld, const char *suffix, bool required, lp_gguf_str_t
 /* A per-layer value: a scalar for every layer, or an array of n_layer
  * numbers (bools read as 0/1).  out has n_layer entries. */
 int lp_ld_layers(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out);
+/* Up to n integers: an array of at most n (the rest 0), or a scalar for
+ * all n (llama.cpp's get_key_or_arr). */
+int lp_ld_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out, int32_t n);
 /* True when the file has the key (not marked read: the caller reads it). */
 bool lp_ld_has(const lp_arch_ld_t *ld, const char *suffix);
 /* True when the suffix is in the arch's key table. */
@@ -163,6 +179,12 @@ enum lp_buf {
     LP_BUF_PROJ,  /* output of attn_output / ffn_down (n_embd) */
     LP_BUF_GATE,  /* (n_ff) */
     LP_BUF_UP,    /* (n_ff) */
+    LP_BUF_QG,    /* gated attention's q projection: per head, head_dim of q then of its gate */
+    LP_BUF_AGATE, /* the attention output's gate (n_head * head_dim) */
+    LP_BUF_MIX,   /* DeltaNet: the conv channels, q | k | v (LP_D_SSM_CONV) */
+    LP_BUF_Z,     /* DeltaNet: the output gate (d_inner) */
+    LP_BUF_BETA,  /* DeltaNet: per value head, the write strength (n_v_heads) */
+    LP_BUF_ALPHA, /* DeltaNet: per value head, the decay's input (n_v_heads) */
     LP_BUF_COUNT,
 };
 
@@ -171,6 +193,7 @@ enum lp_act {
     LP_ACT_GELU_TANH,  /* gelu_tanh(gate) * up through llama.cpp's fp16 table */
     LP_ACT_SWIGLU_OAI, /* gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7),
                           g * sigmoid(1.702 g) * (u + 1) */
+    LP_ACT_SIGMOID,    /* sigmoid(gate) * x (the gate op only) */
 };
 
 /* How a router's logits become the weights of the chosen experts. */
@@ -217,7 +240,7 @@ typedef struct lp_fwd_ops {
     int (*add)(void *ctx, enum lp_buf x, enum lp_buf r);
     /* x *= s, n_embd. */
     int (*scale)(void *ctx, enum lp_buf x, float s);
-    /* dst[i] = w[i] src for i < n (n <= 3), src rows w[0]->n_in wide: the
+    /* dst[i] = w[i] src for i < n (n <= 4), src rows w[0]->n_in wide: the
      * products of one input in one pass over the pool. */
     int (*matmul)(void *ctx, int n, const lp_weight_t *const *w, enum lp_buf src,
                   const enum lp_buf *dst);
@@ -238,6 +261,23 @@ typedef struct lp_fwd_ops {
      * token, run each chosen expert once for all the tokens that chose it,
      * add up.  dst may not be src. */
     int (*moe)(void *ctx, enum lp_buf dst, enum lp_buf src, const lp_moe_t *moe);
+    /* src rows of n_groups groups of 2 * width floats: the first width of
+     * each group into dst_a, the second into dst_b (n_groups * width). */
+    int (*split)(void *ctx, enum lp_buf dst_a, enum lp_buf dst_b, enum lp_buf src,
+                 int32_t n_groups, int32_t width);
+    /* x = act(g) * x, width floats (act SILU or SIGMOID). */
+    int (*gate)(void *ctx, enum lp_buf x, enum lp_buf g, enum lp_act act, int32_t width);
+    /* DeltaNet layer l, the short convolution: MIX = silu(causal depthwise
+     * conv of MIX over each sequence's tokens), the sequence's last
+     * d_conv - 1 inputs before them (zeros at position 0) as its state,
+     * which the op then moves on. */
+    int (*conv)(void *ctx, int32_t layer);
+    /* DeltaNet layer l, the gated delta rule: q and k of MIX L2-normalised
+     * per head, beta = sigmoid(BETA), decay = exp(softplus(ALPHA + dt) * a);
+     * per value head h (key head h % n_group), on the sequence's state S
+     * (d_state x d_state, zero at position 0): S = decay S; S += k (beta
+     * (v - S^T k))^T; ATT = S^T q / sqrt(d_state) (n_v_heads * d_state). */
+    int (*delta_net)(void *ctx, int32_t layer);
 } lp_fwd_ops_t;
 
 typedef struct lp_fwd {
@@ -279,9 +319,14 @@ const char *lp_arch_names(void);
 
 /* Attention: x stays, PROJ = attention output (through post_attn_norm when
  * the layer has it).  Pre-norm; q, k, v (v = k when the layer has no attn_v,
- * before k's norm); biases; per-head q/k norms; v_norm: a per-head RMSNorm
- * of v without weight; RoPE; the cache and attention; attn_output. */
+ * before k's norm; with hp.attn_gate attn_q gives q and the output's gate);
+ * biases; per-head q/k norms; v_norm: a per-head RMSNorm of v without
+ * weight; RoPE; the cache and attention; times sigmoid(gate); attn_output. */
 int lp_arch_attention(const lp_fwd_t *f, const lp_model_t *m, int32_t l, bool v_norm);
+/* Gated DeltaNet: x stays, PROJ = the mixer's output.  Pre-norm; qkv, z,
+ * beta, alpha; conv; delta rule; per-head RMSNorm (ssm_norm) times
+ * silu(z); ssm_out. */
+int lp_arch_delta_net(const lp_fwd_t *f, const lp_model_t *m, int32_t l);
 /* Feed-forward: x += PROJ; pre-norm; gate, up; act; down (through
  * post_ffn_norm when the layer has it); x += PROJ. */
 int lp_arch_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_act act);

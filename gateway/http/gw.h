@@ -1,8 +1,11 @@
 /* gw.h - lmpipe-http, the HTTP gateway: internal interfaces between its
- * parts (server.c: connections and llhttp; link.c: the coordinator's client
- * API; router.c: routes, auth, errors; gen.c: completions, chat and
- * /completion; proxy.c: tokenize, detokenize, apply-template, sampler;
- * metrics.c: /metrics; sb.c: output buffers and JSON writing). */
+ * parts (server.c: connections and llhttp; router.c: routes, auth, errors,
+ * CORS; gen.c: completions, chat and /completion; proxy.c: tokenize,
+ * detokenize, apply-template, sampler; metrics.c: /metrics).  What it
+ * shares with lmpipe-nats is in gateway/common/: the coordinator link
+ * (link.h), the process shell and error statuses (edge.h), and requests
+ * read through the request schema (gen-request.h); JSON is written with
+ * lib/json.h's writer. */
 #ifndef LP_GW_H
 #define LP_GW_H
 
@@ -13,24 +16,8 @@
 
 #include "frame.h"
 #include "json.h"
-
-/* ---- growable output buffer and JSON writing (sb.c) ---- */
-typedef struct lp_sb {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} lp_sb_t;
-
-void lp_sb_putn(lp_sb_t *b, const void *s, size_t n);
-void lp_sb_puts(lp_sb_t *b, const char *s);
-void lp_sb_printf(lp_sb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A JSON string; bytes that are not valid UTF-8 become U+FFFD. */
-void lp_sb_json_str(lp_sb_t *b, const char *s, size_t n);
-/* A JSON number: integers exactly, others with 17 significant digits. */
-void lp_sb_json_num(lp_sb_t *b, double x);
-/* Re-serialize a parsed value. */
-void lp_sb_json_value(lp_sb_t *b, const lp_json_t *v);
-void lp_sb_free(lp_sb_t *b);
+#include "link.h"
+#include "request-schema.h"
 
 /* ---- configuration and the process ---- */
 #define LP_GW_MAX_KEYS 16
@@ -53,22 +40,15 @@ typedef struct lp_gw_opts {
     int body_timeout_ms;         /* the whole body, from the end of the headers */
     int idle_timeout_ms;
     bool metrics_auth;
+    /* CORS (docs/HTTP.md): origins whose browsers may call the API; "*":
+     * any.  None: no CORS headers, and OPTIONS is 405 as any other method
+     * a route does not take. */
+    const char *cors_origins[LP_GW_MAX_KEYS];
+    int n_cors_origins;
 } lp_gw_opts_t;
 
 typedef struct lp_gw lp_gw_t;
 typedef struct lp_gw_conn lp_gw_conn_t;
-
-/* One outstanding message to the coordinator: replies and events with its
- * id go to on_msg until lp_gw_link_forget(). */
-typedef struct lp_gw_op lp_gw_op_t;
-struct lp_gw_op {
-    uint64_t id;
-    lp_gw_op_t *next;            /* hash chain */
-    void (*on_msg)(lp_gw_op_t *op, const Lmpipe__Msg *m);
-    void *arg;
-    int idx;
-    bool registered;
-};
 
 /* The HTTP request being answered on a connection.  abort() is called when
  * the client goes away first: it cancels its work and frees itself. */
@@ -84,6 +64,8 @@ typedef struct lp_gw_req {
     const char *body;            /* NULL while only the headers are in */
     size_t body_len;
     const char *auth;            /* the Authorization header, or NULL */
+    const char *origin;          /* the Origin header, or NULL */
+    const char *acr_headers;     /* Access-Control-Request-Headers, or NULL */
     const char *peer;            /* the client's address ("" for a socketpair) */
     bool health_only;            /* a reserved connection: /health and /metrics only */
 } lp_gw_req_t;
@@ -95,7 +77,7 @@ typedef struct lp_gw_req {
 #define LP_GW_HEALTH_RESERVE 8      /* connections past --max-connections for /health and /metrics */
 
 /* Responses counted by status (http_requests_total); others count as 500. */
-#define LP_GW_N_CODES 14
+#define LP_GW_N_CODES 16
 extern const int lp_gw_codes[LP_GW_N_CODES];
 struct lp_gw {
     uv_loop_t *loop;
@@ -107,49 +89,13 @@ struct lp_gw {
     uint64_t n_evicted;   /* connections closed to make room (still in their headers, or idle) */
     uint64_t n_refused;   /* connections refused: no room, or over the per-address cap */
     uint64_t n_http[LP_GW_N_CODES];  /* responses by status, see lp_gw_code_slot */
-    /* the coordinator link */
-    void *zctx, *sock;
-    struct lp_zsock *zs;
-    uv_timer_t hello_timer;
-    uint64_t next_id, hello_id;
-    uint64_t hello_sent_ms;
-    bool ready;
-    char reason[256];
-    char model[256];
-    uint32_t n_ctx, n_vocab;
-    uint32_t max_seqs;    /* the pipeline's sequence slots (the hello) */
-    lp_gw_op_t *ops[1024];
-    /* token texts for logprobs (after the hello; NULL until then) */
-    char **vocab;
-    uint32_t *vocab_len;
-    uint32_t vocab_n;
-    lp_gw_op_t vocab_op;
-    bool vocab_failed;
-    /* liveness: a StatsRequest every 2 s; no answer in 5 s fails every
-     * outstanding request, so that none waits forever on a dead coordinator */
-    lp_gw_op_t ping_op;
-    uint64_t ping_sent_ms, last_rx_ms;
-    /* the link's socket monitor: a disconnection (the coordinator stopped or
-     * crashed, or its heartbeats stopped) fails them at once */
-    void *mon;
-    struct lp_zsock *mzs;
-    /* the coordinator's word on its stages, from the ping's StatsReply
-     * (links_down, can_serve, draining), for /health */
-    bool degraded, unserving, draining;
-    char down_json[1024]; /* StatsReply.links_down as a JSON array */
+    uint64_t n_bad_requests; /* refused by the request schema here (errors_total{kind="bad_request"}) */
+    lp_link_t link;       /* the coordinator (gateway/common/link.h) */
 };
 
 int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out);
 void lp_gw_stop(lp_gw_t *gw);
 void lp_gw_destroy(lp_gw_t **self_p);
-
-/* ---- the coordinator link (link.c) ---- */
-int lp_gw_link_start(lp_gw_t *gw);
-void lp_gw_link_stop(lp_gw_t *gw);
-/* Send `m` under a fresh id (op->id); events with that id go to op. */
-int lp_gw_link_send(lp_gw_t *gw, Lmpipe__Msg *m, lp_gw_op_t *op);
-void lp_gw_link_forget(lp_gw_t *gw, lp_gw_op_t *op);
-int lp_gw_link_cancel(lp_gw_t *gw, uint64_t id);
 
 /* ---- connections (server.c) ---- */
 /* Start the response: status line and headers; `extra` are whole header
@@ -177,18 +123,27 @@ void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r);
 /* The checks that need no body (endpoint, method, keys), as soon as the
  * headers are in: 0 when the body may be read, else answered. */
 int lp_gw_route_head(lp_gw_conn_t *c, const lp_gw_req_t *r);
+/* The CORS headers of a response to a request with this Origin (NULL:
+ * none), whole lines ("Access-Control-Allow-Origin: ...\r\n"), or "" when
+ * the origin is not allowed or CORS is off. */
+void lp_gw_cors_headers(const lp_gw_t *gw, const char *origin, char *out, size_t cap);
 /* Who a request counts against in the coordinator's queue (docs/HTTP.md):
  * its API key's index, or its address on a gateway without keys. */
 void lp_gw_tenant(lp_gw_conn_t *c, const lp_gw_req_t *r, char *out, size_t cap);
 /* OpenAI's error JSON. */
 void lp_gw_error(lp_gw_conn_t *c, int status, const char *type, const char *param, const char *code,
                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-/* The HTTP status for a coordinator Error (EINVAL and friends: 400). */
-int lp_gw_status_of(int code, const char *msg);
+/* An error of a kind (lib/error.h): its status, type and code as
+ * gateway/common/edge.h says them. */
+void lp_gw_error_kind(lp_gw_conn_t *c, enum lp_error_kind kind, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A coordinator Error as the client's error response. */
+void lp_gw_error_msg(lp_gw_conn_t *c, const Lmpipe__Error *e);
 
 /* ---- endpoints (gen.c, proxy.c, metrics.c) ---- */
-void lp_gw_openai_completions(lp_gw_conn_t *c, const lp_gw_req_t *r, const lp_json_t *root, bool chat);
-void lp_gw_llama_completion(lp_gw_conn_t *c, const lp_gw_req_t *r, const lp_json_t *root);
+/* /v1/completions, /v1/chat/completions, /completion: root read through
+ * the request schema for ep. */
+void lp_gw_generate(lp_gw_conn_t *c, const lp_gw_req_t *r, const lp_json_t *root, enum lp_rs_endpoint ep);
 /* /tokenize, /detokenize, /apply-template, and /sampler: one message, one reply. */
 void lp_gw_proxy(lp_gw_conn_t *c, const lp_gw_req_t *r, const lp_json_t *root, const char *what);
 void lp_gw_metrics(lp_gw_conn_t *c);

@@ -8,7 +8,7 @@
 
 typedef struct metrics_call {
     lp_gw_call_t base;
-    lp_gw_op_t op;
+    lp_link_op_t op;
     lp_gw_conn_t *conn;
     lp_gw_t *gw;
 } metrics_call_t;
@@ -16,39 +16,39 @@ typedef struct metrics_call {
 static void metrics_abort(lp_gw_call_t *base)
 {
     metrics_call_t *m = (metrics_call_t *)base;
-    lp_gw_link_forget(m->gw, &m->op);
+    lp_link_forget(&m->gw->link, &m->op);
     free(m);
 }
 
-static void label_value(lp_sb_t *b, const char *s)
+static void label_value(lp_json_buf_t *b, const char *s)
 {
     for (; *s; s++) {
-        if (*s == '\\') lp_sb_puts(b, "\\\\");
-        else if (*s == '"') lp_sb_puts(b, "\\\"");
-        else if (*s == '\n') lp_sb_puts(b, "\\n");
-        else lp_sb_putn(b, s, 1);
+        if (*s == '\\') lp_json_buf_puts(b, "\\\\");
+        else if (*s == '"') lp_json_buf_puts(b, "\\\"");
+        else if (*s == '\n') lp_json_buf_puts(b, "\\n");
+        else lp_json_buf_put(b, s, 1);
     }
 }
 
-static void meta(lp_sb_t *b, const char *name, const char *type, const char *help)
+static void meta(lp_json_buf_t *b, const char *name, const char *type, const char *help)
 {
-    lp_sb_printf(b, "# HELP lmpipe:%s %s\n# TYPE lmpipe:%s %s\n", name, help, name, type);
+    lp_json_buf_printf(b, "# HELP lmpipe:%s %s\n# TYPE lmpipe:%s %s\n", name, help, name, type);
 }
 
-static void sample(lp_sb_t *b, const lp_gw_t *gw, const char *name, const char *label, const char *lv,
+static void sample(lp_json_buf_t *b, const lp_gw_t *gw, const char *name, const char *label, const char *lv,
                    double x)
 {
-    lp_sb_printf(b, "lmpipe:%s{model_name=\"", name);
-    label_value(b, gw->model);
-    lp_sb_puts(b, "\"");
+    lp_json_buf_printf(b, "lmpipe:%s{model_name=\"", name);
+    label_value(b, gw->link.model);
+    lp_json_buf_puts(b, "\"");
     if (label) {
-        lp_sb_printf(b, ",%s=\"", label);
+        lp_json_buf_printf(b, ",%s=\"", label);
         label_value(b, lv);
-        lp_sb_puts(b, "\"");
+        lp_json_buf_puts(b, "\"");
     }
-    lp_sb_puts(b, "} ");
-    lp_sb_json_num(b, x);
-    lp_sb_puts(b, "\n");
+    lp_json_buf_puts(b, "} ");
+    lp_json_buf_num(b, x);
+    lp_json_buf_puts(b, "\n");
 }
 
 static const double lat_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
@@ -56,7 +56,7 @@ static const double lat_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 
 static const double step_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                      0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5};
 
-static void histogram(lp_sb_t *b, const lp_gw_t *gw, const char *name, const char *help,
+static void histogram(lp_json_buf_t *b, const lp_gw_t *gw, const char *name, const char *help,
                       const Lmpipe__Histogram *h, bool step)
 {
     meta(b, name, "histogram", help);
@@ -77,8 +77,9 @@ static void histogram(lp_sb_t *b, const lp_gw_t *gw, const char *name, const cha
     sample(b, gw, n, NULL, NULL, h ? (double)h->count : 0);
 }
 
-static void kinds(lp_sb_t *b, const lp_gw_t *gw, const char *name, const char *help, const char *label,
-                  Lmpipe__KindCount **k, size_t n, const char *const *always)
+/* `extra` (may be NULL) is added to the first kind of `always`. */
+static void kinds(lp_json_buf_t *b, const lp_gw_t *gw, const char *name, const char *help, const char *label,
+                  Lmpipe__KindCount **k, size_t n, const char *const *always, uint64_t extra)
 {
     meta(b, name, "counter", help);
     /* The known kinds always appear, at 0 until they happen, so that rate()
@@ -86,14 +87,15 @@ static void kinds(lp_sb_t *b, const lp_gw_t *gw, const char *name, const char *h
     for (int i = 0; always[i]; i++) {
         bool seen = false;
         for (size_t j = 0; j < n; j++) seen |= !strcmp(k[j]->kind, always[i]);
-        if (!seen) sample(b, gw, name, label, always[i], 0);
+        if (!seen) sample(b, gw, name, label, always[i], i == 0 ? (double)extra : 0);
     }
-    for (size_t j = 0; j < n; j++) sample(b, gw, name, label, k[j]->kind, (double)k[j]->n);
+    for (size_t j = 0; j < n; j++)
+        sample(b, gw, name, label, k[j]->kind, (double)k[j]->n + (!strcmp(k[j]->kind, always[0]) ? (double)extra : 0));
 }
 
 /* The coordinator's engine groups: one sample per group of each, labelled
  * group="NAME". */
-static void groups(lp_sb_t *b, const lp_gw_t *gw, const Lmpipe__StatsReply *s)
+static void groups(lp_json_buf_t *b, const lp_gw_t *gw, const Lmpipe__StatsReply *s)
 {
     static const struct { const char *name, *type, *help; } g[] = {
         {"group_ready", "gauge", "1 when the engine group is ready for new requests."},
@@ -120,14 +122,29 @@ static void groups(lp_sb_t *b, const lp_gw_t *gw, const Lmpipe__StatsReply *s)
             sample(b, gw, g[k].name, "group", q->name, v[k]);
         }
     }
+    /* off for a reason: configured, not_paged, recurrent_state (docs) */
+    meta(b, "group_prefix_cache_enabled", "gauge", "1 when the group's prefix cache is on; "
+         "0 with the reason it is off (configured, not_paged, recurrent_state).");
+    for (size_t i = 0; i < s->n_groups; i++) {
+        const Lmpipe__GroupStats *q = s->groups[i];
+        if (!q->ready) continue;
+        const char *off = q->prefix_cache_off ? q->prefix_cache_off : "";
+        lp_json_buf_puts(b, "lmpipe:group_prefix_cache_enabled{model_name=\"");
+        label_value(b, gw->link.model);
+        lp_json_buf_puts(b, "\",group=\"");
+        label_value(b, q->name);
+        lp_json_buf_puts(b, "\",reason=\"");
+        label_value(b, off);
+        lp_json_buf_printf(b, "\"} %d\n", off[0] ? 0 : 1);
+    }
 }
 
-static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
+static void metrics_reply(lp_link_op_t *op, const Lmpipe__Msg *m)
 {
     metrics_call_t *mc = op->arg;
     lp_gw_conn_t *conn = mc->conn;
     lp_gw_t *gw = mc->gw;
-    lp_gw_link_forget(gw, &mc->op);
+    lp_link_forget(&gw->link, &mc->op);
     lp_gw_conn_set_call(conn, NULL);
     free(mc);
     if (m->body_case != LMPIPE__MSG__BODY_STATS_REPLY) {
@@ -136,7 +153,7 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
         return;
     }
     const Lmpipe__StatsReply *s = m->stats_reply;
-    lp_sb_t b = {0};
+    lp_json_buf_t b = {0};
     meta(&b, "num_requests_running", "gauge", "Requests in the engine's steps.");
     sample(&b, gw, "num_requests_running", NULL, NULL, (double)s->n_running);
     meta(&b, "num_requests_waiting", "gauge", "Requests tokenizing or waiting for a sequence slot.");
@@ -188,12 +205,14 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
     sample(&b, gw, "sampler_strategy_version", NULL, NULL, (double)s->strategy_version);
     static const char *const reasons[] = {"stop", "length", "context", "cancelled", "error", NULL};
     kinds(&b, gw, "request_success_total", "Requests ended, by finish reason.", "finished_reason",
-          s->finish_reasons, s->n_finish_reasons, reasons);
+          s->finish_reasons, s->n_finish_reasons, reasons, 0);
     static const char *const errs[] = {"bad_request", "tokenizer", "engine", "sampler", "internal", NULL};
-    kinds(&b, gw, "errors_total", "Errors, by kind.", "kind", s->error_kinds, s->n_error_kinds, errs);
+    /* bad requests: the coordinator's, and those this gateway refused
+     * itself through the request schema (they never reach it) */
+    kinds(&b, gw, "errors_total", "Errors, by kind.", "kind", s->error_kinds, s->n_error_kinds, errs, gw->n_bad_requests);
     static const char *const stages[] = {"tokenizer", "engine", "sampler", NULL};
     kinds(&b, gw, "stage_restarts_total", "Services back with a new process, by stage.", "stage",
-          s->stage_restarts, s->n_stage_restarts, stages);
+          s->stage_restarts, s->n_stage_restarts, stages, 0);
     meta(&b, "requests_redriven_total", "counter", "Requests prefilled again from prompt and tokens so far "
          "after a stage died.");
     sample(&b, gw, "requests_redriven_total", NULL, NULL, (double)s->requests_redriven);
@@ -222,8 +241,8 @@ static void metrics_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
          "--max-connections-per-address, or no room even on the health reserve.");
     sample(&b, gw, "http_connections_refused_total", NULL, NULL, (double)gw->n_refused);
     if (b.oom) lp_gw_error(conn, 500, "server_error", NULL, NULL, "out of memory");
-    else lp_gw_respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len, NULL);
-    lp_sb_free(&b);
+    else lp_gw_respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.n, NULL);
+    lp_json_buf_free(&b);
 }
 
 void lp_gw_metrics(lp_gw_conn_t *conn)
@@ -243,7 +262,7 @@ void lp_gw_metrics(lp_gw_conn_t *conn)
     Lmpipe__StatsRequest sr = LMPIPE__STATS_REQUEST__INIT;
     m.body_case = LMPIPE__MSG__BODY_STATS;
     m.stats = &sr;
-    if (lp_gw_link_send(gw, &m, &mc->op) != 0) {
+    if (lp_link_send(&gw->link, &m, &mc->op) != 0) {
         free(mc);
         lp_gw_error(conn, 503, "server_error", NULL, NULL, "cannot send to the coordinator");
         return;

@@ -2,6 +2,7 @@
  * and the small endpoints (/, /health, /v1/models). */
 #include "gw.h"
 
+#include "edge.h"
 #include "error.h"
 
 #include <errno.h>
@@ -19,32 +20,38 @@ void lp_gw_error(lp_gw_conn_t *c, int status, const char *type, const char *para
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    lp_sb_t b = {0};
-    lp_sb_puts(&b, "{\"error\":{\"message\":");
-    lp_sb_json_str(&b, msg, strlen(msg));
-    lp_sb_puts(&b, ",\"type\":");
-    lp_sb_json_str(&b, type, strlen(type));
-    lp_sb_puts(&b, ",\"param\":");
-    if (param) lp_sb_json_str(&b, param, strlen(param));
-    else lp_sb_puts(&b, "null");
-    lp_sb_puts(&b, ",\"code\":");
-    if (code) lp_sb_json_str(&b, code, strlen(code));
-    else lp_sb_printf(&b, "%d", status);
-    lp_sb_puts(&b, "}}\n");
+    lp_json_buf_t b = {0};
+    lp_json_buf_puts(&b, "{\"error\":{\"message\":");
+    lp_json_buf_str(&b, msg, strlen(msg));
+    lp_json_buf_puts(&b, ",\"type\":");
+    lp_json_buf_str(&b, type, strlen(type));
+    lp_json_buf_puts(&b, ",\"param\":");
+    if (param) lp_json_buf_str(&b, param, strlen(param));
+    else lp_json_buf_puts(&b, "null");
+    lp_json_buf_puts(&b, ",\"code\":");
+    if (code) lp_json_buf_str(&b, code, strlen(code));
+    else lp_json_buf_printf(&b, "%d", status);
+    lp_json_buf_puts(&b, "}}\n");
     const char *extra = status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL;
-    lp_gw_respond(c, status, "application/json", b.p ? b.p : "", b.len, extra);
-    lp_sb_free(&b);
+    lp_gw_respond(c, status, "application/json", b.p ? b.p : "", b.n, extra);
+    lp_json_buf_free(&b);
 }
 
-int lp_gw_status_of(int code, const char *msg)
+void lp_gw_error_kind(lp_gw_conn_t *c, enum lp_error_kind kind, const char *param, const char *fmt, ...)
 {
-    if (code == LP_ERR(EINVAL) || code == LP_ERR(ERANGE) || code == LP_ERR(E2BIG)) return 400;
-    /* the coordinator's queue (or this gateway's share of it) is full: try later */
-    if (code == LP_ERR(EBUSY)) return 429;
-    if (code == LP_ERR(EAGAIN) || code == LP_ERR(EPROTO) || code == LP_ERR(ETIMEDOUT) ||
-        code == LP_ERR(EHOSTUNREACH) || code == LP_ERR(ECONNRESET) || code == LP_ERR(ESHUTDOWN))
-        return 503;
-    return 500;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    lp_gw_error(c, lp_edge_http_status(kind), lp_edge_openai_type(kind), param, lp_edge_openai_code(kind), "%s", msg);
+}
+
+void lp_gw_error_msg(lp_gw_conn_t *c, const Lmpipe__Error *e)
+{
+    const char *msg = e->message ? e->message : "";
+    if (!strncmp(msg, "coordinator: ", 13)) msg += 13;
+    lp_gw_error_kind(c, lp_frame_error_kind(e), e->param && e->param[0] ? e->param : NULL, "%s", msg);
 }
 
 /* Compare without an early exit, so that timing does not reveal a key's prefix. */
@@ -110,8 +117,8 @@ static int check_admin(lp_gw_conn_t *c, const lp_gw_req_t *r)
 static bool ready_or_503(lp_gw_conn_t *c)
 {
     lp_gw_t *gw = lp_gw_conn_gw(c);
-    if (gw->ready) return true;
-    lp_gw_error(c, 503, "server_error", NULL, "not_ready", "the pipeline is not ready: %s", gw->reason);
+    if (gw->link.ready) return true;
+    lp_gw_error(c, 503, "server_error", NULL, "not_ready", "the pipeline is not ready: %s", gw->link.reason);
     return false;
 }
 
@@ -121,36 +128,36 @@ static bool ready_or_503(lp_gw_conn_t *c)
 static void health(lp_gw_conn_t *c)
 {
     lp_gw_t *gw = lp_gw_conn_gw(c);
-    lp_sb_t b = {0};
+    lp_json_buf_t b = {0};
     int status = 200;
-    if (!gw->ready) {
+    if (!gw->link.ready) {
         status = 503;
-        lp_sb_puts(&b, "{\"status\":\"unavailable\",\"reason\":");
-        lp_sb_json_str(&b, gw->reason, strlen(gw->reason));
-        lp_sb_puts(&b, "}\n");
-    } else if (gw->draining) {
+        lp_json_buf_puts(&b, "{\"status\":\"unavailable\",\"reason\":");
+        lp_json_buf_str(&b, gw->link.reason, strlen(gw->link.reason));
+        lp_json_buf_puts(&b, "}\n");
+    } else if (gw->link.draining) {
         status = 503;
-        lp_sb_puts(&b, "{\"status\":\"draining\",\"reason\":\"the coordinator is shutting down\"}\n");
-    } else if (gw->unserving || gw->degraded) {
-        status = gw->unserving ? 503 : 200;
-        lp_sb_printf(&b, "{\"status\":\"%s\",\"down\":%s}\n", gw->unserving ? "unavailable" : "degraded",
-                     gw->down_json[0] ? gw->down_json : "[]");
+        lp_json_buf_puts(&b, "{\"status\":\"draining\",\"reason\":\"the coordinator is shutting down\"}\n");
+    } else if (gw->link.unserving || gw->link.degraded) {
+        status = gw->link.unserving ? 503 : 200;
+        lp_json_buf_printf(&b, "{\"status\":\"%s\",\"down\":%s}\n", gw->link.unserving ? "unavailable" : "degraded",
+                     gw->link.down_json[0] ? gw->link.down_json : "[]");
     } else
-        lp_sb_puts(&b, "{\"status\":\"ok\"}\n");
-    lp_gw_respond(c, status, "application/json", b.p, b.len, NULL);
-    lp_sb_free(&b);
+        lp_json_buf_puts(&b, "{\"status\":\"ok\"}\n");
+    lp_gw_respond(c, status, "application/json", b.p, b.n, NULL);
+    lp_json_buf_free(&b);
 }
 
 static void models(lp_gw_conn_t *c)
 {
     lp_gw_t *gw = lp_gw_conn_gw(c);
-    lp_sb_t b = {0};
-    lp_sb_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    lp_sb_json_str(&b, gw->model, strlen(gw->model));
-    lp_sb_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"lmpipe\",\"max_model_len\":%u}]}\n",
-                 (long long)time(NULL), gw->n_ctx);
-    lp_gw_respond(c, 200, "application/json", b.p, b.len, NULL);
-    lp_sb_free(&b);
+    lp_json_buf_t b = {0};
+    lp_json_buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    lp_json_buf_str(&b, gw->link.model, strlen(gw->link.model));
+    lp_json_buf_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"lmpipe\",\"max_model_len\":%u}]}\n",
+                 (long long)time(NULL), gw->link.n_ctx);
+    lp_gw_respond(c, 200, "application/json", b.p, b.n, NULL);
+    lp_json_buf_free(&b);
 }
 
 /* The methods a route takes.  HEAD goes wherever GET does (RFC 9110). */
@@ -201,6 +208,49 @@ static const route_t *find_route(const char *path)
     return NULL;
 }
 
+/* ---- CORS ---- */
+
+static bool origin_allowed(const lp_gw_t *gw, const char *origin, bool *any)
+{
+    *any = false;
+    for (int i = 0; origin && i < gw->o.n_cors_origins; i++) {
+        if (!strcmp(gw->o.cors_origins[i], "*")) return *any = true;
+        if (!strcmp(gw->o.cors_origins[i], origin)) return true;
+    }
+    return false;
+}
+
+void lp_gw_cors_headers(const lp_gw_t *gw, const char *origin, char *out, size_t cap)
+{
+    bool any;
+    out[0] = '\0';
+    if (!origin_allowed(gw, origin, &any)) return;
+    /* "*" for any origin; else the origin itself, and caches keyed by it */
+    if (any) snprintf(out, cap, "Access-Control-Allow-Origin: *\r\n");
+    else snprintf(out, cap, "Access-Control-Allow-Origin: %.300s\r\nVary: Origin\r\n", origin);
+}
+
+/* A preflight (OPTIONS) to a known route while CORS is on: 204 with the
+ * methods the route takes and the headers the browser asks for (the key
+ * goes in Authorization), before any key check: a preflight carries no
+ * key, and its answer changes and reveals nothing. */
+static void preflight(lp_gw_conn_t *c, const lp_gw_req_t *r, const char *allow)
+{
+    lp_gw_t *gw = lp_gw_conn_gw(c);
+    bool any;
+    if (!origin_allowed(gw, r->origin, &any)) {
+        lp_gw_error(c, 403, "permission_error", NULL, "cors_origin_not_allowed",
+                    "origin '%.200s' is not in http.cors_origins", r->origin ? r->origin : "(none)");
+        return;
+    }
+    char extra[1024];
+    snprintf(extra, sizeof(extra),
+             "Allow: %s, OPTIONS\r\nAccess-Control-Allow-Methods: %s, OPTIONS\r\n"
+             "Access-Control-Allow-Headers: %.600s\r\nAccess-Control-Max-Age: 600\r\n",
+             allow, allow, r->acr_headers && r->acr_headers[0] ? r->acr_headers : "Authorization, Content-Type");
+    lp_gw_respond(c, 204, "text/plain", "", 0, extra);
+}
+
 /* What every request goes through, with or without its body: the
  * endpoint, the reserve, the method and the keys.  The route when the
  * request may go on; NULL when answered. */
@@ -218,6 +268,10 @@ static const route_t *admit(lp_gw_conn_t *c, const lp_gw_req_t *r)
         lp_gw_error(c, 404, "invalid_request_error", NULL, "not_found", "no endpoint %s", r->path);
         return NULL;
     }
+    if (r->method == HTTP_OPTIONS && gw->o.n_cors_origins) {
+        preflight(c, r, rt->allow);
+        return NULL;
+    }
     bool read_only = r->method == HTTP_GET || r->method == HTTP_HEAD;
     /* On an admin path, anything but a read needs the admin key before the
      * method is even looked at: no method can slip past as a read. */
@@ -226,14 +280,14 @@ static const route_t *admit(lp_gw_conn_t *c, const lp_gw_req_t *r)
         char allow[64];
         snprintf(allow, sizeof(allow), "Allow: %s\r\n", rt->allow);
         char msg[1024];
-        lp_sb_t b = {0};
+        lp_json_buf_t b = {0};
         snprintf(msg, sizeof(msg), "%s does not take %s; use %s", r->path,
                  llhttp_method_name((llhttp_method_t)r->method), rt->allow);
-        lp_sb_puts(&b, "{\"error\":{\"message\":");
-        lp_sb_json_str(&b, msg, strlen(msg));
-        lp_sb_puts(&b, ",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"method_not_allowed\"}}\n");
-        lp_gw_respond(c, 405, "application/json", b.p, b.len, allow);
-        lp_sb_free(&b);
+        lp_json_buf_puts(&b, "{\"error\":{\"message\":");
+        lp_json_buf_str(&b, msg, strlen(msg));
+        lp_json_buf_puts(&b, ",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"method_not_allowed\"}}\n");
+        lp_gw_respond(c, 405, "application/json", b.p, b.n, allow);
+        lp_json_buf_free(&b);
         return NULL;
     }
     if (rt->kind == R_PAGE || ((rt->kind == R_HEALTH || rt->kind == R_METRICS) && !gw->o.metrics_auth))
@@ -300,9 +354,9 @@ void lp_gw_route(lp_gw_conn_t *c, const lp_gw_req_t *r)
                     "the body must be a JSON object, got %s", lp_json_type_name(root->type));
     } else {
         switch (rt->kind) {
-        case R_COMPL: lp_gw_openai_completions(c, r, root, false); break;
-        case R_CHAT: lp_gw_openai_completions(c, r, root, true); break;
-        case R_LLAMA: lp_gw_llama_completion(c, r, root); break;
+        case R_COMPL: lp_gw_generate(c, r, root, LP_RS_COMPLETIONS); break;
+        case R_CHAT: lp_gw_generate(c, r, root, LP_RS_CHAT); break;
+        case R_LLAMA: lp_gw_generate(c, r, root, LP_RS_COMPLETION); break;
         case R_TOKENIZE: lp_gw_proxy(c, r, root, "tokenize"); break;
         case R_DETOKENIZE: lp_gw_proxy(c, r, root, "detokenize"); break;
         case R_TEMPLATE: lp_gw_proxy(c, r, root, "apply-template"); break;

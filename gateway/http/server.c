@@ -29,7 +29,7 @@ struct lp_gw_conn {
     uv_timer_t timer;
     lp_gw_t *gw;
     llhttp_t parser;
-    lp_sb_t url, hfield, hval, auth, expect, body;
+    lp_json_buf_t url, hfield, hval, auth, expect, origin, acrh, body;
     bool in_value;
     bool busy;          /* a request is being answered */
     bool chunked;       /* the response in progress is chunked */
@@ -49,7 +49,7 @@ struct lp_gw_conn {
     size_t header_bytes;
     lp_gw_call_t *call;
     const char *feeding; /* the start of the bytes llhttp is given now */
-    lp_sb_t pending;    /* bytes read while busy */
+    lp_json_buf_t pending;    /* bytes read while busy */
     int n_handles;      /* open handles; freed when 0 */
     char peer[64];      /* the client's address ("" for a socketpair) */
     lp_gw_conn_t *prev, *next; /* gw->conns, while open */
@@ -60,7 +60,7 @@ static llhttp_settings_t settings;
 lp_gw_t *lp_gw_conn_gw(lp_gw_conn_t *c) { return c->gw; }
 const char *lp_gw_conn_peer(const lp_gw_conn_t *c) { return c->peer; }
 
-const int lp_gw_codes[LP_GW_N_CODES] = {200, 400, 401, 403, 404, 405, 408, 413, 414, 417, 429, 431, 500, 503};
+const int lp_gw_codes[LP_GW_N_CODES] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 414, 417, 429, 431, 500, 503, 504};
 
 void lp_gw_count(lp_gw_t *gw, int status)
 {
@@ -79,13 +79,15 @@ static void on_handle_closed(uv_handle_t *h)
 {
     lp_gw_conn_t *c = h->data;
     if (--c->n_handles > 0) return;
-    lp_sb_free(&c->url);
-    lp_sb_free(&c->hfield);
-    lp_sb_free(&c->hval);
-    lp_sb_free(&c->auth);
-    lp_sb_free(&c->expect);
-    lp_sb_free(&c->body);
-    lp_sb_free(&c->pending);
+    lp_json_buf_free(&c->url);
+    lp_json_buf_free(&c->hfield);
+    lp_json_buf_free(&c->hval);
+    lp_json_buf_free(&c->auth);
+    lp_json_buf_free(&c->expect);
+    lp_json_buf_free(&c->origin);
+    lp_json_buf_free(&c->acrh);
+    lp_json_buf_free(&c->body);
+    lp_json_buf_free(&c->pending);
     free(c);
 }
 
@@ -177,6 +179,7 @@ static const char *reason_phrase(int s)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 204: return "No Content";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 417: return "Expectation Failed";
@@ -184,6 +187,7 @@ static const char *reason_phrase(int s)
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
     default: return "Unknown";
     }
 }
@@ -192,24 +196,31 @@ void lp_gw_conn_head(lp_gw_conn_t *c, int status, const char *ctype, long long l
 {
     lp_gw_count(c->gw, status);
     c->head_sent = true;
-    lp_sb_t h = {0};
-    lp_sb_printf(&h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n", status, reason_phrase(status), ctype);
-    if (len >= 0) lp_sb_printf(&h, "Content-Length: %lld\r\n", len);
+    lp_json_buf_t h = {0};
+    lp_json_buf_printf(&h, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
+    if (status != 204) lp_json_buf_printf(&h, "Content-Type: %s\r\n", ctype);
+    if (status == 204) { /* no body, and no Content-Length (RFC 9110 8.6) */
+    } else if (len >= 0) lp_json_buf_printf(&h, "Content-Length: %lld\r\n", len);
     else if (c->http10) {
         /* RFC 9112 6.1: no chunked coding for an HTTP/1.0 client; the
          * stream ends when the connection closes. */
-        lp_sb_puts(&h, "Cache-Control: no-cache\r\n");
+        lp_json_buf_puts(&h, "Cache-Control: no-cache\r\n");
         c->raw_stream = true;
         c->keep_alive = false;
     } else {
-        lp_sb_puts(&h, "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n");
+        lp_json_buf_puts(&h, "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n");
         c->chunked = true;
     }
-    if (!c->keep_alive) lp_sb_puts(&h, "Connection: close\r\n");
-    if (extra) lp_sb_puts(&h, extra);
-    lp_sb_puts(&h, "\r\n");
-    if (!h.oom) out(c, h.p, h.len);
-    lp_sb_free(&h);
+    if (!c->keep_alive) lp_json_buf_puts(&h, "Connection: close\r\n");
+    /* CORS: every response to an allowed origin says so (errors too, so
+     * that a browser app can read them) */
+    char cors[512];
+    lp_gw_cors_headers(c->gw, c->origin.n ? c->origin.p : NULL, cors, sizeof(cors));
+    lp_json_buf_puts(&h, cors);
+    if (extra) lp_json_buf_puts(&h, extra);
+    lp_json_buf_puts(&h, "\r\n");
+    if (!h.oom) out(c, h.p, h.n);
+    lp_json_buf_free(&h);
 }
 
 void lp_gw_conn_chunk(lp_gw_conn_t *c, const void *data, size_t len)
@@ -221,12 +232,12 @@ void lp_gw_conn_chunk(lp_gw_conn_t *c, const void *data, size_t len)
     }
     char hd[24];
     int n = snprintf(hd, sizeof(hd), "%zx\r\n", len);
-    lp_sb_t b = {0};
-    lp_sb_putn(&b, hd, (size_t)n);
-    lp_sb_putn(&b, data, len);
-    lp_sb_putn(&b, "\r\n", 2);
-    if (!b.oom) out(c, b.p, b.len);
-    lp_sb_free(&b);
+    lp_json_buf_t b = {0};
+    lp_json_buf_put(&b, hd, (size_t)n);
+    lp_json_buf_put(&b, data, len);
+    lp_json_buf_put(&b, "\r\n", 2);
+    if (!b.oom) out(c, b.p, b.n);
+    lp_json_buf_free(&b);
 }
 
 static void feed(lp_gw_conn_t *c, const char *data, size_t len);
@@ -246,11 +257,11 @@ void lp_gw_conn_end(lp_gw_conn_t *c)
     c->n_requests++;
     arm(c, c->gw->o.idle_timeout_ms);
     llhttp_resume(&c->parser);
-    if (c->pending.len) {
-        lp_sb_t p = c->pending;
+    if (c->pending.n) {
+        lp_json_buf_t p = c->pending;
         memset(&c->pending, 0, sizeof(c->pending));
-        feed(c, p.p, p.len);
-        lp_sb_free(&p);
+        feed(c, p.p, p.n);
+        lp_json_buf_free(&p);
     }
 }
 
@@ -279,7 +290,7 @@ static lp_gw_conn_t *of(llhttp_t *p) { return p->data; }
 static int on_message_begin(llhttp_t *p)
 {
     lp_gw_conn_t *c = of(p);
-    c->url.len = c->hfield.len = c->hval.len = c->auth.len = c->expect.len = c->body.len = 0;
+    c->url.n = c->hfield.n = c->hval.n = c->auth.n = c->expect.n = c->origin.n = c->acrh.n = c->body.n = 0;
     c->in_value = c->in_body = false;
     c->in_message = true;
     c->auth.oom = false;
@@ -302,25 +313,27 @@ static int too_big(lp_gw_conn_t *c, size_t n)
 static int on_url(llhttp_t *p, const char *at, size_t n)
 {
     lp_gw_conn_t *c = of(p);
-    if (c->url.len + n > LP_GW_MAX_URL) {
+    if (c->url.n + n > LP_GW_MAX_URL) {
         refuse(c, 414, "uri_too_long", "the request target is over %s bytes", "8192");
         return HPE_USER;
     }
-    lp_sb_putn(&c->url, at, n);
+    lp_json_buf_put(&c->url, at, n);
     return too_big(c, n);
 }
 
 static void header_done(lp_gw_conn_t *c)
 {
     if (!c->in_value) return;
-    lp_sb_t *keep = NULL;
-    if (c->hfield.len == 13 && !strncasecmp(c->hfield.p, "authorization", 13)) keep = &c->auth;
-    else if (c->hfield.len == 6 && !strncasecmp(c->hfield.p, "expect", 6)) keep = &c->expect;
+    lp_json_buf_t *keep = NULL;
+    if (c->hfield.n == 13 && !strncasecmp(c->hfield.p, "authorization", 13)) keep = &c->auth;
+    else if (c->hfield.n == 6 && !strncasecmp(c->hfield.p, "expect", 6)) keep = &c->expect;
+    else if (c->hfield.n == 6 && !strncasecmp(c->hfield.p, "origin", 6)) keep = &c->origin;
+    else if (c->hfield.n == 30 && !strncasecmp(c->hfield.p, "access-control-request-headers", 30)) keep = &c->acrh;
     if (keep) {
-        keep->len = 0;
-        lp_sb_putn(keep, c->hval.p ? c->hval.p : "", c->hval.len);
+        keep->n = 0;
+        lp_json_buf_put(keep, c->hval.p ? c->hval.p : "", c->hval.n);
     }
-    c->hfield.len = c->hval.len = 0;
+    c->hfield.n = c->hval.n = 0;
     c->in_value = false;
 }
 
@@ -336,11 +349,11 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
     lp_gw_conn_t *c = of(p);
     header_done(c);
-    if (c->hfield.len + n > 256) {
-        c->hfield.len = 0; /* a long name is none we read */
+    if (c->hfield.n + n > 256) {
+        c->hfield.n = 0; /* a long name is none we read */
         return too_big(c, n);
     }
-    lp_sb_putn(&c->hfield, at, n);
+    lp_json_buf_put(&c->hfield, at, n);
     return too_big(c, n);
 }
 
@@ -356,34 +369,42 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
         return HPE_USER;
     }
     c->in_value = true;
-    if (c->hval.len + n > 8192) {
+    if (c->hval.n + n > 8192) {
         refuse(c, 431, "header_too_large", "a header field's value is over %s bytes", "8192");
         return HPE_USER;
     }
-    lp_sb_putn(&c->hval, at, n);
+    lp_json_buf_put(&c->hval, at, n);
     return too_big(c, n);
 }
 
 /* The request as far as it is read; url and auth are terminated here. */
 static lp_gw_req_t request_of(lp_gw_conn_t *c, llhttp_t *p, bool with_body)
 {
-    lp_sb_putn(&c->url, "", 0);
+    lp_json_buf_put(&c->url, "", 0);
     char *url = c->url.p ? c->url.p : "";
     size_t plen = strcspn(url, "?");
     lp_gw_req_t r = {.method = llhttp_get_method(p), .path = url, .query = "",
-                     .auth = c->auth.len ? c->auth.p : NULL, .peer = c->peer, .health_only = c->reserve};
+                     .auth = c->auth.n ? c->auth.p : NULL, .peer = c->peer, .health_only = c->reserve};
     /* split at '?' (the headers' call splits it; the message's finds it split) */
-    if (url[plen] || plen < c->url.len) {
+    if (url[plen] || plen < c->url.n) {
         url[plen] = '\0';
         r.query = url + plen + 1;
     }
-    if (c->auth.len) {
-        lp_sb_putn(&c->auth, "", 0);
+    if (c->auth.n) {
+        lp_json_buf_put(&c->auth, "", 0);
+    }
+    if (c->origin.n) {
+        lp_json_buf_put(&c->origin, "", 0);
+        r.origin = c->origin.p;
+    }
+    if (c->acrh.n) {
+        lp_json_buf_put(&c->acrh, "", 0);
+        r.acr_headers = c->acrh.p;
     }
     if (with_body) {
-        lp_sb_putn(&c->body, "", 0);
+        lp_json_buf_put(&c->body, "", 0);
         r.body = c->body.p ? c->body.p : "";
-        r.body_len = c->body.len;
+        r.body_len = c->body.n;
     }
     return r;
 }
@@ -392,7 +413,7 @@ static int on_headers_complete(llhttp_t *p)
 {
     lp_gw_conn_t *c = of(p);
     header_done(c);
-    if (c->url.oom || c->auth.oom || c->expect.oom) {
+    if (c->url.oom || c->auth.oom || c->expect.oom || c->origin.oom || c->acrh.oom) {
         c->keep_alive = false;
         c->busy = true;
         lp_gw_error(c, 500, "server_error", NULL, NULL, "out of memory");
@@ -416,8 +437,8 @@ static int on_headers_complete(llhttp_t *p)
                     (unsigned long long)p->content_length, c->gw->o.max_body);
         return HPE_USER;
     }
-    if (c->expect.len) {
-        if (c->expect.len != 12 || strncasecmp(c->expect.p, "100-continue", 12)) {
+    if (c->expect.n) {
+        if (c->expect.n != 12 || strncasecmp(c->expect.p, "100-continue", 12)) {
             c->busy = true;
             lp_gw_error(c, 417, "invalid_request_error", NULL, "expectation_failed",
                         "Expect: only 100-continue is known");
@@ -434,7 +455,7 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t n)
 {
     lp_gw_conn_t *c = of(p);
-    if (c->body.len + n > c->gw->o.max_body) {
+    if (c->body.n + n > c->gw->o.max_body) {
         c->keep_alive = false;
         c->busy = true;
         lp_gw_error(c, 413, "invalid_request_error", NULL, "body_too_large",
@@ -442,7 +463,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
                     c->gw->o.max_body);
         return HPE_USER;
     }
-    lp_sb_putn(&c->body, at, n);
+    lp_json_buf_put(&c->body, at, n);
     return 0;
 }
 
@@ -468,11 +489,11 @@ static void feed(lp_gw_conn_t *c, const char *data, size_t len)
 {
     while (len && !c->closing) {
         if (c->busy) {
-            if (c->pending.len + len > c->gw->o.max_body + 65536) {
+            if (c->pending.n + len > c->gw->o.max_body + 65536) {
                 conn_close(c); /* a client that floods while its answer is pending */
                 return;
             }
-            lp_sb_putn(&c->pending, data, len);
+            lp_json_buf_put(&c->pending, data, len);
             return;
         }
         c->feeding = data;
@@ -698,7 +719,12 @@ int lp_gw_start(uv_loop_t *loop, const lp_gw_opts_t *o, lp_gw_t **out)
         free(gw);
         return rc;
     }
-    if ((rc = lp_gw_link_start(gw)) != 0) {
+    gw->link.loop = loop;
+    gw->link.coordinator = gw->o.coordinator;
+    gw->link.curve_key = gw->o.curve_key;
+    gw->link.server_key = gw->o.server_key;
+    gw->link.model_name = gw->o.model_name;
+    if ((rc = lp_link_start(&gw->link)) != 0) {
         uv_close((uv_handle_t *)&gw->server, NULL);
         uv_run(loop, UV_RUN_NOWAIT);
         free(gw);
@@ -712,18 +738,14 @@ void lp_gw_stop(lp_gw_t *gw)
 {
     uv_close((uv_handle_t *)&gw->server, NULL);
     while (gw->conns) conn_close(gw->conns);
-    lp_gw_link_stop(gw);
+    lp_link_stop(&gw->link);
 }
 
 void lp_gw_destroy(lp_gw_t **self_p)
 {
     if (!self_p || !*self_p) return;
     lp_gw_t *gw = *self_p;
-    if (gw->vocab) {
-        for (uint32_t i = 0; i < gw->vocab_n; i++) free(gw->vocab[i]);
-        free(gw->vocab);
-        free(gw->vocab_len);
-    }
+    lp_link_clear(&gw->link);
     free(gw);
     *self_p = NULL;
 }

@@ -15,8 +15,10 @@
 #include "bridge.h"
 #include "request.h"
 
+#include "edge.h"
 #include "error.h"
-#include "gw.h"
+#include "gen-request.h"
+#include "link.h"
 #include "log.h"
 #include "sysinfo.h"
 
@@ -36,7 +38,7 @@ typedef struct inmsg {
 
 typedef struct job job_t;
 struct job {
-    lp_gw_op_t op;
+    lp_link_op_t op;
     lp_nb_t *nb;
     job_t *next;
     char *id, *reply, *ack;
@@ -48,7 +50,7 @@ struct job {
 
 typedef struct ctl_call ctl_call_t;
 struct ctl_call {
-    lp_gw_op_t op;
+    lp_link_op_t op;
     lp_nb_t *nb;
     ctl_call_t *next;
     char *reply;
@@ -57,7 +59,7 @@ struct ctl_call {
 struct lp_nb {
     uv_loop_t *loop;
     lp_nb_opts_t o;
-    lp_gw_t *gw; /* the coordinator link */
+    lp_link_t link; /* the coordinator (gateway/common/link.h) */
     natsOptions *nopts;
     natsConnection *nc;
     jsCtx *js;
@@ -105,37 +107,36 @@ static void nak(lp_nb_t *nb, const char *ack_subj)
     ack(nb, ack_subj, b);
 }
 
-static void event_begin(lp_sb_t *b, const char *id, uint32_t seq)
+static void event_begin(lp_json_buf_t *b, const char *id, uint32_t seq)
 {
-    lp_sb_printf(b, "{\"v\":%d,\"id\":", LP_NB_SCHEMA);
-    lp_sb_json_str(b, id, strlen(id));
-    lp_sb_printf(b, ",\"seq\":%u", seq);
+    lp_json_buf_printf(b, "{\"v\":%d,\"id\":", LP_NB_SCHEMA);
+    lp_json_buf_str(b, id, strlen(id));
+    lp_json_buf_printf(b, ",\"seq\":%u", seq);
 }
 
-/* The final event of a refused request: {"final":true,"reason":"error","error":{...}}. */
-static void publish_error(lp_nb_t *nb, const char *reply, const char *id, uint32_t seq, const char *code,
-                          const char *msg)
+/* The final event of a refused request: {"final":true,"reason":"error",
+ * "error":{code, kind, param, message}}, the code and kind from the error's
+ * kind (gateway/common/edge.h), never from its message. */
+static void publish_error(lp_nb_t *nb, const char *reply, const char *id, uint32_t seq, enum lp_error_kind kind,
+                          const char *param, const char *msg)
 {
     if (!reply) return;
     if (!strncmp(msg, "coordinator: ", 13)) msg += 13;
-    char param[64] = "";
-    size_t n = strspn(msg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.[]");
-    if (n > 0 && n < sizeof(param) && msg[n] == ':') {
-        memcpy(param, msg, n);
-        param[n] = '\0';
-    }
-    lp_sb_t b = {0};
+    const char *code = lp_edge_nats_code(kind), *kname = lp_error_kind_name(kind);
+    lp_json_buf_t b = {0};
     event_begin(&b, id, seq);
-    lp_sb_puts(&b, ",\"final\":true,\"piece\":\"\",\"reason\":\"error\",\"error\":{\"code\":");
-    lp_sb_json_str(&b, code, strlen(code));
-    lp_sb_puts(&b, ",\"param\":");
-    if (param[0]) lp_sb_json_str(&b, param, strlen(param));
-    else lp_sb_puts(&b, "null");
-    lp_sb_puts(&b, ",\"message\":");
-    lp_sb_json_str(&b, msg, strlen(msg));
-    lp_sb_puts(&b, "}}");
-    if (!b.oom) publish(nb, reply, b.p, b.len);
-    lp_sb_free(&b);
+    lp_json_buf_puts(&b, ",\"final\":true,\"piece\":\"\",\"reason\":\"error\",\"error\":{\"code\":");
+    lp_json_buf_str(&b, code, strlen(code));
+    lp_json_buf_puts(&b, ",\"kind\":");
+    lp_json_buf_str(&b, kname, strlen(kname));
+    lp_json_buf_puts(&b, ",\"param\":");
+    if (param && param[0]) lp_json_buf_str(&b, param, strlen(param));
+    else lp_json_buf_puts(&b, "null");
+    lp_json_buf_puts(&b, ",\"message\":");
+    lp_json_buf_str(&b, msg, strlen(msg));
+    lp_json_buf_puts(&b, "}}");
+    if (!b.oom) publish(nb, reply, b.p, b.n);
+    lp_json_buf_free(&b);
 }
 
 static void remember_done(lp_nb_t *nb, uint64_t sseq)
@@ -164,7 +165,7 @@ static bool tainted(const job_t *j)
 static void job_free(job_t *j)
 {
     lp_nb_t *nb = j->nb;
-    lp_gw_link_forget(nb->gw, &j->op);
+    lp_link_forget(&nb->link, &j->op);
     for (job_t **p = &nb->jobs; *p; p = &(*p)->next)
         if (*p == j) {
             *p = j->next;
@@ -200,18 +201,18 @@ static const char *reason_name(Lmpipe__FinishReason r)
 
 static void on_token(job_t *j, const Lmpipe__TokenEvent *t)
 {
-    lp_sb_t b = {0};
+    lp_json_buf_t b = {0};
     event_begin(&b, j->id, j->seq++);
-    lp_sb_puts(&b, ",\"piece\":");
-    lp_sb_json_str(&b, t->piece.data ? (const char *)t->piece.data : "", t->piece.len);
-    lp_sb_printf(&b, ",\"token\":%d", t->id);
+    lp_json_buf_puts(&b, ",\"piece\":");
+    lp_json_buf_str(&b, t->piece.data ? (const char *)t->piece.data : "", t->piece.len);
+    lp_json_buf_printf(&b, ",\"token\":%d", t->id);
     if (t->has_logprob) {
-        lp_sb_puts(&b, ",\"logprob\":");
-        lp_sb_json_num(&b, t->logprob);
+        lp_json_buf_puts(&b, ",\"logprob\":");
+        lp_json_buf_num(&b, t->logprob);
     }
-    lp_sb_puts(&b, "}");
-    if (!b.oom) publish(j->nb, j->reply, b.p, b.len);
-    lp_sb_free(&b);
+    lp_json_buf_puts(&b, "}");
+    if (!b.oom) publish(j->nb, j->reply, b.p, b.n);
+    lp_json_buf_free(&b);
 }
 
 static void on_final(job_t *j, const Lmpipe__FinalEvent *f)
@@ -227,9 +228,7 @@ static void on_final(job_t *j, const Lmpipe__FinalEvent *f)
     }
     if (f->reason == LMPIPE__FINISH_REASON__FINISH_ERROR || f->reason == LMPIPE__FINISH_REASON__FINISH_CANCELLED) {
         const char *msg = f->error && f->error[0] ? f->error : "the generation was cancelled";
-        /* A prompt longer than the context, or chat without a template, is the request's fault. */
-        bool bad = j->seq == 0 && (strstr(msg, "the context holds") || strstr(msg, "chat_template"));
-        publish_error(nb, j->reply, j->id, j->seq, bad ? "invalid_request" : "internal", msg);
+        publish_error(nb, j->reply, j->id, j->seq, lp_frame_final_kind(f), f->error_param, msg);
         job_end(j, "+TERM");
         return;
     }
@@ -240,36 +239,36 @@ static void on_final(job_t *j, const Lmpipe__FinalEvent *f)
         job_free(j);
         return;
     }
-    lp_sb_t b = {0};
+    lp_json_buf_t b = {0};
     event_begin(&b, j->id, j->seq);
-    lp_sb_puts(&b, ",\"final\":true,\"piece\":");
-    lp_sb_json_str(&b, f->tail.data ? (const char *)f->tail.data : "", f->tail.len);
-    lp_sb_printf(&b, ",\"reason\":\"%s\"", reason_name(f->reason));
+    lp_json_buf_puts(&b, ",\"final\":true,\"piece\":");
+    lp_json_buf_str(&b, f->tail.data ? (const char *)f->tail.data : "", f->tail.len);
+    lp_json_buf_printf(&b, ",\"reason\":\"%s\"", reason_name(f->reason));
     if (f->stop.len) {
-        lp_sb_puts(&b, ",\"stop_word\":");
-        lp_sb_json_str(&b, (const char *)f->stop.data, f->stop.len);
+        lp_json_buf_puts(&b, ",\"stop_word\":");
+        lp_json_buf_str(&b, (const char *)f->stop.data, f->stop.len);
     }
-    lp_sb_printf(&b, ",\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%u,"
+    lp_json_buf_printf(&b, ",\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%u,"
                      "\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
                  f->n_prompt, f->n_generated, f->n_prompt + f->n_generated, f->n_cached);
-    lp_sb_printf(&b, ",\"timings\":{\"queue_ms\":%.3f,\"prompt_ms\":%.3f,\"predicted_ms\":%.3f,"
+    lp_json_buf_printf(&b, ",\"timings\":{\"queue_ms\":%.3f,\"prompt_ms\":%.3f,\"predicted_ms\":%.3f,"
                      "\"predicted_per_second\":%.3f}}",
                  f->queue_ms, f->prompt_ms, f->generate_ms,
                  f->generate_ms > 0 ? f->n_generated * 1000.0 / f->generate_ms : 0.0);
-    if (!b.oom) publish(nb, j->reply, b.p, b.len);
-    lp_sb_free(&b);
+    if (!b.oom) publish(nb, j->reply, b.p, b.n);
+    lp_json_buf_free(&b);
     job_end(j, "+ACK");
 }
 
-static void on_job_msg(lp_gw_op_t *op, const Lmpipe__Msg *m)
+static void on_job_msg(lp_link_op_t *op, const Lmpipe__Msg *m)
 {
     job_t *j = op->arg;
     switch (m->body_case) {
     case LMPIPE__MSG__BODY_TOKEN: on_token(j, m->token); break;
     case LMPIPE__MSG__BODY_FINAL: on_final(j, m->final); break;
     case LMPIPE__MSG__BODY_ERROR: {
-        int st = lp_gw_status_of(m->error->code, m->error->message);
-        if (st == 503 || st == 429) {
+        enum lp_error_kind kind = lp_frame_error_kind(m->error);
+        if (kind == LP_EK_UNAVAILABLE || kind == LP_EK_RATE_LIMITED) {
             /* Not ready, the coordinator went away or its queue is full: the
              * request runs again later. */
             LP_INFO("request %s: %s; redelivery in %d ms", j->id, m->error->message, j->nb->o.nak_delay_ms);
@@ -277,8 +276,7 @@ static void on_job_msg(lp_gw_op_t *op, const Lmpipe__Msg *m)
             job_free(j);
             return;
         }
-        publish_error(j->nb, j->reply, j->id, j->seq, st == 400 ? "invalid_request" : "internal",
-                      m->error->message);
+        publish_error(j->nb, j->reply, j->id, j->seq, kind, m->error->param, m->error->message);
         job_end(j, "+TERM");
         break;
     }
@@ -324,7 +322,7 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
         ack(nb, ack_subj, "+ACK"); /* answered already; the first ack was lost */
         return;
     }
-    if (!nb->gw->ready) {
+    if (!nb->link.ready) {
         nak(nb, ack_subj);
         return;
     }
@@ -382,35 +380,41 @@ static void on_request(lp_nb_t *nb, natsMsg *msg)
         lp_json_doc_destroy(&doc);
         return;
     }
-    Lmpipe__GenerateRequest q = LMPIPE__GENERATE_REQUEST__INIT;
-    char *params = NULL;
-    int32_t *ids = NULL;
-    ProtobufCBinaryData *stops = NULL;
-    char *chat_json = NULL;
-    if (root && lp__nb_read_request(root, &q, &params, &ids, &stops, &chat_json, why, sizeof(why)) != 0) root = NULL;
-    if (!root) {
-        publish_error(nb, j->reply, j->id, 0, "invalid_request", why);
+    lp_request_t rq;
+    bool read = false;
+    const char *param = "body";
+    if (root) {
+        read = lp__nb_read_request(root, &rq) == 0;
+        if (!read) {
+            snprintf(why, sizeof(why), "%s", lp_error_msg());
+            param = rq.param;
+        }
+    }
+    /* Each request subject is a client of its own at the coordinator:
+     * give each user publish permission on its own subject
+     * (lmpipe.req.USER) and users get fair shares (docs/NATS.md). */
+    char tenant[300];
+    snprintf(tenant, sizeof(tenant), "nats:%s", natsMsg_GetSubject(msg));
+    lp_gen_batch_t batch = {0};
+    if (read && lp_gen_batch_build(&rq, tenant, &batch) != 0) {
+        snprintf(why, sizeof(why), "%s", lp_error_msg());
+        read = false;
+        param = NULL;
+    }
+    if (!read) {
+        publish_error(nb, j->reply, j->id, 0, LP_EK_INVALID_REQUEST, param, why);
         job_end(j, "+TERM");
     } else {
-        /* Each request subject is a client of its own at the coordinator:
-         * give each user publish permission on its own subject
-         * (lmpipe.req.USER) and users get fair shares (docs/NATS.md). */
-        char tenant[300];
-        snprintf(tenant, sizeof(tenant), "nats:%s", natsMsg_GetSubject(msg));
-        q.tenant.data = (uint8_t *)tenant;
-        q.tenant.len = strlen(tenant);
         Lmpipe__Msg m = LMPIPE__MSG__INIT;
         m.body_case = LMPIPE__MSG__BODY_GENERATE;
-        m.generate = &q;
-        if (lp_gw_link_send(nb->gw, &m, &j->op) != 0) {
+        m.generate = &batch.reqs[0]; /* one choice over NATS (the schema's n) */
+        if (lp_link_send(&nb->link, &m, &j->op) != 0) {
             nak(nb, j->ack);
             job_free(j);
         }
     }
-    free(params);
-    free(ids);
-    free(stops);
-    free(chat_json);
+    lp_gen_batch_clear(&batch);
+    if (root) lp_request_clear(&rq);
     lp_json_doc_destroy(&doc);
 }
 
@@ -423,19 +427,19 @@ static void ctl_reply(lp_nb_t *nb, const char *reply, const char *json)
 
 static void ctl_refuse(lp_nb_t *nb, const char *reply, const char *code, const char *msg)
 {
-    lp_sb_t b = {0};
-    lp_sb_puts(&b, "{\"ok\":false,\"error\":{\"code\":");
-    lp_sb_json_str(&b, code, strlen(code));
-    lp_sb_puts(&b, ",\"message\":");
-    lp_sb_json_str(&b, msg, strlen(msg));
-    lp_sb_puts(&b, "}}");
+    lp_json_buf_t b = {0};
+    lp_json_buf_puts(&b, "{\"ok\":false,\"error\":{\"code\":");
+    lp_json_buf_str(&b, code, strlen(code));
+    lp_json_buf_puts(&b, ",\"message\":");
+    lp_json_buf_str(&b, msg, strlen(msg));
+    lp_json_buf_puts(&b, "}}");
     if (!b.oom) ctl_reply(nb, reply, b.p);
-    lp_sb_free(&b);
+    lp_json_buf_free(&b);
 }
 
 static void ctl_free(ctl_call_t *c)
 {
-    lp_gw_link_forget(c->nb->gw, &c->op);
+    lp_link_forget(&c->nb->link, &c->op);
     for (ctl_call_t **p = &c->nb->ctls; *p; p = &(*p)->next)
         if (*p == c) {
             *p = c->next;
@@ -445,7 +449,7 @@ static void ctl_free(ctl_call_t *c)
     free(c);
 }
 
-static void on_ctl_reply(lp_gw_op_t *op, const Lmpipe__Msg *m)
+static void on_ctl_reply(lp_link_op_t *op, const Lmpipe__Msg *m)
 {
     ctl_call_t *c = op->arg;
     if (m->body_case == LMPIPE__MSG__BODY_SAMPLER_CONTROL_REPLY) {
@@ -525,8 +529,8 @@ static void on_control(lp_nb_t *nb, natsMsg *msg)
     Lmpipe__Msg m = LMPIPE__MSG__INIT;
     m.body_case = LMPIPE__MSG__BODY_SAMPLER_CONTROL;
     m.sampler_control = &sc;
-    if (!nb->gw->ready || lp_gw_link_send(nb->gw, &m, &c->op) != 0) {
-        ctl_refuse(nb, reply, "unavailable", nb->gw->ready ? "cannot send to the coordinator" : nb->gw->reason);
+    if (!nb->link.ready || lp_link_send(&nb->link, &m, &c->op) != 0) {
+        ctl_refuse(nb, reply, "unavailable", nb->link.ready ? "cannot send to the coordinator" : nb->link.reason);
         free(c->reply);
         free(c);
     } else {
@@ -725,8 +729,8 @@ static void on_timer(uv_timer_t *t)
             ack(nb, j->ack, "+WPI");
             j->last_wpi_ms = now;
         }
-    if (nb->work_running || !nb->gw->ready || natsConnection_Status(nb->nc) != NATS_CONN_STATUS_CONNECTED) return;
-    int cap = nb->o.max_inflight ? nb->o.max_inflight : nb->gw->max_seqs ? (int)nb->gw->max_seqs : 16;
+    if (nb->work_running || !nb->link.ready || natsConnection_Status(nb->nc) != NATS_CONN_STATUS_CONNECTED) return;
+    int cap = nb->o.max_inflight ? nb->o.max_inflight : nb->link.max_seqs ? (int)nb->link.max_seqs : 16;
     if (cap != nb->cap) {
         nb->cap = cap; /* MaxAckPending follows the pipeline's slots (a restarted coordinator may differ) */
         atomic_store(&nb->need_setup, 1);
@@ -810,18 +814,11 @@ int lp_nb_start(uv_loop_t *loop, const lp_nb_opts_t *o, lp_nb_t **out)
         LP_WARN("cannot connect to NATS at %s yet%s%s%s; retrying", o->urls, last && last[0] ? " (" : "",
                 last && last[0] ? last : "", last && last[0] ? ")" : "");
     }
-    if (!(nb->gw = calloc(1, sizeof(*nb->gw)))) {
-        rc = lp_error_set(LP_ERR(ENOMEM), "out of memory");
-        goto fail;
-    }
-    nb->gw->loop = loop;
-    nb->gw->o.coordinator = o->coordinator;
-    nb->gw->o.curve_key = o->curve_key;
-    nb->gw->o.server_key = o->server_key;
-    if ((rc = lp_gw_link_start(nb->gw)) != 0) {
-        lp_gw_destroy(&nb->gw);
-        goto fail;
-    }
+    nb->link.loop = loop;
+    nb->link.coordinator = o->coordinator;
+    nb->link.curve_key = o->curve_key;
+    nb->link.server_key = o->server_key;
+    if ((rc = lp_link_start(&nb->link)) != 0) goto fail;
     uv_mutex_init(&nb->lock);
     uv_async_init(loop, &nb->async, on_async);
     nb->async.data = nb;
@@ -853,7 +850,7 @@ void lp_nb_stop(lp_nb_t *nb)
     atomic_store(&nb->closing, true);
     natsConnection_Close(nb->nc);
     uv_close((uv_handle_t *)&nb->async, NULL);
-    lp_gw_link_stop(nb->gw);
+    lp_link_stop(&nb->link);
 }
 
 void lp_nb_destroy(lp_nb_t **self_p)
@@ -869,7 +866,7 @@ void lp_nb_destroy(lp_nb_t **self_p)
     jsCtx_Destroy(nb->js);
     natsConnection_Destroy(nb->nc);
     natsOptions_Destroy(nb->nopts);
-    lp_gw_destroy(&nb->gw);
+    lp_link_clear(&nb->link);
     free(nb);
     *self_p = NULL;
 }

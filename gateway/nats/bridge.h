@@ -1,7 +1,8 @@
 /* bridge.h - lmpipe-nats, the NATS JetStream bridge (docs/NATS.md): requests
  * from a work-queue stream, token events to each request's reply subject,
  * acks only after the final event.  A client of the coordinator's API through
- * the HTTP gateway's link (gateway/http/link.c). */
+ * the edges' link (gateway/common/link.h); requests are read through the
+ * request schema (lib/request-schema.h), as lmpipe-http reads them. */
 #ifndef LP_NB_H
 #define LP_NB_H
 

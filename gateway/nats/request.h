@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "frame.h"
 #include "json.h"
+#include "request-schema.h"
 
 /* The stream sequence in a delivery's ack subject,
  * $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> or
@@ -27,12 +27,11 @@ bool lp__nb_reply_ok(const char *s);
  * tokens may be `*` (one token) and a last `>` (one or more). */
 bool lp__nb_subject_match(const char *pattern, const char *subj);
 
-/* The request body as a GenerateRequest; on a bad field returns -1 with
- * `why` naming it.  Strings in *q point into the document (borrowed, valid
- * until it is destroyed); *params, *ids, *stops and *chat_json (a chat's
- * conversation, lib/chat-request.h) are the caller's to free, also after a
- * failure. */
-int lp__nb_read_request(const lp_json_t *root, Lmpipe__GenerateRequest *q, char **params, int32_t **ids,
-                        ProtobufCBinaryData **stops, char **chat_json, char *why, size_t cap);
+/* The request body through the request schema: chat with messages, OpenAI
+ * completions with a field that only /v1/completions takes (max_tokens,
+ * logprobs as a count, ...), else llama.cpp's /completion; the ranges are
+ * those of the shape's dialect.  LP_ERR(EINVAL) with lp_error_msg() naming
+ * the field (rq->param); lp_request_clear after either. */
+int lp__nb_read_request(const lp_json_t *root, lp_request_t *rq);
 
 #endif

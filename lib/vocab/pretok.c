@@ -125,9 +125,13 @@ static void split_gpt2(const text_t *t, size_t a, size_t b, emit_t *e)
 /* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}|
  *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  * max_digits 3 is llama3; 1 is qwen2's regex (std::regex in llama.cpp, which
- * matches the same pieces as this scanner). */
-static void split_llama3(const text_t *t, size_t a, size_t b, emit_t *e, size_t max_digits)
+ * matches the same pieces as this scanner).  With marks (qwen35) a word is
+ * [\p{L}\p{M}]+ and the punctuation run [^\s\p{L}\p{M}\p{N}]+: combining
+ * marks stay with the letters they follow. */
+static void split_llama3(const text_t *t, size_t a, size_t b, emit_t *e, size_t max_digits,
+                         bool marks)
 {
+    const unsigned word = LP_UCD_L | (marks ? LP_UCD_M : 0u);
     for (size_t pos = a; pos < b;) {
         uint32_t c = t->cp[pos];
         unsigned f = t->fl[pos];
@@ -146,9 +150,9 @@ static void split_llama3(const text_t *t, size_t a, size_t b, emit_t *e, size_t 
             }
         }
         if (!(c == '\r' || c == '\n' || IS_N(f))) {
-            if (IS_L(f) || IS_L(F(pos + 1))) {
+            if ((f & word) || (F(pos + 1) & word)) {
                 pos++;
-                while (IS_L(F(pos))) pos++;
+                while (F(pos) & word) pos++;
                 add(e, pos);
                 continue;
             }
@@ -165,9 +169,9 @@ static void split_llama3(const text_t *t, size_t a, size_t b, emit_t *e, size_t 
             continue;
         }
         unsigned f2 = c == ' ' ? F(pos + 1) : f;
-        if (!(f2 & (LP_UCD_WS | LP_UCD_L | LP_UCD_N)) && f) {
+        if (!(f2 & (LP_UCD_WS | word | LP_UCD_N)) && f) {
             pos += c == ' ';
-            while (!(f2 & (LP_UCD_WS | LP_UCD_L | LP_UCD_N)) && f2) f2 = F(++pos);
+            while (!(f2 & (LP_UCD_WS | word | LP_UCD_N)) && f2) f2 = F(++pos);
             uint32_t c2 = CP(pos);
             while (c2 == '\r' || c2 == '\n') c2 = CP(++pos);
             add(e, pos);
@@ -433,7 +437,8 @@ static void split_trailing_ws(const text_t *t, size_t a, size_t b, emit_t *e)
 }
 
 enum step {
-    S_GPT2, S_LLAMA3, S_QWEN2, S_O200K, S_RUN, S_SINGLE, S_WS_RUN, S_DIGIT3, S_TRAIL_WS, S_END,
+    S_GPT2, S_LLAMA3, S_QWEN2, S_QWEN35, S_O200K, S_RUN, S_SINGLE, S_WS_RUN, S_DIGIT3, S_TRAIL_WS,
+    S_END,
 };
 
 typedef struct stepdef {
@@ -447,6 +452,7 @@ static const stepdef_t *steps_for(enum lp__pre pre)
     static const stepdef_t llama3[] = {{S_LLAMA3, 0}, {S_END, 0}};
     static const stepdef_t qwen2[] = {{S_QWEN2, 0}, {S_END, 0}};
     static const stepdef_t o200k[] = {{S_O200K, 0}, {S_END, 0}};
+    static const stepdef_t qwen35[] = {{S_QWEN35, 0}, {S_END, 0}};
     static const stepdef_t gpt2[] = {{S_GPT2, 0}, {S_END, 0}};
     static const stepdef_t starcoder[] = {{S_SINGLE, CLS_N}, {S_GPT2, 0}, {S_END, 0}};
     static const stepdef_t falcon[] = {{S_RUN, CLS_P_FALCON}, {S_GPT2, 0}, {S_DIGIT3, 0}, {S_END, 0}};
@@ -460,6 +466,7 @@ static const stepdef_t *steps_for(enum lp__pre pre)
     switch (pre) {
     case LP__PRE_LLAMA3: case LP__PRE_DBRX: case LP__PRE_SMAUG: case LP__PRE_CHATGLM4: return llama3;
     case LP__PRE_QWEN2: case LP__PRE_STABLELM2: return qwen2;
+    case LP__PRE_QWEN35: return qwen35;
     case LP__PRE_GPT2: case LP__PRE_MPT: case LP__PRE_OLMO: case LP__PRE_JAIS: return gpt2;
     case LP__PRE_STARCODER: case LP__PRE_REFACT: case LP__PRE_COMMAND_R: case LP__PRE_SMOLLM:
     case LP__PRE_CODESHELL: case LP__PRE_EXAONE: case LP__PRE_MINERVA: return starcoder;
@@ -550,8 +557,9 @@ int lp__pretok_split(enum lp__pre pre, const char *text, size_t len, const char 
             emit_t e = {&next, a, 0};
             switch (st->step) {
             case S_GPT2: split_gpt2(&t, a, b, &e); break;
-            case S_LLAMA3: split_llama3(&t, a, b, &e, 3); break;
-            case S_QWEN2: split_llama3(&t, a, b, &e, 1); break;
+            case S_LLAMA3: split_llama3(&t, a, b, &e, 3, false); break;
+            case S_QWEN2: split_llama3(&t, a, b, &e, 1, false); break;
+            case S_QWEN35: split_llama3(&t, a, b, &e, 1, true); break;
             case S_O200K: split_o200k(&t, a, b, &e); break;
             case S_RUN: split_run(&t, a, b, &e, st->cls); break;
             case S_SINGLE: split_single(&t, a, b, &e, st->cls); break;

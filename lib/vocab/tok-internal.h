@@ -190,6 +190,7 @@ enum lp__pre {
     LP__PRE_REFACT,
     LP__PRE_COMMAND_R,
     LP__PRE_QWEN2,
+    LP__PRE_QWEN35,
     LP__PRE_STABLELM2,
     LP__PRE_OLMO,
     LP__PRE_DBRX,

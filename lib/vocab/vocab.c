@@ -36,6 +36,7 @@ static const struct {
     {"qwen2", LP__PRE_QWEN2}, {"deepseek-r1-qwen", LP__PRE_QWEN2}, {"megrez", LP__PRE_QWEN2},
     {"kormo", LP__PRE_QWEN2}, {"hunyuan", LP__PRE_QWEN2}, {"solar-open", LP__PRE_QWEN2},
     {"grok-2", LP__PRE_QWEN2},
+    {"qwen35", LP__PRE_QWEN35},
     {"glm4", LP__PRE_CHATGLM4}, {"chatglm-bpe", LP__PRE_CHATGLM4},
     {"stablelm2", LP__PRE_STABLELM2},
     {"olmo", LP__PRE_OLMO},

@@ -281,6 +281,43 @@ def free_text_ok(gb, gbnf, rng):
     return bad
 
 
+def turn_text(REF, tdir, tname, cid, objects, tmp):
+    """the template, context path, context, tool-call turn, the turn's text as
+    the model writes it, and the path of the prompt before it"""
+    t = os.path.join(tdir, tname + ".jinja")
+    cpath = glob.glob(os.path.join(tdir, "contexts", cid + "-*.json"))[0]
+    with open(cpath) as f:
+        ctx = convert(json.load(f), objects)
+    at = next(i for i, m in enumerate(ctx["messages"]) if m.get("tool_calls"))
+    turn = ctx["messages"][at]
+
+    def render(n, gen):
+        c = dict(ctx, messages=ctx["messages"][:n], add_generation_prompt=gen)
+        path = os.path.join(tmp, "ctx.json")
+        with open(path, "w") as f:
+            json.dump(c, f)
+        rc, out, err = REF.run(t, path)
+        if rc:
+            raise RuntimeError("%s: %s" % (tname, err))
+        return out.decode() if isinstance(out, bytes) else out
+
+    before, with_turn = render(at, True), render(at + 1, False)
+    common = 0
+    while common < min(len(before), len(with_turn)) and before[common] == with_turn[common]:
+        common += 1
+    if common < len(before):  # not inside a marker both begin
+        while common and with_turn[common - 1] not in ">\n ":
+            common -= 1
+    out = with_turn[common:]
+    for e in ENDS:
+        if out.endswith(e):
+            out = out[:-len(e)]
+    prompt = os.path.join(tmp, "prompt.txt")
+    with open(prompt, "w") as f:
+        f.write(with_turn[:common])
+    return t, cpath, ctx, turn, out, prompt
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -292,37 +329,7 @@ def main():
     rng = random.Random(30)
     with tempfile.TemporaryDirectory() as tmp:
         for tname, (cid, n_calls, objects) in sorted(CASES.items()):
-            t = os.path.join(tdir, tname + ".jinja")
-            cpath = glob.glob(os.path.join(tdir, "contexts", cid + "-*.json"))[0]
-            with open(cpath) as f:
-                ctx = convert(json.load(f), objects)
-            at = next(i for i, m in enumerate(ctx["messages"]) if m.get("tool_calls"))
-            turn = ctx["messages"][at]
-
-            def render(n, gen):
-                c = dict(ctx, messages=ctx["messages"][:n], add_generation_prompt=gen)
-                path = os.path.join(tmp, "ctx.json")
-                with open(path, "w") as f:
-                    json.dump(c, f)
-                rc, out, err = REF.run(t, path)
-                if rc:
-                    raise RuntimeError("%s: %s" % (tname, err))
-                return out.decode() if isinstance(out, bytes) else out
-
-            before, with_turn = render(at, True), render(at + 1, False)
-            common = 0
-            while common < min(len(before), len(with_turn)) and before[common] == with_turn[common]:
-                common += 1
-            if common < len(before):  # not inside a marker both begin
-                while common and with_turn[common - 1] not in ">\n ":
-                    common -= 1
-            out = with_turn[common:]
-            for e in ENDS:
-                if out.endswith(e):
-                    out = out[:-len(e)]
-            prompt = os.path.join(tmp, "prompt.txt")
-            with open(prompt, "w") as f:
-                f.write(with_turn[:common])
+            t, cpath, ctx, turn, out, prompt = turn_text(REF, tdir, tname, cid, objects, tmp)
             name = "%s x %s" % (tname, cid)
             checked += 1
             # the parser gives the calls back

@@ -24,17 +24,17 @@ static void setup(void)
                       .header_timeout_ms = 60000, .body_timeout_ms = 60000,
                       .idle_timeout_ms = 60000};
     if (lp_gw_start(&loop, &o, &gw) != 0) abort();
-    zmq_disconnect(gw->sock, o.coordinator); /* sends now fail at once */
-    gw->ready = true;
-    strcpy(gw->model, "m");
-    gw->n_ctx = 64;
-    gw->n_vocab = 4;
+    zmq_disconnect(gw->link.sock, o.coordinator); /* sends now fail at once */
+    gw->link.ready = true;
+    strcpy(gw->link.model, "m");
+    gw->link.n_ctx = 64;
+    gw->link.n_vocab = 4;
     static char *vocab[4] = {"a", "b", "\xff", ""};
     static uint32_t lens[4] = {1, 1, 1, 0};
-    gw->vocab = malloc(sizeof(vocab)); /* lp_gw_destroy would free; never called */
-    memcpy(gw->vocab, vocab, sizeof(vocab));
-    gw->vocab_len = lens;
-    gw->vocab_n = 4;
+    gw->link.vocab = malloc(sizeof(vocab)); /* lp_gw_destroy would free; never called */
+    memcpy(gw->link.vocab, vocab, sizeof(vocab));
+    gw->link.vocab_len = lens;
+    gw->link.vocab_n = 4;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

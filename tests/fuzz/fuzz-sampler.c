@@ -4,6 +4,7 @@
  * within the guarded vocabulary, and sampler-svc's pick-then-logprobs must
  * give the tokens and logprobs of one lp_sampler_seq_sample call. */
 #include "sampler.h"
+#include "seq-json.h"
 
 #include <stdint.h>
 #include <stdlib.h>

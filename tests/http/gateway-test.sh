@@ -243,6 +243,15 @@ v1=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"]
 [ "$s" = 200 ] && [ "$v1" -gt "$v0" ] && ok "POST /sampler with the admin key: version $v0 -> $v1" || bad "POST /sampler admin: $s $(cat "$work/r")"
 s=$(status "$work/r" POST /sampler -H "Authorization: Bearer $ADMIN" -d '{"op":"rollback"}')
 [ "$s" = 200 ] || bad "rollback: $s"
+# floats come back as typed: the shortest text that reads back to the same float
+s=$(status "$work/r" POST /sampler -H "Authorization: Bearer $ADMIN" -d '{"op":"set","params":{"temperature":0.8,"top_p":0.95}}')
+[ "$s" = 200 ] || bad "POST /sampler temperature 0.8: $s $(cat "$work/r")"
+s=$(status "$work/r" GET /sampler -H "$AUTH")
+[ "$s" = 200 ] && grep -Eq '"temperature": ?0\.8[,}]' "$work/r" && grep -Eq '"top_p": ?0\.95[,}]' "$work/r" &&
+    ! grep -q '0\.8000000\|0\.9499999' "$work/r" && ok "GET /sampler shows temperature 0.8 and top_p 0.95 as typed" ||
+    bad "GET /sampler floats: $s $(cat "$work/r")"
+s=$(status "$work/r" POST /sampler -H "Authorization: Bearer $ADMIN" -d '{"op":"rollback"}')
+[ "$s" = 200 ] || bad "rollback: $s"
 
 # ---- disconnect cancels the generation and frees the slot ----
 metric() { curl -s $U/metrics | sed -n "s/^lmpipe:$1{[^}]*} //p" | head -1; }

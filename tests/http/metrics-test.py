@@ -16,6 +16,8 @@ except ImportError as e:
     sys.exit(1)
 
 BASE, KEY = sys.argv[1], sys.argv[2]
+# why the group's prefix cache is off ("": on); recurrent_state for qwen35
+OFF = sys.argv[3] if len(sys.argv) > 3 else ""
 LAT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80]
 STEP = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5]
 # http-spec.md's names (without the lmpipe: prefix), their types and buckets
@@ -177,7 +179,14 @@ def main():
     q, h = d("lmpipe:prefix_cache_queries", "lmpipe:prefix_cache_queries_total"), \
         d("lmpipe:prefix_cache_hits", "lmpipe:prefix_cache_hits_total")
     total = value(after, "lmpipe:kv_cache_blocks_total")
-    if total > 0:
+    en = [s for s in after["lmpipe:group_prefix_cache_enabled"][2]]
+    check(len(en) == 1 and en[0].labels.get("reason") == OFF and en[0].value == (0 if OFF else 1),
+          f"group_prefix_cache_enabled: {0 if OFF else 1} with reason \"{OFF}\"",
+          [(x.labels, x.value) for x in en])
+    if OFF:
+        check(q == 0 and h == 0 and cached == 0, f"prefix cache off ({OFF}): nothing looked up",
+              (q, h, cached))
+    elif total > 0:
         check(q == prompt_tokens and h == cached and cached > 0,
               "prefix_cache_queries grew by the prompt tokens, hits by the cached_tokens the responses gave",
               (q, h, prompt_tokens, cached))

@@ -1,8 +1,8 @@
 // up-test.mjs - `lmpipe up --config` with nats.* keys starts lmpipe-nats
 // with them (nats.max_inflight, nats.control_users), restarts it when it
 // is killed, hands the bridge the coordinator's CURVE key on tcp:// (and no
-// key with allow_insecure_tcp), and fails naming the bridge's flag when a
-// value or a file is bad.
+// key with allow_insecure_tcp), refuses a bad value before starting, naming
+// its key, and fails with the bridge's message when a file is bad.
 import { spawn, execFileSync } from 'node:child_process';
 import { writeFileSync, readFileSync } from 'node:fs';
 import { env, check, done, sc, sleep, natsServer, client, request, Collector, runText, waitFor, freePort } from './lib.mjs';
@@ -77,8 +77,9 @@ writeFileSync(conf, `model = ${env.MODEL}\nendpoint = ipc://${env.WORK}/up2.sock
 let rc = 0, err2 = '';
 try { execFileSync(env.LMPIPE, ['up', '--config', conf], { timeout: 60000, stdio: ['ignore', 'pipe', 'pipe'] }); }
 catch (e) { rc = e.status; err2 = String(e.stderr); }
-check(rc !== 0 && /lmpipe-nats: --max-inflight: 'lots'/.test(err2) && /lmpipe-nats exited/.test(err2),
-      'nats.max_inflight = lots: lmpipe up fails with the bridge\'s message', { rc, err: err2.slice(-600) });
+// (checked once, against the bridge's parameter table, before anything starts)
+check(rc !== 0 && /config key nats\.max_inflight: 'lots' is not an integer/.test(err2) && !/lmpipe up: ready/.test(err2),
+      'nats.max_inflight = lots: lmpipe up refuses it before starting, naming the key', { rc, err: err2.slice(-600) });
 // a credentials file that is not there: said at once, not retried forever
 writeFileSync(conf, `model = ${env.MODEL}\nendpoint = ipc://${env.WORK}/up3.sock\nnats.url = ${srv.url}\nnats.creds = ${env.WORK}/none.creds\n`);
 rc = 0; err2 = '';

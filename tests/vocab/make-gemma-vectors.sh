@@ -16,17 +16,6 @@ for form in gemma4:gemma4 gemma3:llama; do
     name=${form%%:*}
     python3 "$shared/tools/make_vocab.py" "$m/tokenizer.json" "$tmp/$name.gguf" \
         --model "${form#*:}" --config "$m/tokenizer_config.json" >/dev/null
-    python3 - "$shared/llama.cpp/bin/llama-tokenize" "$tmp/$name.gguf" "$tmp/all.inp" \
-        "$here/ggml-vocab-$name.out" <<'PY'
-import subprocess, sys
-tok, vocab, inp, out = sys.argv[1:5]
-lines = []
-for text in open(inp, "rb").read().decode().split("\n__ggml_vocab_test__\n")[:-1]:
-    r = subprocess.run([tok, "-m", vocab, "--stdin", "--ids", "--no-bos", "--no-parse-special",
-                        "--no-escape", "--log-disable"], input=text.encode(), capture_output=True,
-                       check=True)
-    ids = [x.strip() for x in r.stdout.decode().strip().strip("[]").split(",") if x.strip()]
-    lines.append("".join(" " + i for i in ids))
-open(out, "w").write("\n".join(lines) + "\n")
-PY
+    python3 "$here/llama-vectors.py" "$shared/llama.cpp/bin/llama-tokenize" "$tmp/$name.gguf" \
+        "$tmp/all.inp" "$here/ggml-vocab-$name.out"
 done

@@ -52,3 +52,48 @@ int lp_edge_int_arg(const char *prog, const char *flag, const char *s, long long
     *out = x;
     return 0;
 }
+
+int lp_edge_http_status(enum lp_error_kind kind)
+{
+    switch (kind) {
+    case LP_EK_INVALID_REQUEST:
+    case LP_EK_CONTEXT_LENGTH: return 400;
+    case LP_EK_NOT_FOUND: return 404;
+    case LP_EK_RATE_LIMITED: return 429;
+    case LP_EK_UNAVAILABLE: return 503;
+    case LP_EK_DEADLINE: return 504;
+    default: return 500;
+    }
+}
+
+const char *lp_edge_openai_type(enum lp_error_kind kind)
+{
+    switch (kind) {
+    case LP_EK_INVALID_REQUEST:
+    case LP_EK_CONTEXT_LENGTH:
+    case LP_EK_NOT_FOUND: return "invalid_request_error";
+    case LP_EK_RATE_LIMITED: return "requests"; /* as OpenAI writes a 429, so that SDKs back off */
+    default: return "server_error";
+    }
+}
+
+const char *lp_edge_openai_code(enum lp_error_kind kind)
+{
+    switch (kind) {
+    case LP_EK_CONTEXT_LENGTH: return "context_length_exceeded";
+    case LP_EK_RATE_LIMITED: return "rate_limit_exceeded";
+    case LP_EK_DEADLINE: return "deadline_exceeded";
+    default: return NULL;
+    }
+}
+
+const char *lp_edge_nats_code(enum lp_error_kind kind)
+{
+    switch (kind) {
+    case LP_EK_INVALID_REQUEST:
+    case LP_EK_CONTEXT_LENGTH:
+    case LP_EK_NOT_FOUND: return "invalid_request";
+    case LP_EK_DEADLINE: return "deadline_exceeded";
+    default: return "internal";
+    }
+}
