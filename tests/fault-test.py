@@ -45,7 +45,7 @@ goldens = {c["prompt"]: c["continuation_ids"]
            for c in json.load(open(os.path.join(shared, "goldens", name + ".json")))["cases"]}
 seed = int(os.environ.get("FAULT_SEED", random.randrange(1 << 30)))
 rng = random.Random(seed)
-print(f"fault-test: {model_name}, seed {seed} (FAULT_SEED={seed} repeats it)", flush=True)
+print(f"fault-test: seed {seed} (FAULT_SEED={seed} repeats it)", flush=True)
 
 failures = []
 
