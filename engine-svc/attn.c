@@ -81,6 +81,7 @@ static void run_unit(const attn_job_t *j, const attn_unit_t *u, float *scratch)
     const float *q[LP_ATTN_ROWS_MAX];
     float *out[LP_ATTN_ROWS_MAX];
     int32_t n_keys[LP_ATTN_ROWS_MAX], k_lo[LP_ATTN_ROWS_MAX];
+    float sink[LP_ATTN_ROWS_MAX];
     for (int32_t r = 0; r < u->nr; r++) {
         const int32_t t = u->t0 + (u->r0 + r) / group;
         const int32_t h = u->kv_head * group + (u->r0 + r) % group;
@@ -89,13 +90,14 @@ static void run_unit(const attn_job_t *j, const attn_unit_t *u, float *scratch)
         out[r] = b->out + off;
         n_keys[r] = b->tok_pos[t] + 1;
         k_lo[r] = b->tok_lo ? b->tok_lo[t] : 0;
+        sink[r] = b->sinks ? b->sinks[h] : 0;
     }
     const int32_t seq = b->tok_seq[u->t0];
     const int64_t head_off = u->kv_head * b->head_stride;
     const lp__attn_kern_t *kern = j->narrow && u->nr <= 8 ? j->narrow : j->kern;
     const int64_t *off = b->key_off ? b->key_off[seq] : j->lin_off;
     kern->tile(u->nr, q, out, b->tok_lo ? k_lo : NULL, n_keys, b->k[seq] + head_off,
-               b->v[seq] + head_off, off, hd, b->scale, scratch);
+               b->v[seq] + head_off, off, hd, b->scale, b->sinks ? sink : NULL, scratch);
 }
 
 static void attn_worker(void *arg, int ith, int nth)

@@ -35,6 +35,8 @@ typedef struct lp_attn_batch {
     const int64_t *const *key_off;
     int32_t n_tok, n_head, n_head_kv, head_dim;
     float scale;            /* applied to q . k before the softmax */
+    const float *sinks;     /* (n_head) or NULL: head h's softmax has one more logit,
+                             * sinks[h], with no value (attention sinks); borrowed */
 } lp_attn_batch_t;
 
 /* out[t][h] = softmax_{lo_t <= j <= tok_pos[t]}(scale * q[t][h] . k_j) . v_j (lo_t

@@ -46,7 +46,7 @@ typedef struct entry {
  * (n_head_kv, N_CTX, head_dim) when head_major (the CPU engine's), else
  * (N_CTX, n_head_kv, head_dim). */
 static void check_batch(lp_threadpool_t *pool, const char *isa, shape_t sh, float amp,
-                        const entry_t *e, int n_entries, int head_major)
+                        const entry_t *e, int n_entries, int head_major, int sinks)
 {
     const int32_t hd = sh.head_dim, kv_dim = sh.n_head_kv * hd, q_dim = sh.n_head * hd;
     const int32_t group = sh.n_head / sh.n_head_kv;
@@ -77,11 +77,15 @@ static void check_batch(lp_threadpool_t *pool, const char *isa, shape_t sh, floa
             tok_pos[t] = e[i].pos + k;
         }
     const float scale = 1.0f / sqrtf((float)hd);
+    float sink[64]; /* attention sinks of the size of the scores, some far above */
+    for (int32_t h = 0; h < sh.n_head && h < 64; h++)
+        sink[h] = lp_check_frand(&rng) * 2.0f * amp + (h % 5 == 4 ? 30.0f : 0.0f);
     lp_attn_batch_t b = {
         .out = out, .q = q, .tok_seq = tok_seq, .tok_pos = tok_pos,
         .k = (const float *const *)kc, .v = (const float *const *)vc,
         .key_stride = key_stride, .head_stride = head_stride, .n_tok = T,
         .n_head = sh.n_head, .n_head_kv = sh.n_head_kv, .head_dim = hd, .scale = scale,
+        .sinks = sinks ? sink : NULL,
     };
     CHECK(lp_attn_run(pool, &b) == 0, "lp_attn_run failed");
     double worst = 0;
@@ -89,16 +93,16 @@ static void check_batch(lp_threadpool_t *pool, const char *isa, shape_t sh, floa
     for (int32_t t = 0; t < T; t++) {
         for (int32_t h = 0; h < sh.n_head; h++) {
             const int64_t kv_off = (h / group) * head_stride;
-            lp_op_attn_head(ref, q + (size_t)t * q_dim + (size_t)h * hd, kc[tok_seq[t]] + kv_off,
-                            vc[tok_seq[t]] + kv_off, key_stride, tok_pos[t] + 1, hd, scale, NULL,
-                            scores);
+            lp_op_attn_head_sink(ref, q + (size_t)t * q_dim + (size_t)h * hd,
+                                 kc[tok_seq[t]] + kv_off, vc[tok_seq[t]] + kv_off, key_stride,
+                                 tok_pos[t] + 1, hd, scale, NULL, sinks ? &sink[h] : NULL, scores);
             const float *got = out + (size_t)t * q_dim + (size_t)h * hd;
             for (int32_t i = 0; i < hd; i++) {
                 const double d = fabs((double)got[i] - ref[i]);
                 if (!(d <= TOL) && bad++ < 5)
-                    CHECK(0, "%s heads %d/%d hd %d amp %g %s: token %d (seq %d pos %d) head %d "
+                    CHECK(0, "%s heads %d/%d hd %d amp %g %s%s: token %d (seq %d pos %d) head %d "
                           "dim %d: %.8g vs %.8g", isa, sh.n_head, sh.n_head_kv, hd, amp,
-                          head_major ? "head-major" : "position-major", t, tok_seq[t],
+                          head_major ? "head-major" : "position-major", sinks ? " sinks" : "", t, tok_seq[t],
                           tok_pos[t], h, i, got[i], ref[i]);
                 if (d > worst || d != d) worst = d;
             }
@@ -139,10 +143,16 @@ static void check_batches(lp_threadpool_t *pool, const char *isa)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++)
             for (int head_major = 0; head_major < 2; head_major++)
-                check_batch(pool, isa, shapes[s], 1.0f, batches[i].e, batches[i].n, head_major);
+                check_batch(pool, isa, shapes[s], 1.0f, batches[i].e, batches[i].n, head_major, 0);
     /* peaked: scores spread over tens, most probabilities underflow */
-    check_batch(pool, isa, shapes[1], 3.0f, prefill160, 1, 1);
-    check_batch(pool, isa, shapes[0], 8.0f, mixed, 4, 0);
+    check_batch(pool, isa, shapes[1], 3.0f, prefill160, 1, 1, 0);
+    check_batch(pool, isa, shapes[0], 8.0f, mixed, 4, 0, 0);
+    /* attention sinks (gpt-oss): one more logit per head, no value */
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        check_batch(pool, isa, shapes[s], 1.0f, mixed, 4, 1, 1);
+        check_batch(pool, isa, shapes[s], 1.0f, decode, 3, 1, 1);
+        check_batch(pool, isa, shapes[s], 3.0f, prefill70, 1, 1, 1);
+    }
 }
 
 /* The kernels alone: rows that see no key, one key, and all keys, in one
@@ -171,7 +181,7 @@ static void check_kernel(const lp__attn_kern_t *kern)
             op[r] = out[r];
             n_keys[r] = r % 3 == 0 ? 0 : r % 3 == 1 ? 1 : NK;
         }
-        kern->tile(nr, qp, op, NULL, n_keys, k, v, off, HD, 0.25f, scratch);
+        kern->tile(nr, qp, op, NULL, n_keys, k, v, off, HD, 0.25f, NULL, scratch);
         for (int32_t r = 0; r < nr; r++) {
             for (int i = 0; i < HD; i++) {
                 if (n_keys[r] == 0)

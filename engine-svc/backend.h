@@ -48,6 +48,8 @@ typedef struct lp_backend_ops {
      * not there: the copy, and its bytes (the first rows of w's).  May be
      * NULL: every weight is read in place. */
     const void *(*weight_copy)(void *ctx, const void *w, size_t *bytes);
+    /* The mixture-of-experts counters (lp_engine_moe_counts).  May be NULL. */
+    void (*moe_counts)(void *ctx, lp_moe_counts_t *out);
 } lp_backend_ops_t;
 
 extern const lp_backend_ops_t lp_backend_cpu;

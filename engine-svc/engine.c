@@ -140,7 +140,7 @@ int lp_engine_new(lp_model_t *model, const lp_engine_params_t *params, lp_engine
         const lp_backend_ops_t *b = backends[i];
         if (p.backend && strcmp(p.backend, b->name)) continue;
         /* a backend never runs a model it would compute otherwise */
-        char why[160];
+        char why[640];
         if (lp_model_missing_feature(model, b->features, why, sizeof(why))) {
             if (p.backend)
                 return lp_error_set(LP_ERR(ENOTSUP), "the %s backend does not implement %s of "
@@ -249,6 +249,12 @@ void lp_engine_destroy(lp_engine_t **self_p)
 }
 
 const char *lp_engine_backend_name(const lp_engine_t *e) { return e->ops->name; }
+
+void lp_engine_moe_counts(const lp_engine_t *e, lp_moe_counts_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (e->ops->moe_counts) e->ops->moe_counts(e->ctx, out);
+}
 
 const void *lp_engine_weight_copy(const lp_engine_t *e, const void *w, size_t *bytes)
 {

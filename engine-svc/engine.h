@@ -49,6 +49,10 @@ typedef struct lp_hparams {
     float embd_scale;      /* embeddings are multiplied by it (1: none) */
     float logit_softcap;   /* logits = cap * tanh(logits / cap); 0: none */
     uint32_t features;     /* enum lp_feat (arch/arch.h) the model uses */
+    int32_t n_expert;      /* mixture of experts: experts per layer (0: dense) */
+    int32_t n_expert_used; /* ... and chosen per token */
+    int32_t n_ff_exp;      /* an expert's FFN width */
+    int32_t n_ff_shexp;    /* the shared expert's FFN width (0: none) */
     int32_t bos_id, eos_id; /* -1 when absent */
 } lp_hparams_t;
 
@@ -121,6 +125,17 @@ int32_t lp_engine_kv_blocks(const lp_engine_t *e);
  * model has no sliding layers. */
 int32_t lp_engine_kv_blocks_swa(const lp_engine_t *e);
 int32_t lp_engine_kv_swa_window(const lp_engine_t *e);
+
+/* What the mixture-of-experts layers have read since the engine began
+ * (all zero for a dense model, or a backend that does not count). */
+typedef struct lp_moe_counts {
+    uint64_t calls;          /* layer steps (one per MoE layer per step) */
+    uint64_t tokens;         /* tokens routed, summed over the calls */
+    uint64_t pairs;          /* (token, expert) choices: tokens * expert_used_count */
+    uint64_t expert_reads;   /* experts run: each once per call however many tokens chose it */
+    uint64_t expert_bytes;   /* bytes of expert matrices those runs read */
+} lp_moe_counts_t;
+void lp_engine_moe_counts(const lp_engine_t *e, lp_moe_counts_t *out);
 
 /* Forget a sequence's KV cache (a new request can then use the slot).  On a
  * paged engine this is the seq_id's fallback table (below). */

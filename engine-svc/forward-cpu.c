@@ -40,6 +40,7 @@
 #include "gguf.h"
 #include "log.h"
 #include "matmul.h"
+#include "moe.h"
 #include "ops.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -96,6 +97,7 @@ typedef struct cpu_ctx {
     int32_t *tok_pos;     /* (T) */
     int32_t *tok_lo;      /* (T) first position a sliding layer's query sees */
     float *rope_cs[LP_MAX_ROPES], *rope_sn[LP_MAX_ROPES]; /* (T, n_rot/2) each RoPE's angles */
+    lp_moe_cpu_t *moe;    /* the mixture-of-experts scratch and counters, or NULL */
     int32_t n_tok;        /* tokens of the step being run */
     int32_t n_seqs;       /* its entries */
     /* recurrent layers */
@@ -128,6 +130,7 @@ static void cpu_destroy(void *vctx)
             lp_matmul_pack_free(&c->pk[i]);
     free(c->pk);
     if (c->pk_arena) munmap(c->pk_arena, c->pk_bytes);
+    lp_moe_cpu_destroy(&c->moe);
     for (int g = 0; g < 2; g++) {
         if (c->kv[g].k) munmap(c->kv[g].k, c->kv[g].bytes);
         if (c->kv[g].v) munmap(c->kv[g].v, c->kv[g].bytes);
@@ -372,6 +375,7 @@ static int cpu_create(const lp_model_t *m, const lp_engine_params_t *p, const lp
         !c->tok_pos || !c->tok_lo)
         rc = lp_error_set(LP_ERR(ENOMEM), "out of memory for the CPU backend's buffers");
     if (hp->features & LP_FEAT_GEGLU) lp_op_gelu_table(); /* built once, before any step */
+    if (!rc && hp->n_expert > 0) rc = lp_moe_cpu_new(m, p->max_batch_tokens, &c->moe);
     /* decode reads every weight once per token: 2 MiB pages spare the TLB */
     if (!rc)
         LP_DEBUG("weights in huge pages: %s", lp_gguf_map_huge(lp_model_gguf(m)) ? "yes" : "no");
@@ -831,6 +835,7 @@ static void attn_worker(void *arg, int ith, int nth)
     const int64_t n_work = (int64_t)c->n_tok * hp->n_head;
     const float *kl = c->kv[L->kv_group].k + c->layer_base[j->layer];
     const float *vl = c->kv[L->kv_group].v + c->layer_base[j->layer];
+    const float *sinks = c->m->layers[j->layer].attn_sinks;
     for (int64_t w = ith; w < n_work; w += nth) {
         const int32_t t = (int32_t)(w / hp->n_head), h = (int32_t)(w % hp->n_head);
         const int32_t lo = L->n_swa ? c->tok_lo[t] : 0, n = c->tok_pos[t] + 1 - lo;
@@ -847,9 +852,9 @@ static void attn_worker(void *arg, int ith, int nth)
             k = kg;
             v = vg;
         }
-        lp_op_attn_head(c->buf[LP_BUF_ATT] + t * q_w + (int64_t)h * hd,
-                        c->buf[LP_BUF_Q] + t * q_w + (int64_t)h * hd, k, v, hd, n, hd,
-                        L->attn_scale, NULL, scores);
+        lp_op_attn_head_sink(c->buf[LP_BUF_ATT] + t * q_w + (int64_t)h * hd,
+                             c->buf[LP_BUF_Q] + t * q_w + (int64_t)h * hd, k, v, hd, n, hd,
+                             L->attn_scale, NULL, sinks ? &sinks[h] : NULL, scores);
     }
 }
 
@@ -879,8 +884,26 @@ static int op_attention(void *vc, int32_t layer)
         .head_stride = G->head_stride, .key_off = (const int64_t *const *)G->seq_off,
         .n_tok = c->n_tok, .n_head = hp->n_head, .n_head_kv = L->n_head_kv,
         .head_dim = L->head_dim, .scale = L->attn_scale,
+        .sinks = c->m->layers[layer].attn_sinks,
     };
     return lp_attn_run(c->pool, &b);
+}
+
+/* ---- mixture of experts (moe.c) ----------------------------------------- */
+
+static int op_moe(void *vc, enum lp_buf dst, enum lp_buf src, const lp_moe_t *moe)
+{
+    cpu_ctx_t *c = vc;
+    if (!c->moe || dst == src)
+        return lp_error_set(LP_ERR(EINVAL), "internal: a mixture of experts in a model without "
+                            "expert_count, or in place");
+    return lp_moe_cpu_run(c->moe, c->pool, c->p.exact, moe, c->buf[src], c->n_tok, c->buf[dst]);
+}
+
+static void cpu_moe_counts(void *vctx, lp_moe_counts_t *out)
+{
+    const cpu_ctx_t *c = vctx;
+    if (c->moe) lp_moe_cpu_counts(c->moe, out);
 }
 
 static const lp_fwd_ops_t cpu_fwd_ops = {
@@ -894,6 +917,7 @@ static const lp_fwd_ops_t cpu_fwd_ops = {
     .rope = op_rope,
     .attention = op_attention,
     .glu = op_glu,
+    .moe = op_moe,
     .split = op_split,
     .gate = op_gate,
     .conv = op_conv,
@@ -986,7 +1010,11 @@ static int cpu_step(void *vctx, const lp_batch_seq_t *seqs, int32_t n_seqs, int3
             for (int32_t r = 0; r < m->n_ropes; r++) {
                 const lp_rope_t *R = &m->ropes[r];
                 const int32_t half = R->n_rot / 2;
-                if (R->freq_scale == 1.0f && !R->freq_factors)
+                if (R->yarn_ext != 0)
+                    lp_op_rope_angles_yarn(pos, R->n_rot, R->base, R->freq_scale, R->freq_factors,
+                                           R->yarn_ext, R->yarn_lo, R->yarn_hi, R->yarn_mscale,
+                                           c->rope_cs[r] + t * half, c->rope_sn[r] + t * half);
+                else if (R->freq_scale == 1.0f && !R->freq_factors)
                     lp_op_rope_angles(pos, R->n_rot, R->base, c->rope_cs[r] + t * half,
                                       c->rope_sn[r] + t * half);
                 else
@@ -1029,4 +1057,5 @@ const lp_backend_ops_t lp_backend_cpu = {
     .seq_truncate = cpu_seq_truncate,
     .step = cpu_step,
     .weight_copy = cpu_weight_copy,
+    .moe_counts = cpu_moe_counts,
 };

@@ -62,6 +62,12 @@ static double dot_f64(const float *a, const float *b, int64_t n)
     return (s0 + s1) + (s2 + s3);
 }
 
+/* Token t's activation row. */
+static inline const float *x_row(const lp_matmul_t *mm, int64_t t)
+{
+    return mm->x + (mm->x_rows ? mm->x_rows[t] : t) * mm->x_stride;
+}
+
 static void exact_work(void *p, int ith, int nth)
 {
     struct exact_ctx *c = p;
@@ -73,7 +79,7 @@ static void exact_work(void *p, int ith, int nth)
     for (int64_t o = o0; o < o1; o++) {
         lp_dequant_row(mm->type, (const uint8_t *)mm->w + (size_t)o * rb, row, mm->n_in);
         for (int64_t t = 0; t < mm->n_tok; t++)
-            mm->y[t * mm->y_stride + o] = (float)dot_f64(row, mm->x + t * mm->x_stride, mm->n_in);
+            mm->y[t * mm->y_stride + o] = (float)dot_f64(row, x_row(mm, t), mm->n_in);
     }
 }
 
@@ -558,6 +564,8 @@ int lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool ex
         assert(mm[i].x == mm[0].x && mm[i].n_in == mm[0].n_in && mm[i].n_tok == mm[0].n_tok);
     }
     if (n == 0 || mm[0].n_tok == 0) return 0;
+    for (int i = 0; i < n; i++)
+        if (mm[i].x_rows) return lp_matmul_grouped(pool, mm, n, exact);
     const lp__kern_t *k = kern_get();
     int rc = 0;
     if (exact) {
@@ -570,4 +578,218 @@ int lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool ex
         for (int i = 0; i < n && !rc; i++) rc = lp_matmul_multi(pool, &mm[i], 1, false);
     }
     return rc;
+}
+
+/* ---- grouped products --------------------------------------------------
+ *
+ * Each product's activations are quantized (or, for float weights with
+ * gathered rows, copied) once into a buffer of its own, shared with the
+ * products before it that have the same rows; then every product's rows
+ * form one list of chunks, claimed as decode's are (dec_work).  A few
+ * rows in all are quantized by every thread into a copy of its own, which
+ * spares the barrier; more are split over the threads, then a barrier. */
+
+#define GRP_PRIVATE_ROWS 16
+
+struct grp_prod {
+    const lp_matmul_t *mm;
+    lp__gemm_fn gemm;
+    lp__gemv_fn gemv;       /* one token with a gemv kernel, or NULL */
+    lp__gemm_pp_fn gemm_pp; /* enough tokens and a batched kernel, or NULL */
+    lp__act_fn quant;       /* NULL: float rows */
+    size_t xrb;             /* bytes per activation row */
+    int src;                /* the product whose activation buffer it reads */
+    bool in_place;          /* float rows read from x itself */
+    size_t xq_off;          /* its activation buffer within a copy */
+    size_t wrb;
+    int64_t rows;           /* rows per chunk */
+    int64_t first;          /* its first chunk */
+};
+
+struct grp_ctx {
+    struct grp_prod *p;
+    int n;
+    int64_t n_chunks;
+    lp_threadpool_t *pool;
+    uint8_t *xq;            /* activation copies */
+    size_t xq_bytes;        /* of one copy */
+    bool private_xq;        /* one copy per thread, xq_bytes apart */
+    int64_t n_rows;         /* activation rows to fill in all */
+    uint8_t *pp_scratch;
+    size_t pp_stride;
+    atomic_uchar *claimed;
+};
+
+static bool same_rows(const lp_matmul_t *a, const lp_matmul_t *b)
+{
+    if (a->x != b->x || a->n_tok != b->n_tok || a->n_in != b->n_in || a->x_stride != b->x_stride)
+        return false;
+    if (a->x_rows == b->x_rows) return true;
+    for (int64_t t = 0; t < a->n_tok; t++)
+        if ((a->x_rows ? a->x_rows[t] : t) != (b->x_rows ? b->x_rows[t] : t)) return false;
+    return true;
+}
+
+/* Activation row t of product s into copy xq. */
+static void grp_fill(const struct grp_ctx *c, uint8_t *xq, int s, int64_t t)
+{
+    const struct grp_prod *g = &c->p[s];
+    const lp_matmul_t *mm = g->mm;
+    uint8_t *dst = xq + g->xq_off + (size_t)t * g->xrb;
+    if (g->quant) g->quant(x_row(mm, t), dst, mm->n_in);
+    else memcpy(dst, x_row(mm, t), sizeof(float) * (size_t)mm->n_in);
+}
+
+static int grp_of(const struct grp_ctx *c, int64_t k)
+{
+    int lo = 0, hi = c->n - 1; /* the last product whose first chunk is <= k */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (c->p[mid].first <= k) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+static void grp_chunk(const struct grp_ctx *c, const uint8_t *xq, int ith, int64_t k, int64_t own_end)
+{
+    const int s = grp_of(c, k);
+    const struct grp_prod *g = &c->p[s];
+    const lp_matmul_t *mm = g->mm;
+    const int64_t r0 = (k - g->first) * g->rows;
+    const int64_t r1 = r0 + g->rows < mm->n_out ? r0 + g->rows : mm->n_out;
+    const uint8_t *w = (const uint8_t *)mm->w + (size_t)r0 * g->wrb;
+    const void *x = g->in_place ? (const void *)mm->x : xq + c->p[g->src].xq_off;
+    if (g->gemv) {
+        int64_t pf_end = (own_end - g->first) * g->rows;
+        if (pf_end > mm->n_out) pf_end = mm->n_out;
+        if (pf_end < r1) pf_end = r1;
+        g->gemv(mm->n_in, w, g->wrb, r1 - r0, pf_end - r0, x, mm->y + r0);
+    } else if (g->gemm_pp) {
+        g->gemm_pp(mm->n_in, w, g->wrb, r1 - r0, x, g->xrb, mm->n_tok, mm->y + r0, mm->y_stride,
+                   c->pp_scratch + (size_t)ith * c->pp_stride);
+    } else {
+        for (int64_t o = r0; o < r1; o += ROW_BLOCK) {
+            int64_t nr = r1 - o < ROW_BLOCK ? r1 - o : ROW_BLOCK;
+            g->gemm(mm->n_in, (const uint8_t *)mm->w + (size_t)o * g->wrb, g->wrb, nr, x, g->xrb,
+                    mm->n_tok, mm->y + o, mm->y_stride);
+        }
+    }
+}
+
+static void grp_work(void *p, int ith, int nth)
+{
+    struct grp_ctx *c = p;
+    uint8_t *xq = c->xq;
+    if (c->private_xq) {
+        xq += (size_t)ith * c->xq_bytes;
+        for (int s = 0; s < c->n; s++)
+            if (c->p[s].src == s && !c->p[s].in_place)
+                for (int64_t t = 0; t < c->p[s].mm->n_tok; t++) grp_fill(c, xq, s, t);
+    } else if (c->n_rows) {
+        int64_t i = 0;
+        for (int s = 0; s < c->n; s++) {
+            if (c->p[s].src != s || c->p[s].in_place) continue;
+            for (int64_t t = 0; t < c->p[s].mm->n_tok; t++, i++)
+                if (i % nth == ith) grp_fill(c, xq, s, t);
+        }
+        if (c->pool) lp_threadpool_barrier(c->pool);
+    }
+    int64_t b = c->n_chunks * ith / nth, e = c->n_chunks * (ith + 1) / nth;
+    for (int64_t k = b; k < e; k++) {
+        if (atomic_exchange_explicit(&c->claimed[k], 1, memory_order_relaxed)) break;
+        grp_chunk(c, xq, ith, k, e);
+    }
+    for (int d = 1; d < nth; d++) { /* the others' shares, from their ends */
+        int u = (ith + d) % nth;
+        int64_t ub = c->n_chunks * u / nth, ue = c->n_chunks * (u + 1) / nth;
+        for (int64_t k = ue - 1; k >= ub; k--) {
+            if (atomic_exchange_explicit(&c->claimed[k], 1, memory_order_relaxed)) break;
+            grp_chunk(c, xq, ith, k, k + 1);
+        }
+    }
+}
+
+int lp_matmul_grouped(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact)
+{
+    int rc = 0;
+    if (exact) {
+        for (int i = 0; i < n && !rc; i++)
+            if (mm[i].n_tok > 0) rc = matmul_exact(pool, &mm[i]);
+        return rc;
+    }
+    const lp__kern_t *k = kern_get();
+    int nth = pool ? lp_threadpool_n_threads(pool) : 1;
+    /* the product table lives on the heap: a step has up to a few hundred */
+    struct grp_prod *p = malloc(sizeof(*p) * (size_t)(n > 0 ? n : 1));
+    if (!p) return no_scratch(sizeof(*p) * (size_t)n);
+    struct grp_ctx c = {.p = p, .pool = pool};
+    size_t xq_bytes = 0;
+    for (int i = 0; i < n; i++) {
+        const lp_matmul_t *m = &mm[i];
+        assert(lp_matmul_check(m) == 0 && !m->pk);
+        if (m->n_tok == 0) continue;
+        struct grp_prod *g = &p[c.n];
+        memset(g, 0, sizeof(*g));
+        g->mm = m;
+        const uint32_t type = m->type;
+        g->gemm = k->gemm[type] ? k->gemm[type] : lp__kern_scalar.gemm[type];
+        g->wrb = lp_type_row_bytes(type, m->n_in);
+        lp__act_fn quant;
+        size_t xrb = act_format(k, m, &quant);
+        g->quant = quant;
+        if (!quant) xrb = sizeof(float) * (size_t)m->n_in;
+        g->in_place = !quant && !m->x_rows;
+        g->xrb = g->in_place ? sizeof(float) * (size_t)m->x_stride : xrb;
+        g->src = c.n;
+        for (int j = 0; j < c.n && !g->in_place; j++)
+            if (!p[j].in_place && p[j].src == j && p[j].quant == quant && same_rows(p[j].mm, m)) {
+                g->src = j;
+                break;
+            }
+        if (g->src == c.n && !g->in_place) {
+            g->xq_off = xq_bytes;
+            xq_bytes += (g->xrb * (size_t)m->n_tok + 63) & ~(size_t)63;
+            c.n_rows += m->n_tok;
+        }
+        int64_t rows = (int64_t)(CHUNK_BYTES / g->wrb);
+        if (m->n_tok == 1 && k->gemv[type]) {
+            g->gemv = k->gemv[type];
+            g->rows = rows < 2 ? 2 : (rows + 1) & ~(int64_t)1;
+        } else {
+            if (m->n_tok >= LP_PP_MIN_TOK && k->gemm_pp[type]) {
+                g->gemm_pp = k->gemm_pp[type];
+                const size_t st = (LP_PP_SCRATCH(m->n_in) + 63) & ~(size_t)63;
+                if (st > c.pp_stride) c.pp_stride = st;
+            }
+            g->rows = (rows + LP_PP_ROWS - 1) / LP_PP_ROWS * LP_PP_ROWS;
+            if (g->rows < LP_PP_ROWS) g->rows = LP_PP_ROWS;
+        }
+        g->first = c.n_chunks;
+        c.n_chunks += (m->n_out + g->rows - 1) / g->rows;
+        c.n++;
+    }
+    if (!c.n) {
+        free(p);
+        return 0;
+    }
+    c.private_xq = nth > 1 && c.n_rows <= GRP_PRIVATE_ROWS;
+    c.xq_bytes = xq_bytes;
+    size_t copies = c.private_xq ? (size_t)nth : 1;
+    size_t flags = ((size_t)c.n_chunks + 63) & ~(size_t)63;
+    size_t bytes = xq_bytes * copies + c.pp_stride * (size_t)nth + flags;
+    uint8_t *buf = pool ? lp_threadpool_scratch(pool, bytes) : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!buf) {
+        free(p);
+        return no_scratch(bytes);
+    }
+    c.xq = buf;
+    c.pp_scratch = buf + xq_bytes * copies;
+    c.claimed = (atomic_uchar *)(c.pp_scratch + c.pp_stride * (size_t)nth);
+    memset((void *)c.claimed, 0, (size_t)c.n_chunks);
+    if (pool) lp_threadpool_run(pool, grp_work, &c);
+    else grp_work(&c, 0, 1);
+    if (!pool) free(buf);
+    free(p);
+    return 0;
 }

@@ -33,6 +33,8 @@ typedef struct lp_matmul {
     int64_t x_stride, n_tok;
     float *y;             /* n_tok rows of n_out floats, row stride y_stride floats */
     int64_t y_stride;
+    const int32_t *x_rows; /* NULL, or n_tok row indices: token t's activations are row
+                              x_rows[t] of x (lp_matmul_grouped and the exact path only) */
 } lp_matmul_t;
 
 /* True when lp_matmul handles weights of `type` (the types of quant.h). */
@@ -56,6 +58,16 @@ int lp_matmul(lp_threadpool_t *pool, const lp_matmul_t *mm, bool exact);
  * Returns 0 or LP_ERR(ENOMEM) as lp_matmul (some products may then be
  * written, others not). */
 int lp_matmul_multi(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact);
+
+/* n independent products, each with its own weights, activations (which
+ * may be gathered rows of x: x_rows) and output, in one run of the pool:
+ * the chosen experts of a mixture-of-experts step, each over the tokens
+ * that chose it.  Products with the same x, x_rows contents and
+ * activation format share one quantization of their activations.  Work is
+ * shared out in chunks of rows of every product, as one decode matmul's
+ * (one token: the gemv kernels).  Packed forms are not used.  Returns 0
+ * or LP_ERR(ENOMEM) (some products may then be written). */
+int lp_matmul_grouped(lp_threadpool_t *pool, const lp_matmul_t *mm, int n, bool exact);
 
 /* ---- weights packed at load ------------------------------------------
  *

@@ -228,6 +228,59 @@ static void test_multi(lp_threadpool_t *pool)
     }
 }
 
+/* lp_matmul_grouped: products of their own weights over gathered rows of
+ * a shared x (the experts of a step) give what lp_matmul gives on those
+ * rows copied out, bit for bit, on each path; products that share rows
+ * share their quantization. */
+static void test_grouped(lp_threadpool_t *pool, bool exact)
+{
+    enum { N_IN = 512, N_X = 12, N_PROD = 7 };
+    static const uint32_t type[N_PROD] = {LP_TYPE_Q4_K, LP_TYPE_Q4_K, LP_TYPE_Q6_K, LP_TYPE_Q8_0,
+                                          LP_TYPE_F32, LP_TYPE_Q4_0, LP_TYPE_Q5_K};
+    static const int64_t n_out[N_PROD] = {96, 96, 33, 130, 17, 64, 40};
+    static const int32_t rows[N_PROD][N_X] = {
+        {3}, {3}, {0, 5, 7, 11}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {4, 4}, {0}, {0}};
+    static const int64_t n_tok[N_PROD] = {1, 1, 4, 10, 2, 0, 9};
+    static float x[N_X * N_IN], xg[N_X * N_IN];
+    for (int i = 0; i < N_X * N_IN; i++) x[i] = lp_check_frand(&rng);
+    lp_matmul_t mm[N_PROD];
+    uint8_t *w[N_PROD];
+    float *y1[N_PROD], *yg[N_PROD];
+    int32_t seq[N_X];
+    for (int i = 0; i < N_X; i++) seq[i] = (i * 5 + 3) % N_X; /* product 6: a permutation */
+    for (int m = 0; m < N_PROD; m++) {
+        size_t rb = lp_type_row_bytes(type[m], N_IN), ny = (size_t)(n_out[m] * (n_tok[m] + 1));
+        float row[N_IN];
+        w[m] = malloc(rb * (size_t)n_out[m]);
+        y1[m] = malloc(sizeof(float) * ny);
+        yg[m] = malloc(sizeof(float) * ny);
+        for (int64_t o = 0; o < n_out[m]; o++) {
+            for (int i = 0; i < N_IN; i++) row[i] = lp_check_frand(&rng);
+            lp_quant_row(type[m], row, w[m] + (size_t)o * rb, N_IN);
+        }
+        const int32_t *r = m == 6 ? seq : rows[m];
+        for (int64_t t = 0; t < n_tok[m]; t++)
+            memcpy(xg + t * N_IN, x + (int64_t)r[t] * N_IN, sizeof(float) * N_IN);
+        lp_matmul_t one = {.type = type[m], .w = w[m], .n_in = N_IN, .n_out = n_out[m], .x = xg,
+                           .x_stride = N_IN, .n_tok = n_tok[m], .y = y1[m], .y_stride = n_out[m]};
+        CHECK_RC(lp_matmul(pool, &one, exact), 0);
+        mm[m] = one;
+        mm[m].x = x;
+        mm[m].x_rows = r;
+        mm[m].y = yg[m];
+    }
+    CHECK_RC(lp_matmul_grouped(pool, mm, N_PROD, exact), 0);
+    for (int m = 0; m < N_PROD; m++) {
+        CHECK(!memcmp(y1[m], yg[m], sizeof(float) * (size_t)(n_out[m] * n_tok[m])),
+              "grouped %s (product %d, %lld tokens, %s %s): differs from lp_matmul on the rows",
+              lp_type_name(type[m]), m, (long long)n_tok[m], exact ? "exact" : "fast",
+              lp_matmul_isa());
+        free(w[m]);
+        free(y1[m]);
+        free(yg[m]);
+    }
+}
+
 static void test_check(void)
 {
     float x[256], y[4];
@@ -291,6 +344,7 @@ int main(void)
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int p = 0; p < 3; p++) run_case(pools[p], types[k], shapes[s], true);
+    for (int p = 0; p < 3; p++) test_grouped(pools[p], true);
     /* the fast path on every instruction set this CPU runs */
     const char *isas[] = {"scalar", "avx2", "avx512", "vnni"};
     for (int i = 0; i < 4; i++) {
@@ -301,6 +355,7 @@ int main(void)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 for (int p = 0; p < 3; p++) run_case(pools[p], types[k], shapes[s], false);
         for (int p = 0; p < 3; p++) test_multi(pools[p]);
+        for (int p = 0; p < 3; p++) test_grouped(pools[p], false);
         for (int p = 0; p < 3; p++) test_no_memory(pools[p]);
         for (int p = 0; p < 3; p++) test_pack(pools[p], isas[i]);
     }

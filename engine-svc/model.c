@@ -164,6 +164,11 @@ int lp_ld_refuse(lp_arch_ld_t *ld, const char *suffix, const char *fmt, ...)
     return lp_error_set(LP_ERR(ENOTSUP), "key '%s.%s': %s", ld->arch->name, suffix, why);
 }
 
+bool lp_ld_knows(const lp_arch_ld_t *ld, const char *suffix)
+{
+    return key_index(ld->arch, suffix) >= 0;
+}
+
 lp_model_t *lp_ld_model(lp_arch_ld_t *ld) { return ld->m; }
 const char *lp_ld_arch(const lp_arch_ld_t *ld) { return ld->arch->name; }
 
@@ -236,7 +241,13 @@ static int settle_hparams(lp_arch_ld_t *ld)
     hp->rec_floats = 0;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const lp_layer_hp_t *L = &m->layers[l].hp;
-        if (L->n_ff <= 0 || L->n_ff > (1 << 20))
+        if (hp->n_expert > 0) {
+            char name[KEY_MAX];
+            snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
+            m->layers[l].hp.moe = lp_ld_has_tensor(ld, name);
+        }
+        /* a mixture of experts has no dense FFN width of its own */
+        if (L->moe ? L->n_ff < 0 || L->n_ff > (1 << 20) : L->n_ff <= 0 || L->n_ff > (1 << 20))
             return lp_error_set(LP_ERR(EINVAL), "%s layer %d: feed_forward_length %d is out of "
                                 "range", a, l, L->n_ff);
         if (L->n_ff > hp->n_ff) hp->n_ff = L->n_ff;
@@ -311,6 +322,10 @@ static int64_t dim_of(const lp_model_t *m, const lp_layer_hp_t *L, uint8_t d)
     case LP_D_HEAD: return L->head_dim;
     case LP_D_ROT_PAIRS: return hp->n_rot / 2;
     case LP_D_ONE: return 1;
+    case LP_D_HEADS: return hp->n_head;
+    case LP_D_EXPERTS: return hp->n_expert;
+    case LP_D_FF_EXP: return hp->n_ff_exp;
+    case LP_D_FF_SHEXP: return hp->n_ff_shexp;
     case LP_D_QG: return 2 * (int64_t)hp->n_head * L->head_dim;
     case LP_D_SSM_CONV: return m->ssm.n_channels;
     case LP_D_SSM_INNER: return m->ssm.d_inner;
@@ -321,9 +336,11 @@ static int64_t dim_of(const lp_model_t *m, const lp_layer_hp_t *L, uint8_t d)
     }
 }
 
-/* Resolve a matrix weight with GGUF shape {n_in, n_out}. */
-static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_out, bool optional,
-                      lp_weight_t *w)
+/* Resolve a matrix weight with GGUF shape {n_in, n_out}, or {n_in, n_out,
+ * n_mat} when n_mat > 0 (stacked experts, each matrix a slice of the
+ * mapping). */
+static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_out, int64_t n_mat,
+                      bool optional, lp_weight_t *w)
 {
     const lp_gguf_tensor_t *t = lp_gguf_find_tensor(m->gguf, name);
     memset(w, 0, sizeof(*w));
@@ -331,7 +348,17 @@ static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_o
         if (optional) return LP_ERR(ENOENT);
         return lp_error_set(LP_ERR(EINVAL), "missing tensor '%s'", name);
     }
-    if (t->n_dims != 2 || t->ne[0] != n_in || (n_out >= 0 && t->ne[1] != n_out))
+    if (n_mat > 0 ? (t->n_dims != 3 || t->ne[2] != n_mat) : t->n_dims != 2) {
+        if (n_mat > 0)
+            return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld x %lld, expected "
+                                "%lld x %lld x %lld (one matrix per expert)", name,
+                                (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                                (long long)n_in, (long long)n_out, (long long)n_mat);
+        return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld x %lld, expected "
+                            "%lld x %lld", name, (long long)t->ne[0], (long long)t->ne[1],
+                            (long long)t->ne[2], (long long)n_in, (long long)n_out);
+    }
+    if (t->ne[0] != n_in || (n_out >= 0 && t->ne[1] != n_out))
         return lp_error_set(LP_ERR(EINVAL), "tensor '%s': shape %lld x %lld x %lld, expected "
                             "%lld x %lld", name, (long long)t->ne[0], (long long)t->ne[1],
                             (long long)t->ne[2], (long long)n_in, (long long)n_out);
@@ -345,6 +372,8 @@ static int get_matrix(lp_model_t *m, const char *name, int64_t n_in, int64_t n_o
     w->n_in = t->ne[0];
     w->n_out = t->ne[1];
     w->row_bytes = lp_type_row_bytes(t->type, t->ne[0]);
+    w->n_mat = n_mat > 0 ? n_mat : 1;
+    w->mat_bytes = w->row_bytes * (size_t)w->n_out;
     return 0;
 }
 
@@ -398,7 +427,8 @@ static int get_entry(lp_arch_ld_t *ld, const lp_arch_tensor_t *e, const lp_layer
     const int64_t ne0 = dim_of(m, L, e->ne[0]);
     int rc;
     if (e->flags & LP_T_MATRIX) {
-        rc = get_matrix(m, name, ne0, dim_of(m, L, e->ne[1]), optional,
+        rc = get_matrix(m, name, ne0, dim_of(m, L, e->ne[1]),
+                        e->flags & LP_T_EXPERTS ? m->hp.n_expert : 0, optional,
                         (lp_weight_t *)(base + e->field));
         if (rc == LP_ERR(ENOENT)) return 0;
     } else {

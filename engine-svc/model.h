@@ -18,7 +18,20 @@ typedef struct lp_weight {
     int64_t n_in;      /* ne0: elements per row */
     int64_t n_out;     /* ne1: rows */
     size_t row_bytes;
+    int64_t n_mat;     /* ne2: matrices stacked one after another (a 3-D expert
+                          tensor: one per expert); 1 for a plain matrix */
+    size_t mat_bytes;  /* bytes of one matrix: n_out * row_bytes */
 } lp_weight_t;
+
+/* Matrix e of a stacked weight (an expert's), as a plain weight: a view
+ * into the same mapping, nothing copied. */
+static inline lp_weight_t lp_weight_mat(const lp_weight_t *w, int64_t e)
+{
+    lp_weight_t v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)e * w->mat_bytes;
+    v.n_mat = 1;
+    return v;
+}
 
 /* One RoPE: theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factors[i]
  * for the pairs i < n_rot/2, computed as llama.cpp does (in float, the
@@ -29,6 +42,11 @@ typedef struct lp_rope {
     float freq_scale;          /* 1 / rope.scaling.factor (linear); 1 otherwise */
     const float *freq_factors; /* (n_rot/2) divisors, or NULL; the model's rope_freqs */
     bool neox;                 /* pairs (i, i + n_rot/2); else (2i, 2i+1) */
+    /* YaRN (rope.scaling.type yarn; yarn_ext 0: none), as ggml's rope_yarn:
+     * pair i's angle mixes the scaled and unscaled ones by ramp(i) *
+     * yarn_ext (ramp 1 below pair yarn_lo, 0 above yarn_hi); cos and sin
+     * are multiplied by yarn_mscale. */
+    float yarn_ext, yarn_lo, yarn_hi, yarn_mscale;
 } lp_rope_t;
 
 #define LP_MAX_ROPES 4
@@ -50,6 +68,7 @@ typedef struct lp_layer_hp {
     int32_t rope;         /* index into lp_model_t.ropes */
     float attn_scale;     /* applied to q.k */
     int32_t kv_group;     /* KV pool: 0 full attention, 1 sliding window */
+    bool moe;             /* the FFN is a mixture of experts (ffn_gate_inp present) */
     bool attn_gate;       /* attn_q gives q and a gate per head; ATT *= sigmoid(gate) */
 } lp_layer_hp_t;
 
@@ -76,12 +95,27 @@ typedef struct lp_layer {
     float *q_norm;     /* (head_dim) per-head RMSNorm of q, may be NULL */
     float *k_norm;     /* (head_dim) per-head RMSNorm of k, may be NULL */
     lp_weight_t wo;    /* (n_head*head_dim -> n_embd) */
+    float *bo;         /* (n_embd) attn_output.bias, may be NULL */
+    float *attn_sinks; /* (n_head) one logit per head in the softmax, may be NULL */
     float *post_attn_norm; /* (n_embd) RMSNorm of the attention output, may be NULL */
     float *ffn_norm;   /* (n_embd) */
     lp_weight_t w_gate; /* (n_embd -> n_ff) */
     lp_weight_t w_up;   /* (n_embd -> n_ff) */
     lp_weight_t w_down; /* (n_ff -> n_embd) */
     float *post_ffn_norm; /* (n_embd) RMSNorm of the FFN output, may be NULL */
+    /* mixture of experts (hp.moe) */
+    lp_weight_t ffn_gate_inp;  /* (n_embd -> n_expert) the router */
+    float *ffn_gate_inp_b;     /* (n_expert) may be NULL */
+    lp_weight_t ffn_gate_exps; /* (n_expert x (n_embd -> n_ff_exp)) */
+    lp_weight_t ffn_up_exps;   /* (n_expert x (n_embd -> n_ff_exp)) */
+    lp_weight_t ffn_down_exps; /* (n_expert x (n_ff_exp -> n_embd)) */
+    float *ffn_gate_exps_b;    /* (n_expert, n_ff_exp) may be NULL */
+    float *ffn_up_exps_b;      /* (n_expert, n_ff_exp) may be NULL */
+    float *ffn_down_exps_b;    /* (n_expert, n_embd) may be NULL */
+    lp_weight_t ffn_gate_shexp; /* (n_embd -> n_ff_shexp) shared expert, may be empty */
+    lp_weight_t ffn_up_shexp;   /* (n_embd -> n_ff_shexp) */
+    lp_weight_t ffn_down_shexp; /* (n_ff_shexp -> n_embd) */
+    float *ffn_gate_inp_shexp;  /* (n_embd) the shared expert's sigmoid gate, may be NULL */
     float *out_scale;  /* (1) the block's output times this, may be NULL */
     /* Gated DeltaNet layers (hp.mixer LP_MIXER_DELTANET) */
     lp_weight_t w_qkv;    /* attn_qkv (n_embd -> n_channels): q | k | v */

@@ -68,6 +68,24 @@ void lp_op_rope_angles_ext(int32_t pos, int32_t n_rot, float base, float freq_sc
     }
 }
 
+void lp_op_rope_angles_yarn(int32_t pos, int32_t n_rot, float base, float freq_scale,
+                            const float *ff, float ext, float lo, float hi, float mscale,
+                            float *cs, float *sn)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int32_t i = 0; i < n_rot / 2; i++) {
+        const float te = ff ? theta / ff[i] : theta, ti = freq_scale * te;
+        /* ggml passes the element index 2i and halves it */
+        const float y = ((float)(2 * i) / 2 - lo) / fmaxf(0.001f, hi - lo);
+        const float ramp = (1 - fminf(1.0f, fmaxf(0.0f, y))) * ext;
+        const float t = ti * (1 - ramp) + te * ramp;
+        cs[i] = cosf(t) * mscale;
+        sn[i] = sinf(t) * mscale;
+        theta *= theta_scale;
+    }
+}
+
 void lp_op_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
                       const float *cs, const float *sn, bool neox)
 {
@@ -93,6 +111,13 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
                      int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
                      const uint8_t *mask, float *scores)
 {
+    lp_op_attn_head_sink(out, q, k, v, kv_stride, n_pos, head_dim, scale, mask, NULL, scores);
+}
+
+void lp_op_attn_head_sink(float *out, const float *q, const float *k, const float *v,
+                          int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
+                          const uint8_t *mask, const float *sink, float *scores)
+{
     float max = -INFINITY;
     for (int32_t j = 0; j < n_pos; j++) {
         if (mask && mask[j]) {
@@ -104,7 +129,8 @@ void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
     }
     memset(out, 0, sizeof(float) * (size_t)head_dim);
     if (max == -INFINITY) return; /* every score masked: no NaN from 0/0 */
-    double sum = 0;
+    if (sink && *sink > max) max = *sink; /* as llama.cpp's soft_max with sinks */
+    double sum = sink ? expf(*sink - max) : 0;
     for (int32_t j = 0; j < n_pos; j++) {
         scores[j] = scores[j] == -INFINITY ? 0.0f : expf(scores[j] - max);
         sum += scores[j];

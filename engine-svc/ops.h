@@ -27,6 +27,13 @@ void lp_op_rope_angles(int32_t pos, int32_t n_rot, float base, float *cs, float 
  * divisors) may be NULL.  freq_scale 1 and no ff give lp_op_rope_angles. */
 void lp_op_rope_angles_ext(int32_t pos, int32_t n_rot, float base, float freq_scale,
                            const float *ff, float *cs, float *sn);
+/* The same with YaRN (ggml's rope_yarn, ext_factor ext != 0): with t_e =
+ * theta_i / ff[i] and t_i = freq_scale * t_e, ramp = 1 - clamp((i - lo) /
+ * max(0.001, hi - lo), 0, 1), angle = t_i (1 - ramp ext) + t_e ramp ext;
+ * cos and sin times mscale (1 + 0.1 ln(1/freq_scale) included). */
+void lp_op_rope_angles_yarn(int32_t pos, int32_t n_rot, float base, float freq_scale,
+                            const float *ff, float ext, float lo, float hi, float mscale,
+                            float *cs, float *sn);
 void lp_op_rope_apply(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
                       const float *cs, const float *sn, bool neox);
 /* The same for pairs i0 .. i0+n-1 only; cs and sn hold their n angles. */
@@ -41,6 +48,12 @@ void lp_op_rope_apply_range(float *x, int32_t n_heads, int32_t head_dim, int32_t
 void lp_op_attn_head(float *out, const float *q, const float *k, const float *v,
                      int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
                      const uint8_t *mask, float *scores);
+
+/* The same with an attention sink (gpt-oss): one more logit, *sink (not
+ * scaled), in the softmax's denominator, with no value; sink NULL: none. */
+void lp_op_attn_head_sink(float *out, const float *q, const float *k, const float *v,
+                          int64_t kv_stride, int32_t n_pos, int32_t head_dim, float scale,
+                          const uint8_t *mask, const float *sink, float *scores);
 
 /* out = silu(g) * u, element-wise; out may alias g. */
 void lp_op_swiglu(float *out, const float *g, const float *u, int64_t n);

@@ -125,6 +125,26 @@ static void test_all_masked(void)
     for (int c = 0; c < HD; c++) CHECK_NEAR(out[c], 0.0, 0.0, "empty row is zero");
 }
 
+/* An attention sink is a logit with no value: two keys with scores s0, s1
+ * and a sink z give p_j = e^{s_j} / (e^{s0} + e^{s1} + e^z); a sink far
+ * above the scores leaves almost nothing, and all-masked stays zero. */
+static void test_sink(void)
+{
+    enum { HD = 2 };
+    float q[HD] = {1, 0}, k[2 * HD] = {2, 0, -1, 0}, v[2 * HD] = {1, 2, 3, 4}, out[HD], sc[2];
+    const float z = 1.5f;
+    lp_op_attn_head_sink(out, q, k, v, HD, 2, HD, 1.0f, NULL, &z, sc);
+    const double den = exp(2.0) + exp(-1.0) + exp(1.5);
+    CHECK_NEAR(out[0], (exp(2.0) * 1 + exp(-1.0) * 3) / den, 1e-6, "sink dim 0");
+    CHECK_NEAR(out[1], (exp(2.0) * 2 + exp(-1.0) * 4) / den, 1e-6, "sink dim 1");
+    const float big = 200.0f;
+    lp_op_attn_head_sink(out, q, k, v, HD, 2, HD, 1.0f, NULL, &big, sc);
+    CHECK(out[0] == 0.0f && out[1] == 0.0f, "a sink far above the scores: %g %g", out[0], out[1]);
+    uint8_t mask[2] = {1, 1};
+    lp_op_attn_head_sink(out, q, k, v, HD, 2, HD, 1.0f, mask, &z, sc);
+    CHECK(out[0] == 0.0f && out[1] == 0.0f, "all masked with a sink: %g %g", out[0], out[1]);
+}
+
 static void test_rmsnorm_swiglu(void)
 {
     /* x = (3, 4): mean of squares 12.5, so y = x / sqrt(12.5 + eps) * w. */
@@ -144,6 +164,7 @@ int main(void)
     test_rope();
     test_gqa_attention();
     test_all_masked();
+    test_sink();
     test_rmsnorm_swiglu();
     if (!lp_check_failures) printf("ops: all passed\n");
     return CHECK_DONE();

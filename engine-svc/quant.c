@@ -19,6 +19,7 @@ bool lp_quant_supported(uint32_t type)
     case LP_TYPE_F32: case LP_TYPE_F16: case LP_TYPE_BF16:
     case LP_TYPE_Q4_0: case LP_TYPE_Q4_1: case LP_TYPE_Q5_0: case LP_TYPE_Q5_1:
     case LP_TYPE_Q8_0: case LP_TYPE_Q4_K: case LP_TYPE_Q5_K: case LP_TYPE_Q6_K:
+    case LP_TYPE_MXFP4:
         return true;
     default:
         return false;
@@ -83,6 +84,19 @@ static void dequant_q5_1(const lp_block_q5_1_t *b, float *y, int64_t nb)
             int h0 = (qh >> j) & 1, h1 = (qh >> (j + 16)) & 1;
             y[j] = (float)((b->qs[j] & 0xf) | h0 << 4) * d + m;
             y[j + 16] = (float)((b->qs[j] >> 4) | h1 << 4) * d + m;
+        }
+    }
+}
+
+const int8_t lp_mxfp4_kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static void dequant_mxfp4(const lp_block_mxfp4_t *b, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, b++, y += LP_QK) {
+        const float d = lp_e8m0_half(b->e);
+        for (int j = 0; j < LP_QK / 2; j++) {
+            y[j] = (float)lp_mxfp4_kvalues[b->qs[j] & 0xf] * d;
+            y[j + 16] = (float)lp_mxfp4_kvalues[b->qs[j] >> 4] * d;
         }
     }
 }
@@ -186,6 +200,7 @@ void lp_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
     case LP_TYPE_Q5_0: dequant_q5_0(src, dst, nb); break;
     case LP_TYPE_Q5_1: dequant_q5_1(src, dst, nb); break;
     case LP_TYPE_Q8_0: dequant_q8_0(src, dst, nb); break;
+    case LP_TYPE_MXFP4: dequant_mxfp4(src, dst, nb); break;
     case LP_TYPE_Q4_K: dequant_q4_k(src, dst, nb); break;
     case LP_TYPE_Q5_K: dequant_q5_k(src, dst, nb); break;
     case LP_TYPE_Q6_K: dequant_q6_k(src, dst, nb); break;
@@ -249,6 +264,31 @@ static void quant_asym(const float *x, uint16_t *dh, uint16_t *mh, uint8_t *qs, 
         h |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
     }
     if (qh) store_u32le(qh, h);
+}
+
+/* llama.cpp's quantize_row_mxfp4_ref: e = floor(log2 amax) - 2 + 127 (the
+ * largest value, 6 in E2M1, then lands near amax), each value the nearest
+ * table entry, the first of equals. */
+static void quant_mxfp4(const float *x, lp_block_mxfp4_t *b)
+{
+    float amax = 0;
+    for (int j = 0; j < LP_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    b->e = amax > 0 ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+    const float d = lp_e8m0_half(b->e);
+    uint8_t q[LP_QK];
+    for (int j = 0; j < LP_QK; j++) {
+        int best = 0;
+        float err = fabsf((float)lp_mxfp4_kvalues[0] * d - x[j]);
+        for (int k = 1; k < 16; k++) {
+            const float e2 = fabsf((float)lp_mxfp4_kvalues[k] * d - x[j]);
+            if (e2 < err) {
+                best = k;
+                err = e2;
+            }
+        }
+        q[j] = (uint8_t)best;
+    }
+    for (int j = 0; j < LP_QK / 2; j++) b->qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
 }
 
 static void quant_q8_0(const float *x, lp_block_q8_0_t *b)
@@ -398,6 +438,7 @@ int lp_quant_row(uint32_t type, const float *src, void *dst, int64_t n)
             break;
         }
         case LP_TYPE_Q8_0: quant_q8_0(x, b); break;
+        case LP_TYPE_MXFP4: quant_mxfp4(x, b); break;
         case LP_TYPE_Q4_K: quant_q4_k(x, b); break;
         case LP_TYPE_Q5_K: quant_q5_k(x, b); break;
         case LP_TYPE_Q6_K: quant_q6_k(x, b); break;

@@ -12,7 +12,7 @@
 #include "ggml-type.h"
 
 /* True when lp_dequant_row / lp_quant_row handle `type`: F32, F16, BF16,
- * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. */
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4. */
 bool lp_quant_supported(uint32_t type);
 
 /* Expand `n` elements (a whole number of blocks) of `src` into `dst`.
@@ -33,6 +33,21 @@ typedef struct { uint16_t d, m; uint8_t qs[LP_QK / 2]; } lp_block_q4_1_t;
 typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[LP_QK / 2]; } lp_block_q5_0_t;
 typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[LP_QK / 2]; } lp_block_q5_1_t;
 typedef struct { uint16_t d; int8_t qs[LP_QK]; } lp_block_q8_0_t;
+/* MXFP4 (OCP microscaling FP4): an E8M0 exponent e, then 32 E2M1 values as
+ * nibbles (element j low nibble of qs[j], j+16 the high one); a value is
+ * lp_mxfp4_kvalues[nibble] * 2^(e - 128) (the table holds twice the E2M1
+ * values, hence -128 instead of -127). */
+typedef struct { uint8_t e; uint8_t qs[LP_QK / 2]; } lp_block_mxfp4_t;
+extern const int8_t lp_mxfp4_kvalues[16];
+
+/* 2^(e - 128) as ggml's GGML_E8M0_TO_FP32_HALF builds it (a subnormal for
+ * e 0 and 1). */
+static inline float lp_e8m0_half(uint8_t e)
+{
+    union { uint32_t u; float f; } v;
+    v.u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return v.f;
+}
 typedef struct {
     uint16_t d, dmin;                 /* super-block scales of scales and mins */
     uint8_t scales[LP_K_SCALE_SIZE];  /* 8 x (6-bit scale, 6-bit min) */
@@ -56,6 +71,7 @@ _Static_assert(sizeof(lp_block_q4_1_t) == 20, "q4_1 block");
 _Static_assert(sizeof(lp_block_q5_0_t) == 22, "q5_0 block");
 _Static_assert(sizeof(lp_block_q5_1_t) == 24, "q5_1 block");
 _Static_assert(sizeof(lp_block_q8_0_t) == 34, "q8_0 block");
+_Static_assert(sizeof(lp_block_mxfp4_t) == 17, "mxfp4 block");
 _Static_assert(sizeof(lp_block_q4_k_t) == 144, "q4_K block");
 _Static_assert(sizeof(lp_block_q5_k_t) == 176, "q5_K block");
 _Static_assert(sizeof(lp_block_q6_k_t) == 210, "q6_K block");

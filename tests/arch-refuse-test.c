@@ -40,6 +40,8 @@ typedef struct mutant {
 #define GEMMA4 "synth-gemma4-F32.gguf"
 #define STORIES "stories260K.gguf"
 #define QWEN2 "synth-qwen2-Q8_0.gguf"
+#define QWEN3MOE "synth-qwen3moe-F32.gguf"
+#define GPTOSS "synth-gptoss-MXFP4.gguf"
 #define QWEN35 "synth-qwen35-F32.gguf"
 
 static const mutant_t mutants[] = {
@@ -83,6 +85,22 @@ static const mutant_t mutants[] = {
     {GEMMA3, KEY_F32, "%s.attention.scale", 0.5, NULL, 0},
     {QWEN3, KEY_U32, "%s.attention.sliding_window", 16, NULL, 0},
     {LLAMA3, KEY_F32, "%s.final_logit_softcapping", 30, NULL, 0},
+    /* mixture of experts: routing keys lmpipe does not implement, a shared
+     * expert qwen3moe has not, expert counts out of range */
+    {QWEN3MOE, KEY_U32, "%s.expert_gating_func", 2, NULL, 0},
+    {QWEN3MOE, KEY_F32, "%s.expert_weights_scale", 2.5, NULL, 0},
+    {QWEN3MOE, TENSOR, "blk.1.ffn_gate_inp_shexp.weight", 64, NULL, 0},
+    {QWEN3MOE, TENSOR, "blk.0.exp_probs_b.bias", 8, NULL, 0},
+    {QWEN3MOE, KEY_U32, "%s.expert_used_count", 9, NULL, 0},
+    {QWEN3MOE, KEY_U32, "%s.expert_count", 0, NULL, 0},
+    /* gpt-oss: YaRN keys llama.cpp reads that lmpipe does not, a q/k norm it
+     * has not, RoPE scaling other than yarn, the YaRN key in an arch without
+     * YaRN */
+    {GPTOSS, KEY_F32, "%s.rope.scaling.yarn_beta_fast", 16, NULL, 0},
+    {GPTOSS, KEY_F32, "%s.rope.scaling.attn_factor", 1.2, NULL, 0},
+    {GPTOSS, TENSOR, "blk.0.attn_q_norm.weight", 32, NULL, 0},
+    {GPTOSS, KEY_STR, "%s.rope.scaling.type", 0, "longrope", 0},
+    {QWEN3MOE, KEY_U32, "%s.rope.scaling.original_context_length", 4096, NULL, 0},
     /* a tensor of a layer the file does not have */
     {QWEN3, TENSOR, "blk.2.attn_norm.weight", 64, NULL, 0},
     /* qwen35: a tensor of the other kind of layer (0-2 DeltaNet, 3 attention) */
@@ -162,7 +180,7 @@ static void test_mutants(const char *models, const char *out_dir)
     char src[4096], out[4096], what[256];
     /* untouched copies load: the copy itself changes nothing */
     static const char *const fixtures[] = {LLAMA3, NEMO, QWEN3, GEMMA3, GEMMA4, STORIES, QWEN2,
-                                           QWEN35};
+                                           QWEN3MOE, QWEN35};
     for (size_t i = 0; i < sizeof(fixtures) / sizeof(fixtures[0]); i++) {
         snprintf(src, sizeof(src), "%s/%s", models, fixtures[i]);
         snprintf(out, sizeof(out), "%s/arch-refuse-copy.gguf", out_dir);
@@ -207,6 +225,8 @@ static void test_cuda(const char *models)
         {GEMMA3, "gemma3.rope.scaling.type"},
         {"synth-gemma3-nofeat-F32.gguf", "gemma3.rope.scaling.type"},
         {GEMMA4, "rope_freqs.weight"},
+        {QWEN3MOE, "qwen3moe.expert_count' (a mixture of experts)"},
+        {GPTOSS, "attn_sinks.weight' (attention sinks)"},
         {QWEN35, "qwen35.ssm.state_size"}, /* Gated DeltaNet, named before its other features */
         {"synth-llama3-nofeat-F32.gguf", NULL},
         {STORIES, NULL},

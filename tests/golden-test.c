@@ -51,6 +51,7 @@ static void tolerances(const lp_model_t *m, int exact, double *eps, double *tau)
     else if (qwen && ftype == 7) { *eps = 0.6; *tau = 0.6; }       /* qwen2 Q8_0 */
     else if (qwen) { *eps = 0.8; *tau = 0.8; }                     /* qwen2 Q4_K_M mix */
     else if (ftype == 15) { *eps = 2.0; *tau = 1.5; }              /* llama Q4_K_M */
+    else if (ftype == 38) { *eps = 0.3; *tau = 0.15; }             /* gpt-oss MXFP4 experts */
     else { *eps = 1.5; *tau = 1.2; }                               /* llama Q8_0 Q4_0 Q5_K_M Q6_K */
 }
 

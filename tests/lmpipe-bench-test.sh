@@ -54,6 +54,36 @@ print("seqs:", "; ".join(errs) or "ok")
 sys.exit(1 if errs else 0)
 PY
 then fail=1; echo "$out"; fi
+# A mixture of experts: a step runs each chosen expert once for all the
+# tokens that chose it (8 sequences make 16 choices of 8 experts), and the
+# ceiling counts the chosen experts' bytes only.
+m=synth-qwen3moe-F32
+for seqs in 1 8; do
+    out=$("$lmpipe" bench --model "$models/$m.gguf" --prompt-tokens 8 --gen-tokens 8 --threads 2 --seqs $seqs)
+    want=$(decode_bytes "$models/$m.gguf")
+    exps=$("$lmpipe" info "$models/$m.gguf" | awk '$1 ~ /_exps\.weight$/ { t += $NF } END { print t }')
+    if ! python3 - "$out" "$want" "$exps" "$seqs" <<'PY'
+import json, sys
+d, want, exps, seqs = json.loads(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+m, r = d["moe"], d["decode_read"]
+errs = []
+if m["experts"] != 8 or m["used_per_token"] != 2 or m["tokens_per_layer_step"] != seqs:
+    errs.append("experts, used_per_token or tokens_per_layer_step")
+if m["choices_per_layer_step"] != 2 * seqs: errs.append("choices_per_layer_step")
+if seqs == 1 and m["expert_reads_per_layer_step"] != 2: errs.append("one token reads other than its 2 experts")
+if not 2 <= m["expert_reads_per_layer_step"] <= 8: errs.append("expert reads out of 2..8")
+# 4 layers of 3 matrices of 8 experts: one expert's share of the expert bytes
+per_read = exps / (4 * 8)
+if abs(m["expert_mb_per_step"] * 1048576 - 4 * m["expert_reads_per_layer_step"] * per_read) > 0.02 * 1048576:
+    errs.append("expert_mb_per_step is not the reads times an expert's bytes")
+step = want - exps + m["expert_fraction_read"] * exps
+if abs(r["gb_per_token"] * 1e9 - step) > 0.5e6:
+    errs.append(f"gb_per_token {r['gb_per_token']}: the step reads {step:.0f} bytes")
+print(f"moe --seqs {seqs}:", "; ".join(errs) or "ok", m)
+sys.exit(1 if errs else 0)
+PY
+    then fail=1; echo "$out"; fi
+done
 for bad in "--seqs 0" "--seqs 257" "--seqs x" "--seqs 2 --pipeline"; do
     if err=$("$lmpipe" bench --model "$models/$m.gguf" $bad 2>&1); then
         echo "FAIL: bench $bad accepted"; fail=1

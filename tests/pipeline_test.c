@@ -151,6 +151,7 @@ static float golden_tau(const char *name)
     if (strstr(name, "gemma") && strstr(name, "F32")) return 0.02f; /* fp16 GELU table */
     if (strstr(name, "F32")) return 0.01f;
     if (strstr(name, "F16")) return 0.05f;
+    if (strstr(name, "gptoss-MXFP4")) return 0.15f; /* Q8_0-rounded expert inputs */
     if (strstr(name, "qwen2-Q8_0")) return 0.6f;
     if (strstr(name, "qwen2-Q4_K_M")) return 0.8f;
     if (strstr(name, "Q4_K_M")) return 1.5f;
@@ -230,7 +231,8 @@ static void test_goldens(const char *models, const char *goldens, bool no_shm)
                                   "synth-llama3-F32", "synth-llama3-nofeat-F32", "synth-nemo-F32",
                                   "synth-qwen3-F32", "synth-gemma3-F32", "synth-gemma3-nofeat-F32",
                                   "synth-gemma4-F32", "synth-gemma4-nofeat-F32",
-                                  "synth-qwen35-F32"};
+                                  "synth-qwen3moe-F32", "synth-gptoss-F32",
+                                  "synth-gptoss-MXFP4", "synth-qwen35-F32"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/%s.json", goldens, files[i]);

@@ -20,6 +20,8 @@ def tolerances(model):
         return 0.01, 0.02
     if "F32" in model:
         return 0.001, 0.01
+    if model.startswith("synth-gptoss-MXFP4"):  # llama.cpp rounds the expert inputs to Q8_0
+        return 0.3, 0.15
     raise SystemExit("no tolerance for %s in this test" % model)
 
 

@@ -108,7 +108,7 @@ static lp_gguf_t *synth(const char *arch, const char *type, uint32_t n_vocab, in
                         uint64_t seed, const char *path)
 {
     lp_synth_opts_t o = {arch, "tiny", type, !strcmp(arch, "qwen2") ? vocab_qwen2 : vocab_llama,
-                         seed, n_vocab, threads};
+                         seed, n_vocab, threads, 0};
     int rc = lp_synth_write(&o, path);
     CHECK(rc == 0, "synth %s %s: %s", arch, type, lp_error_msg());
     lp_gguf_t *g = NULL;
@@ -275,11 +275,64 @@ static void expect_fail(lp_synth_opts_t o, const char *path, const char *a, cons
     CHECK(access(path, F_OK) != 0, "a failed synth left %s", path);
 }
 
+/* ---- the mixtures of experts: 3-D experts, llama-quantize's choices ---- */
+
+static void test_moe(void)
+{
+    static const struct {
+        const char *arch, *shape, *type;
+        uint32_t router, experts, down0, attn;
+        int64_t n_expert, n_embd, n_ff;
+    } cases[] = {
+        /* one layer of 1: use_more_bits gives ffn_down_exps Q6_K there */
+        {"qwen3moe", "qwen3moe-small", "Q4_K_M", LP_TYPE_F32, LP_TYPE_Q4_K, LP_TYPE_Q6_K,
+         LP_TYPE_Q4_K, 32, 1024, 512},
+        {"gpt-oss", "gpt-oss-small", "MXFP4", LP_TYPE_F32, LP_TYPE_MXFP4, LP_TYPE_MXFP4,
+         LP_TYPE_Q8_0, 16, 1024, 1024},
+    };
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/synth-test-%d-moe.gguf", tmp, (int)getpid());
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lp_synth_opts_t o = {cases[i].arch, cases[i].shape, cases[i].type, vocab_llama, 1, 32000,
+                             2, 1};
+        int rc = lp_synth_write(&o, path);
+        CHECK(rc == 0, "synth %s: %s", cases[i].shape, lp_error_msg());
+        lp_gguf_t *g = NULL;
+        if (rc || lp_gguf_open(path, &g)) continue;
+        const lp_gguf_tensor_t *r = lp_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight");
+        const lp_gguf_tensor_t *up = lp_gguf_find_tensor(g, "blk.0.ffn_up_exps.weight");
+        const lp_gguf_tensor_t *dn = lp_gguf_find_tensor(g, "blk.0.ffn_down_exps.weight");
+        const lp_gguf_tensor_t *q = lp_gguf_find_tensor(g, "blk.0.attn_q.weight");
+        CHECK(r && r->type == cases[i].router, "%s: router type", cases[i].shape);
+        CHECK(up && up->type == cases[i].experts && up->n_dims == 3 &&
+                  up->ne[0] == cases[i].n_embd && up->ne[1] == cases[i].n_ff &&
+                  up->ne[2] == cases[i].n_expert,
+              "%s: ffn_up_exps type or shape", cases[i].shape);
+        CHECK(dn && dn->type == cases[i].down0 && dn->ne[0] == cases[i].n_ff &&
+                  dn->ne[1] == cases[i].n_embd && dn->ne[2] == cases[i].n_expert,
+              "%s: ffn_down_exps type or shape", cases[i].shape);
+        CHECK(q && q->type == cases[i].attn, "%s: attn_q type", cases[i].shape);
+        CHECK(!lp_gguf_find_tensor(g, "blk.1.attn_q.weight"), "%s: --layers 1", cases[i].shape);
+        if (!strcmp(cases[i].arch, "gpt-oss")) {
+            const lp_gguf_tensor_t *b = lp_gguf_find_tensor(g, "blk.0.ffn_up_exps.bias");
+            CHECK(b && b->type == LP_TYPE_F32 && b->n_dims == 2 && b->ne[1] == cases[i].n_expert,
+                  "gpt-oss: expert biases F32, one row per expert");
+            CHECK(lp_gguf_find_tensor(g, "blk.0.attn_sinks.weight") != NULL, "gpt-oss: sinks");
+        }
+        lp_gguf_destroy(&g);
+    }
+    unlink(path);
+    lp_synth_opts_t x = {"llama", "tiny", "MXFP4", vocab_llama, 1, 0, 1, 0};
+    expect_fail(x, path, "MXFP4", "mixture of experts");
+    x = (lp_synth_opts_t){"qwen3moe", "qwen3moe-small", "Q8_0", vocab_llama, 1, 32000, 1, 9};
+    expect_fail(x, path, "--layers 9", "8");
+}
+
 static void test_errors(void)
 {
     char path[1100], novocab[1100];
     snprintf(path, sizeof(path), "%s/synth-test-%d-bad.gguf", tmp, (int)getpid());
-    lp_synth_opts_t o = {"llama", "tiny", "Q8_0", vocab_llama, 1, 0, 1};
+    lp_synth_opts_t o = {"llama", "tiny", "Q8_0", vocab_llama, 1, 0, 1, 0};
     lp_synth_opts_t x = o;
     x.arch = "gpt2";
     expect_fail(x, path, "--arch 'gpt2'", NULL);
@@ -328,5 +381,6 @@ int main(int argc, char **argv)
     test_padding();
     test_threads();
     test_errors();
+    test_moe();
     return CHECK_DONE();
 }

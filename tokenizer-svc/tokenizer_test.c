@@ -604,7 +604,8 @@ static void test_errors(void)
     /* every supported pre name loads (same gpt-2 vocabulary) */
     static const char *const pres[] = {"default", "llama-bpe", "qwen2", "deepseek-llm",
                                        "deepseek-coder", "falcon", "starcoder", "refact", "mpt",
-                                       "dbrx", "stablelm2", "smollm", "phi-2", "gpt-2", "qwen35"};
+                                       "dbrx", "stablelm2", "smollm", "phi-2", "gpt-2", "gpt-4o",
+                                       "qwen35"};
     for (size_t i = 0; i < sizeof(pres) / sizeof(pres[0]); i++) {
         mem = NULL;
         CHECK_RC(open_modified("vocab/ggml-vocab-gpt-2.gguf", "tokenizer.ggml.pre", pres[i], &mem, &g), 0);

@@ -59,15 +59,26 @@ static void *reader_main(void *arg)
 }
 
 /* What one decode step reads: every tensor but the token embeddings,
- * which it reads one row of, unless the output layer is tied to them;
- * from the engine's copy where it has one (packed matrices). */
-static size_t decode_spans(const lp_gguf_t *g, const lp_engine_t *e, span_t *spans)
+ * which it reads a row of per sequence, unless the output layer is tied to
+ * them; of the expert tensors the part the chosen experts are; from the
+ * engine's copy where it has one (packed matrices). */
+static size_t decode_spans(const lp_gguf_t *g, const lp_engine_t *e, double expert_frac, int seqs,
+                           span_t *spans)
 {
     bool tied = !lp_gguf_find_tensor(g, "output.weight");
     size_t n = 0;
     for (int64_t i = 0; i < lp_gguf_n_tensors(g); i++) {
         const lp_gguf_tensor_t *t = lp_gguf_tensor_at(g, i);
-        if (!tied && !strcmp(t->name, "token_embd.weight")) continue;
+        if (!tied && !strcmp(t->name, "token_embd.weight")) {
+            size_t row = t->ne[1] > 0 ? t->nbytes / (size_t)t->ne[1] : 0;
+            spans[n++] = (span_t){t->data, row * (size_t)seqs < t->nbytes ? row * (size_t)seqs
+                                                                             : t->nbytes};
+            continue;
+        }
+        if (t->n_dims == 3) { /* experts: never packed, read in place */
+            spans[n++] = (span_t){t->data, (size_t)((double)t->nbytes * expert_frac)};
+            continue;
+        }
         size_t cb = 0;
         const void *copy = e ? lp_engine_weight_copy(e, t->data, &cb) : NULL;
         if (copy) spans[n++] = (span_t){copy, cb};
@@ -76,8 +87,8 @@ static size_t decode_spans(const lp_gguf_t *g, const lp_engine_t *e, span_t *spa
     return n;
 }
 
-int lp_bench_decode_bytes(const lp_gguf_t *g, const lp_engine_t *e, int threads, double *bytes,
-                          double *gb_s)
+int lp_bench_decode_bytes(const lp_gguf_t *g, const lp_engine_t *e, int threads,
+                          double expert_frac, int seqs, double *bytes, double *gb_s)
 {
     if (threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -90,7 +101,9 @@ int lp_bench_decode_bytes(const lp_gguf_t *g, const lp_engine_t *e, int threads,
         free(rd);
         return lp_error_set(LP_ERR(ENOMEM), "out of memory");
     }
-    size_t n_spans = decode_spans(g, e, spans), total = 0;
+    size_t n_spans = decode_spans(g, e, expert_frac < 0 ? 0 : expert_frac > 1 ? 1 : expert_frac,
+                                  seqs < 1 ? 1 : seqs, spans),
+           total = 0;
     for (size_t k = 0; k < n_spans; k++) total += spans[k].n;
     int rc = 0, started = 0;
     double t0 = lp_now_s();

@@ -36,12 +36,15 @@ int lp_bench_step_latency(const char *model, int threads, bool no_shm, int n_tok
 #define LP_BENCH_MAX_SEQS 256 /* lmpipe bench --seqs */
 
 /* The memory-bandwidth ceiling of decode: a plain read, by `threads`
- * threads (0: one per CPU), of the weight bytes one decode step reads (all
- * but the token embeddings, unless they are the output layer too), where
- * engine e (may be NULL) reads them: its packed copies, the mapping
- * otherwise.  *bytes is that size, *gb_s the rate of the read
- * (bench-read.c). */
-int lp_bench_decode_bytes(const lp_gguf_t *g, const lp_engine_t *e, int threads, double *bytes,
-                          double *gb_s);
+ * threads (0: one per CPU), of the weight bytes one decode step of `seqs`
+ * sequences reads, where engine e (may be NULL) reads them: its packed
+ * copies, the mapping otherwise.  That is every tensor but the token
+ * embeddings, of which it reads `seqs` rows (all of them when they are the
+ * output layer too), and of the 3-D expert tensors only the part
+ * expert_frac (0..1) that the step's chosen experts are (the first
+ * expert_frac of each tensor is read: the same bytes as any experts').
+ * *bytes is that size, *gb_s the rate of the read (bench-read.c). */
+int lp_bench_decode_bytes(const lp_gguf_t *g, const lp_engine_t *e, int threads,
+                          double expert_frac, int seqs, double *bytes, double *gb_s);
 
 #endif

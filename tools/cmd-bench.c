@@ -232,18 +232,36 @@ int lp_cmd_bench(int argc, char **argv)
         }
     }
     double t_pp = 0, t_tg = 0, warm;
+    lp_moe_counts_t mc[4] = {{0}};
     if (!rc && pp) rc = run_prefill(&b, pp < b.batch ? pp : b.batch, &warm);
     if (!rc && pp) rc = run_prefill(&b, pp, &t_pp);
+    if (!rc) lp_engine_moe_counts(b.eng, &mc[0]);
     if (!rc && tg) rc = run_decode(&b, tg < 16 ? tg : 16, &warm);
+    if (!rc) lp_engine_moe_counts(b.eng, &mc[1]);
     /* The ceiling is read just before and just after the decode it bounds,
-     * and only where the weights are in host memory. */
+     * and only where the weights are in host memory; a mixture of experts
+     * reads the bytes of its chosen experts (those of the warm-up decode
+     * for the first read, of the decode itself for the second). */
     double step_bytes = 0, read_gbs[2] = {0, 0};
     bool on_cpu = !rc && !strcmp(lp_engine_backend_name(b.eng), "cpu");
+    double exp_total = 0;
+    for (int64_t i = 0; model && i < lp_gguf_n_tensors(lp_model_gguf(model)); i++)
+        if (lp_gguf_tensor_at(lp_model_gguf(model), i)->n_dims == 3)
+            exp_total += (double)lp_gguf_tensor_at(lp_model_gguf(model), i)->nbytes;
+    const int warm_steps = tg < 16 ? tg : 16;
+    double frac_warm = exp_total > 0 && warm_steps
+                           ? (double)(mc[1].expert_bytes - mc[0].expert_bytes) / warm_steps / exp_total
+                           : 0;
     if (!rc && tg && on_cpu)
-        rc = lp_bench_decode_bytes(lp_model_gguf(model), b.eng, threads, &step_bytes, &read_gbs[0]);
+        rc = lp_bench_decode_bytes(lp_model_gguf(model), b.eng, threads, frac_warm, seqs,
+                                   &step_bytes, &read_gbs[0]);
     if (!rc && tg) rc = run_decode(&b, tg, &t_tg);
+    if (!rc) lp_engine_moe_counts(b.eng, &mc[2]);
+    double frac = exp_total > 0 && tg ? (double)(mc[2].expert_bytes - mc[1].expert_bytes) / tg / exp_total
+                                      : 0;
     if (!rc && tg && on_cpu)
-        rc = lp_bench_decode_bytes(lp_model_gguf(model), b.eng, threads, &step_bytes, &read_gbs[1]);
+        rc = lp_bench_decode_bytes(lp_model_gguf(model), b.eng, threads, frac, seqs, &step_bytes,
+                                   &read_gbs[1]);
     double in_pp = pp && t_pp > 0 ? pp / t_pp : 0, in_tg = tg && t_tg > 0 ? tg * seqs / t_tg : 0;
     const char *backend_name = rc ? "" : lp_engine_backend_name(b.eng);
     const int32_t kv_blk = rc ? 0 : lp_engine_kv_block(b.eng);
@@ -324,6 +342,17 @@ int lp_cmd_bench(int argc, char **argv)
                    step_bytes / 1e9, decode, read, read_gbs[0], read_gbs[1],
                    read * 1e9 / step_bytes * seqs, read > 0 ? 100.0 * decode / read : 0,
                    read / file_gb * seqs, read > 0 ? 100.0 * in_tg / seqs * file_gb / read : 0);
+        }
+        if (hp->n_expert > 0 && tg && mc[2].calls > mc[1].calls) {
+            /* per MoE layer and decode step: each chosen expert read once,
+             * however many of the step's tokens chose it */
+            const double calls = (double)(mc[2].calls - mc[1].calls);
+            printf(", \"moe\": {\"experts\": %d, \"used_per_token\": %d, \"tokens_per_layer_step\": %.2f, "
+                   "\"choices_per_layer_step\": %.2f, \"expert_reads_per_layer_step\": %.2f, "
+                   "\"expert_mb_per_step\": %.2f, \"expert_fraction_read\": %.4f}",
+                   hp->n_expert, hp->n_expert_used, (mc[2].tokens - mc[1].tokens) / calls,
+                   (mc[2].pairs - mc[1].pairs) / calls, (mc[2].expert_reads - mc[1].expert_reads) / calls,
+                   (double)(mc[2].expert_bytes - mc[1].expert_bytes) / tg / 1048576.0, frac);
         }
         printf(", \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"file_mb\": %.1f, \"kv_mb\": %.1f, \"kv_block\": %d}\n",
                rss / 1024.0, hwm / 1024.0, lp_gguf_file_size(lp_model_gguf(model)) / 1048576.0,

@@ -14,11 +14,14 @@
 static int usage(FILE *f)
 {
     fprintf(f,
-            "usage: lmpipe synth --arch llama|qwen2|qwen3|gemma3|gemma4 --shape SHAPE --type TYPE\n"
-            "                    --vocab VOCAB.gguf [--seed S] [--vocab-size N] [--threads N]\n"
+            "usage: lmpipe synth --arch llama|qwen2|qwen3|gemma3|gemma4|qwen3moe|gpt-oss\n"
+            "                    --shape SHAPE --type TYPE\n"
+            "                    --vocab VOCAB.gguf [--seed S] [--vocab-size N] [--layers N]\n"
+            "                    [--threads N]\n"
             "                    -o OUT.gguf\n"
             "  shapes: %s\n  types:  %s\n  vocab size: default the shape's (tiny: the vocab "
-            "file's; gemma4-small too); extra tokens are [PADn]\n  threads: default one per CPU; the output does "
+            "file's; gemma4-small too); extra tokens are [PADn]\n  layers: the shape's first N "
+            "(a shape too big to bench whole)\n  threads: default one per CPU; the output does "
             "not depend on it\n",
             lp_synth_shape_names, lp_synth_type_names);
     return 2;
@@ -55,6 +58,11 @@ int lp_cmd_synth(int argc, char **argv)
             if (*end || !*v || n < 1 || n > (1L << 24))
                 return lp_cmd_usage_error("synth", "--vocab-size '%s': not 1 to 16777216", v);
             o.n_vocab = (uint32_t)n;
+        } else if (!strcmp(a, "--layers")) {
+            long n = strtol(v, &end, 10);
+            if (*end || !*v || n < 1 || n > 1024)
+                return lp_cmd_usage_error("synth", "--layers '%s': not 1 to 1024", v);
+            o.n_layer = (uint32_t)n;
         } else if (!strcmp(a, "--threads")) {
             long n = strtol(v, &end, 10);
             if (*end || !*v || n < 1 || n > 1024)

@@ -38,6 +38,9 @@ typedef struct shape {
     uint32_t swa_period; /* one global layer in every swa_period (gemma3 key, gemma4 array) */
     uint32_t head_dim_swa, n_head_kv_swa; /* gemma4: sliding layers' head size and KV heads */
     float rot_frac;      /* gemma4: rotated fraction of global heads (rope_freqs) */
+    /* mixture of experts (qwen3moe, gpt-oss) */
+    uint32_t n_expert, n_expert_used, n_ff_exp;
+    float yarn;          /* gpt-oss: YaRN factor (original context: orig_ctx) */
     /* qwen35: Gated DeltaNet layers, all but one in every attn_interval */
     uint32_t attn_interval, d_state, n_group, n_v_heads, d_conv;
     uint32_t n_rot;       /* rotated dims of an attention head (partial RoPE) */
@@ -69,6 +72,20 @@ static const shape_t shapes[] = {
     {"gemma4-small", "gemma4", 1536, 18, 8, 2, 6144, 0, 131072, 1000000.0f, 1e-6f,
      .head_dim = 256, .tied = 1, .n_swa = 512, .swa_period = 6, .head_dim_swa = 128,
      .n_head_kv_swa = 4, .rot_frac = 0.25f},
+    /* the mixtures of experts: Qwen3-30B-A3B (128 experts, 8 a token) and
+     * gpt-oss-20b (32 experts, 4 a token, sliding window 128 on even layers,
+     * YaRN 32 over 4096); the -small ones are the same layers at a few
+     * hundred MB, for tests */
+    {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, 1e-6f,
+     .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768},
+    {"qwen3moe-small", "qwen3moe", 1024, 8, 16, 4, 3072, 151936, 40960, 1000000.0f, 1e-6f,
+     .head_dim = 128, .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 512},
+    {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, 1e-5f,
+     .head_dim = 64, .n_swa = 128, .swa_period = 2, .orig_ctx = 4096, .yarn = 32.0f,
+     .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880},
+    {"gpt-oss-small", "gpt-oss", 1024, 4, 16, 4, 1024, 201088, 131072, 150000.0f, 1e-5f,
+     .head_dim = 64, .n_swa = 128, .swa_period = 2, .orig_ctx = 4096, .yarn = 32.0f,
+     .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 1024},
     {"qwen3.6-27b", "qwen35", 5120, 64, 24, 4, 17408, 248320, 262144, 10000000.0f, 1e-6f,
      .head_dim = 256, .attn_interval = 4, .d_state = 128, .n_group = 16, .n_v_heads = 48,
      .d_conv = 4, .n_rot = 64, .sections = {11, 11, 10, 0}},
@@ -82,8 +99,10 @@ static const shape_t shapes[] = {
 };
 const char *const lp_synth_shape_names = "tinyllama-1.1b, llama-3.2-1b (llama), qwen2.5-0.5b "
                                          "(qwen2), qwen3-0.6b, qwen3-4b (qwen3), gemma-3-1b "
-                                         "(gemma3), gemma4-small (gemma4), qwen3.6-27b, "
-                                         "qwen3.5-0.8b (qwen35), tiny (llama, qwen2, qwen35)";
+                                         "(gemma3), gemma4-small (gemma4), qwen3-30b-a3b, "
+                                         "qwen3moe-small (qwen3moe), gpt-oss-20b, gpt-oss-small "
+                                         "(gpt-oss), qwen3.6-27b, qwen3.5-0.8b (qwen35), tiny "
+                                         "(llama, qwen2, qwen35)";
 
 /* A qwen35 layer is recurrent (Gated DeltaNet) unless it is the last of its
  * interval. */
@@ -115,9 +134,11 @@ static const ftype_t ftypes[] = {
     {"Q5_1", 9, LP_TYPE_Q5_1, 1, 0},  {"Q8_0", 7, LP_TYPE_Q8_0, 1, 0},
     {"Q6_K", 18, LP_TYPE_Q6_K, 1, 0}, {"Q4_K_M", 15, LP_TYPE_Q4_K, 1, 1},
     {"Q5_K_M", 17, LP_TYPE_Q5_K, 1, 1},
+    /* llama-quantize's MXFP4_MOE: experts MXFP4, every other matrix Q8_0 */
+    {"MXFP4", 38, LP_TYPE_Q8_0, 1, 0},
 };
 const char *const lp_synth_type_names = "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K, "
-                                        "Q4_K_M, Q5_K_M";
+                                        "Q4_K_M, Q5_K_M, MXFP4 (mixtures of experts)";
 
 /* llama.cpp's use_more_bits(): the first and last eighth of the layers and
  * every third one in between. */
@@ -132,13 +153,18 @@ static uint32_t pick_type(const ftype_t *ft, const char *what, int64_t ne0, int 
                           uint32_t layer, uint32_t n_layer)
 {
     uint32_t t = ft->base;
+    /* the router stays F32, as the converter writes it and llama-quantize keeps it */
+    if (!strcmp(what, "ffn_gate_inp.weight")) return LP_TYPE_F32;
     if (!strcmp(what, "ssm_conv1d.weight")) return LP_TYPE_F32; /* never converted or quantized */
     if (!ft->quantized) return t;
+    if (ft->file_type == 38) /* MXFP4_MOE */
+        return strstr(what, "_exps.weight") ? LP_TYPE_MXFP4 : LP_TYPE_Q8_0;
     if (is_output) {
         if (ne0 % LP_QK_K) return LP_TYPE_Q8_0;
         return t == LP_TYPE_Q8_0 ? t : LP_TYPE_Q6_K;
     }
-    if (ft->k_mix && (!strcmp(what, "attn_v.weight") || !strcmp(what, "ffn_down.weight")) &&
+    if (ft->k_mix && (!strcmp(what, "attn_v.weight") || !strcmp(what, "ffn_down.weight") ||
+                      !strcmp(what, "ffn_down_exps.weight")) &&
         use_more_bits(layer, n_layer))
         t = LP_TYPE_Q6_K;
     else if (ft->k_mix && !strcmp(what, "attn_qkv.weight")) /* a fused q/k/v */
@@ -159,6 +185,8 @@ uint32_t lp_synth_tensor_type(const char *type_name, const char *name, uint32_t 
         if (!strcmp(type_name, ftypes[i].name)) ft = &ftypes[i];
     if (!ft) return UINT32_MAX;
     if (n_dims < 2) return LP_TYPE_F32; /* norms and biases */
+    const size_t nl = strlen(name);
+    if (nl > 5 && !strcmp(name + nl - 5, ".bias")) return LP_TYPE_F32; /* 2-D expert biases */
     int is_output = !strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight"));
     uint32_t layer = 0;
     const char *what = name;
@@ -208,7 +236,7 @@ typedef struct synth_tensor {
     char name[64];
     uint32_t type;
     uint32_t n_dims;
-    int64_t ne[2];
+    int64_t ne[3];
     enum fill fill;
     uint64_t key;
     const shape_t *shape;  /* for the RoPE factors */
@@ -371,13 +399,14 @@ static int add_tokenizer(lp_gguf_writer_t *w, const char *vocab, uint32_t *n_voc
 
 static int find_options(const lp_synth_opts_t *o, const shape_t **shape, const ftype_t **ft)
 {
-    static const char *const archs[] = {"llama", "qwen2", "qwen3", "gemma3", "gemma4", "qwen35"};
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "gemma3", "gemma4", "qwen3moe",
+                                        "gpt-oss", "qwen35"};
     bool arch_ok = false;
     for (size_t i = 0; o->arch && i < sizeof(archs) / sizeof(archs[0]); i++)
         arch_ok |= !strcmp(o->arch, archs[i]);
     if (!arch_ok)
         return lp_error_set(LP_ERR(EINVAL), "--arch '%s': unknown (llama, qwen2, qwen3, gemma3, "
-                            "gemma4, qwen35)", o->arch ? o->arch : "");
+                            "gemma4, qwen3moe, gpt-oss, qwen35)", o->arch ? o->arch : "");
     *shape = NULL;
     int known = 0;
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
@@ -424,7 +453,8 @@ static int add_hparams(lp_gguf_writer_t *w, const char *arch, const shape_t *s, 
     if (s->head_dim) {
         U32("attention.key_length", s->head_dim)
         U32("attention.value_length", s->head_dim)
-        if (strcmp(arch, "qwen3")) U32("rope.dimension_count", s->n_rot ? s->n_rot : s->head_dim)
+        if (strcmp(arch, "qwen3") && strcmp(arch, "qwen3moe") && strcmp(arch, "gpt-oss"))
+            U32("rope.dimension_count", s->n_rot ? s->n_rot : s->head_dim)
     }
     if (s->attn_interval) {
         U32("ssm.conv_kernel", s->d_conv)
@@ -439,6 +469,19 @@ static int add_hparams(lp_gguf_writer_t *w, const char *arch, const shape_t *s, 
         }
     }
     if (s->n_swa) U32("attention.sliding_window", s->n_swa)
+    if (s->n_expert) {
+        U32("expert_count", s->n_expert)
+        U32("expert_used_count", s->n_expert_used)
+        U32("expert_feed_forward_length", s->n_ff_exp)
+    }
+    if (s->yarn > 0) {
+        if (!rc) {
+            snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
+            rc = lp_gguf_writer_add_cstr(w, key, "yarn");
+        }
+        F32("rope.scaling.factor", s->yarn)
+        U32("rope.scaling.original_context_length", s->orig_ctx)
+    }
     if (!strcmp(arch, "gemma4")) {
         U32("attention.key_length_swa", s->head_dim_swa)
         U32("attention.value_length_swa", s->head_dim_swa)
@@ -473,6 +516,7 @@ static void add_tensor(synth_tensor_t *t, const shape_t *s, const ftype_t *ft, i
                        const char *name, int layer, enum fill fill, uint32_t n_dims, int64_t ne0,
                        int64_t ne1)
 {
+    t->ne[2] = 1;
     if (layer < 0) snprintf(t->name, sizeof(t->name), "%s", name);
     else snprintf(t->name, sizeof(t->name), "blk.%d.%s", layer, name);
     t->n_dims = n_dims;
@@ -602,12 +646,64 @@ static int plan_tensors_arch(const shape_t *s, const ftype_t *ft, const char *ar
     return 0;
 }
 
+/* The mixtures of experts (qwen3moe, gpt-oss): the arch's table, each
+ * layer's in name order; expert tensors 3-D (ne2 = n_expert). */
+static int plan_tensors_moe(const shape_t *s, const ftype_t *ft, const char *arch,
+                            uint32_t n_vocab, synth_tensor_t **out, int *n_out)
+{
+    const int oss = !strcmp(arch, "gpt-oss");
+    synth_tensor_t *ts = calloc((size_t)(4 + 24 * s->n_layer), sizeof(*ts));
+    if (!ts) return lp_error_set(LP_ERR(ENOMEM), "out of memory");
+    int n = 0;
+    const int64_t E = s->n_embd, F = s->n_ff_exp, X = s->n_expert, hd = s->head_dim;
+    const int64_t q = hd * s->n_head, kv = hd * s->n_head_kv;
+#define ADD(nm, layer, fl, nd, a, b) add_tensor(&ts[n++], s, ft, 0, nm, layer, fl, nd, a, b)
+#define ADD3(nm, layer, a, b) (ADD(nm, layer, FILL_NORMAL, 3, a, b), ts[n - 1].ne[2] = X)
+    ADD("output.weight", -1, FILL_NORMAL, 2, E, n_vocab);
+    ADD("output_norm.weight", -1, FILL_ONE, 1, E, 1);
+    ADD("token_embd.weight", -1, FILL_NORMAL, 2, E, n_vocab);
+    for (int l = 0; l < (int)s->n_layer; l++) {
+        if (oss) ADD("attn_k.bias", l, FILL_NORMAL, 1, kv, 1);
+        ADD("attn_k.weight", l, FILL_NORMAL, 2, E, kv);
+        if (!oss) ADD("attn_k_norm.weight", l, FILL_ONE, 1, hd, 1);
+        ADD("attn_norm.weight", l, FILL_ONE, 1, E, 1);
+        if (oss) ADD("attn_output.bias", l, FILL_NORMAL, 1, E, 1);
+        ADD("attn_output.weight", l, FILL_NORMAL, 2, q, E);
+        if (oss) ADD("attn_q.bias", l, FILL_NORMAL, 1, q, 1);
+        ADD("attn_q.weight", l, FILL_NORMAL, 2, E, q);
+        if (!oss) ADD("attn_q_norm.weight", l, FILL_ONE, 1, hd, 1);
+        if (oss) ADD("attn_sinks.weight", l, FILL_NORMAL, 1, s->n_head, 1);
+        if (oss) ADD("attn_v.bias", l, FILL_NORMAL, 1, kv, 1);
+        ADD("attn_v.weight", l, FILL_NORMAL, 2, E, kv);
+        if (oss) ADD("ffn_down_exps.bias", l, FILL_NORMAL, 2, E, X);
+        ADD3("ffn_down_exps.weight", l, F, E);
+        if (oss) ADD("ffn_gate_exps.bias", l, FILL_NORMAL, 2, F, X);
+        ADD3("ffn_gate_exps.weight", l, E, F);
+        if (oss) ADD("ffn_gate_inp.bias", l, FILL_NORMAL, 1, X, 1);
+        ADD("ffn_gate_inp.weight", l, FILL_NORMAL, 2, E, X);
+        if (!oss) ADD("ffn_norm.weight", l, FILL_ONE, 1, E, 1);
+        if (oss) ADD("ffn_up_exps.bias", l, FILL_NORMAL, 2, F, X);
+        ADD3("ffn_up_exps.weight", l, E, F);
+        if (oss) ADD("post_attention_norm.weight", l, FILL_ONE, 1, E, 1);
+    }
+#undef ADD3
+#undef ADD
+    *out = ts;
+    *n_out = n;
+    return 0;
+}
+
 int lp_synth_write(const lp_synth_opts_t *o, const char *path)
 {
     const shape_t *s = NULL;
     const ftype_t *ft = NULL;
     int rc = find_options(o, &s, &ft);
     if (rc) return rc;
+    shape_t cut = *s;
+    if (o->n_layer > s->n_layer)
+        return lp_error_set(LP_ERR(EINVAL), "--layers %u: the shape has %u", o->n_layer, s->n_layer);
+    if (o->n_layer) cut.n_layer = o->n_layer;
+    s = &cut;
     int qwen2 = !strcmp(o->arch, "qwen2");
 
     lp_gguf_writer_t *w = NULL;
@@ -620,8 +716,12 @@ int lp_synth_write(const lp_synth_opts_t *o, const char *path)
     if (!rc) rc = add_tokenizer(w, o->vocab, &n_vocab);
     if (!rc) rc = lp_gguf_writer_add_u32(w, "general.quantization_version", 2);
     if (!rc) rc = lp_gguf_writer_add_u32(w, "general.file_type", ft->file_type);
-    if (!rc) rc = s->head_dim ? plan_tensors_arch(s, ft, o->arch, n_vocab, &ts, &n_t)
-                              : plan_tensors(s, ft, qwen2, n_vocab, &ts, &n_t);
+    if (!rc && ft->file_type == 38 && !s->n_expert)
+        rc = lp_error_set(LP_ERR(EINVAL), "--type MXFP4: only for a mixture of experts "
+                          "(qwen3moe, gpt-oss)");
+    if (!rc) rc = s->n_expert   ? plan_tensors_moe(s, ft, o->arch, n_vocab, &ts, &n_t)
+                  : s->head_dim ? plan_tensors_arch(s, ft, o->arch, n_vocab, &ts, &n_t)
+                                : plan_tensors(s, ft, qwen2, n_vocab, &ts, &n_t);
     if (!rc && !(run.pool = lp_threadpool_new(o->n_threads))) rc = LP_ERR(ENOMEM);
     if (!rc) {
         for (int i = 0; i < n_t; i++)

@@ -19,6 +19,8 @@ typedef struct lp_synth_opts {
     uint32_t n_vocab;  /* 0: the shape's (tiny: the vocab file's); a larger
                         * size than the vocab's pads the token list */
     int n_threads;     /* <= 0: one per online CPU */
+    uint32_t n_layer;  /* 0: the shape's; else its first n_layer layers (benchmarks of
+                        * a shape too big for the machine: per-layer costs are the same) */
 } lp_synth_opts_t;
 
 /* Write the model to `path`.  Returns 0, or a negative code with a message

@@ -10,11 +10,11 @@
 #include <string.h>
 
 extern const lp_arch_t lp_arch_llama, lp_arch_qwen2, lp_arch_qwen3, lp_arch_gemma3,
-    lp_arch_gemma4, lp_arch_qwen35;
+    lp_arch_gemma4, lp_arch_qwen3moe, lp_arch_gptoss, lp_arch_qwen35;
 
 const lp_arch_t *const lp_archs[] = {
     &lp_arch_llama, &lp_arch_qwen2, &lp_arch_qwen3, &lp_arch_gemma3, &lp_arch_gemma4,
-    &lp_arch_qwen35, NULL,
+    &lp_arch_qwen3moe, &lp_arch_gptoss, &lp_arch_qwen35, NULL,
 };
 
 const char *lp_arch_names(void)
@@ -45,6 +45,12 @@ static const char *const feat_names[LP_FEAT_COUNT] = {
     "final logit soft-capping",
     "an attention scale other than 1/sqrt(head size)",
     "RoPE that differs per layer",
+    "a mixture of experts",
+    "a shared expert",
+    "attention sinks",
+    "YaRN RoPE scaling",
+    "an attention output bias",
+    "gpt-oss's clamped SwiGLU",
     [21] = "Gated DeltaNet layers (a recurrent state per sequence)",
     [22] = "a sigmoid gate on the attention output",
 };
@@ -55,16 +61,51 @@ const char *lp_model_missing_feature(const lp_model_t *m, uint32_t have, char *b
 {
     uint32_t lack = m->hp.features & ~have;
     if (lack & LP_FEAT_DEFINING) lack &= LP_FEAT_DEFINING;
-    for (uint32_t b = 0; b < LP_FEAT_COUNT; b++) {
+    size_t at = 0;
+    for (uint32_t b = 0; b < LP_FEAT_COUNT && at + 1 < len; b++) {
         if (!(lack & (1u << b))) continue;
-        snprintf(buf, len, "%s (%s)", m->feat_cause[b][0] ? m->feat_cause[b] : "the architecture",
-                 feat_names[b]);
-        return buf;
+        int k = snprintf(buf + at, len - at, "%s%s (%s)", at ? ", " : "",
+                         m->feat_cause[b][0] ? m->feat_cause[b] : "the architecture", feat_names[b]);
+        at += k < 0 ? 0 : (size_t)k;
     }
-    return NULL;
+    return at ? buf : NULL;
 }
 
 /* ---- the keys every transformer here has ------------------------------- */
+
+/* YaRN: rope.scaling.factor and original_context_length, beta_fast 32 and
+ * beta_slow 1 (llama.cpp's defaults, no key for them in these files); the
+ * ramp's pair range from ggml_rope_yarn_corr_dims, the attention factor 1
+ * times 1 + 0.1 ln(factor).  Fills ropes[0]'s yarn fields (rope.freq_base
+ * and dimension_count are read before: the caller finishes ropes[0]). */
+static int yarn_scaling(lp_arch_ld_t *ld, float *scale)
+{
+    float factor = 0;
+    uint32_t orig = 0;
+    int rc;
+    if ((rc = lp_ld_f32(ld, "rope.scaling.factor", true, &factor)) ||
+        (rc = lp_ld_u32(ld, "rope.scaling.original_context_length", true, &orig)))
+        return rc;
+    if (!(factor >= 1) || factor > 1024)
+        return lp_ld_refuse(ld, "rope.scaling.factor", "%g is not a YaRN factor in 1..1024", factor);
+    if (orig < 1 || orig > (1u << 24))
+        return lp_ld_refuse(ld, "rope.scaling.original_context_length", "%u is out of range", orig);
+    *scale = 1.0f / factor;
+    lp_rope_t *r = &lp_ld_model(ld)->ropes[0];
+    r->yarn_ext = 1.0f;
+    r->yarn_lo = (float)orig; /* the caller turns these into the ramp's pairs */
+    r->yarn_hi = 0;
+    r->yarn_mscale = factor == 1 ? 1.0f : 1.0f + 0.1f * logf(factor);
+    lp_ld_feature(ld, LP_FEAT_YARN, "rope.scaling.type");
+    return 0;
+}
+
+/* ggml_rope_yarn_corr_dim: the pair index where `rot` rotations fit the
+ * original context. */
+static float yarn_corr_dim(int32_t n_dims, float orig, float rot, float base)
+{
+    return (float)n_dims * logf(orig / (rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
 
 /* rope.scaling.type none or linear with rope.scaling.factor (also the old
  * rope.scale_linear); llama.cpp takes a factor without a type as linear.
@@ -84,9 +125,14 @@ static int rope_scaling(lp_arch_ld_t *ld, float *scale)
         }
         return 0;
     }
-    if (!(type.len == 6 && !memcmp(type.ptr, "linear", 6)))
-        return lp_ld_refuse(ld, "rope.scaling.type", "'%.*s' is not implemented (none and linear "
-                            "are)", (int)(type.len > 32 ? 32 : type.len), type.ptr);
+    const bool yarn = type.len == 4 && !memcmp(type.ptr, "yarn", 4) &&
+                      lp_ld_knows(ld, "rope.scaling.original_context_length");
+    if (!(type.len == 6 && !memcmp(type.ptr, "linear", 6)) && !yarn)
+        return lp_ld_refuse(ld, "rope.scaling.type", "'%.*s' is not implemented (%s are)",
+                            (int)(type.len > 32 ? 32 : type.len), type.ptr,
+                            lp_ld_knows(ld, "rope.scaling.original_context_length")
+                                ? "none, linear and yarn" : "none and linear");
+    if (yarn) return yarn_scaling(ld, scale);
     rc = lp_ld_f32(ld, "rope.scaling.factor", false, &factor);
     if (rc == LP_ERR(ENOENT) && lp_ld_has(ld, "rope.scale_linear"))
         rc = lp_ld_f32(ld, "rope.scale_linear", false, &factor);
@@ -125,6 +171,34 @@ int lp_arch_no_experts(lp_arch_ld_t *ld)
                                 "not implemented yet", n, lp_ld_arch(ld),
                                 strcmp(lp_ld_arch(ld), "llama") ? "" : " (Mixtral)");
     }
+    return 0;
+}
+
+int lp_arch_moe_hparams(lp_arch_ld_t *ld, bool shared)
+{
+    lp_hparams_t *hp = &lp_ld_model(ld)->hp;
+    uint32_t n = 0, used = 0, ff = 0, ff_sh = 0;
+    int rc;
+    if ((rc = lp_ld_u32(ld, "expert_count", true, &n)) ||
+        (rc = lp_ld_u32(ld, "expert_used_count", true, &used)) ||
+        (rc = lp_ld_u32(ld, "expert_feed_forward_length", true, &ff)))
+        return rc;
+    if (shared && (rc = lp_ld_u32(ld, "expert_shared_feed_forward_length", false, &ff_sh)) &&
+        rc != LP_ERR(ENOENT))
+        return rc;
+    if (n < 1 || n > 4096)
+        return lp_ld_refuse(ld, "expert_count", "%u is not a number of experts in 1..4096", n);
+    if (used < 1 || used > n || used > 64)
+        return lp_ld_refuse(ld, "expert_used_count", "%u is not in 1..%u", used, n < 64 ? n : 64);
+    if (ff < 1 || ff > (1u << 20))
+        return lp_ld_refuse(ld, "expert_feed_forward_length", "%u is out of range", ff);
+    if (ff_sh > (1u << 20))
+        return lp_ld_refuse(ld, "expert_shared_feed_forward_length", "%u is out of range", ff_sh);
+    hp->n_expert = (int32_t)n;
+    hp->n_expert_used = (int32_t)used;
+    hp->n_ff_exp = (int32_t)ff;
+    hp->n_ff_shexp = (int32_t)ff_sh;
+    lp_ld_feature(ld, LP_FEAT_MOE, "expert_count");
     return 0;
 }
 
@@ -206,7 +280,16 @@ int lp_arch_std_hparams(lp_arch_ld_t *ld, bool neox)
                             base);
     float scale;
     if ((rc = rope_scaling(ld, &scale))) return rc;
-    m->ropes[0] = (lp_rope_t){(int32_t)n_rot, base, scale, NULL, neox};
+    const lp_rope_t y = m->ropes[0]; /* yarn_scaling's fields */
+    m->ropes[0] = (lp_rope_t){.n_rot = (int32_t)n_rot, .base = base, .freq_scale = scale, .neox = neox};
+    if (y.yarn_ext != 0) {
+        const float lo = floorf(yarn_corr_dim((int32_t)n_rot, y.yarn_lo, 32.0f, base));
+        const float hi = ceilf(yarn_corr_dim((int32_t)n_rot, y.yarn_lo, 1.0f, base));
+        m->ropes[0].yarn_ext = y.yarn_ext;
+        m->ropes[0].yarn_lo = lo > 0 ? lo : 0;
+        m->ropes[0].yarn_hi = hi < (float)n_rot - 1 ? hi : (float)n_rot - 1;
+        m->ropes[0].yarn_mscale = y.yarn_mscale;
+    }
     m->n_ropes = 1;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         lp_layer_hp_t *L = &m->layers[l].hp;
@@ -247,7 +330,8 @@ int lp_arch_attention(const lp_fwd_t *f, const lp_model_t *m, int32_t l, bool v_
     if ((rc = o->rope(c, LP_BUF_Q, nh, l)) || (rc = o->rope(c, LP_BUF_K, nkv, l)) ||
         (rc = o->attention(c, l)) ||
         (gated && (rc = o->gate(c, LP_BUF_ATT, LP_BUF_AGATE, LP_ACT_SIGMOID, nh * hd))) ||
-        (rc = lp_fwd_mm(f, &L->wo, LP_BUF_ATT, LP_BUF_PROJ)))
+        (rc = lp_fwd_mm(f, &L->wo, LP_BUF_ATT, LP_BUF_PROJ)) ||
+        (L->bo && (rc = o->bias(c, LP_BUF_PROJ, L->bo, m->hp.n_embd))))
         return rc;
     return L->post_attn_norm
                ? o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_attn_norm, 1, m->hp.n_embd)
@@ -286,6 +370,32 @@ int lp_arch_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_act a
         (rc = lp_fwd_mm(f, &L->w_down, LP_BUF_GATE, LP_BUF_PROJ)) ||
         (L->post_ffn_norm &&
          (rc = o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_ffn_norm, 1, m->hp.n_embd))))
+        return rc;
+    return o->add(c, LP_BUF_X, LP_BUF_PROJ);
+}
+
+int lp_arch_moe_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_moe_gating gating,
+                    bool norm, enum lp_act act)
+{
+    const lp_fwd_ops_t *o = f->ops;
+    void *c = f->ctx;
+    const lp_layer_t *L = &m->layers[l];
+    const lp_hparams_t *hp = &m->hp;
+    const lp_moe_t moe = {
+        .n_expert = hp->n_expert, .n_used = hp->n_expert_used, .n_ff = hp->n_ff_exp,
+        .gating = gating, .norm = norm, .act = act,
+        .router = &L->ffn_gate_inp, .router_b = L->ffn_gate_inp_b,
+        .gate = &L->ffn_gate_exps, .up = &L->ffn_up_exps, .down = &L->ffn_down_exps,
+        .gate_b = L->ffn_gate_exps_b, .up_b = L->ffn_up_exps_b, .down_b = L->ffn_down_exps_b,
+        .sh_gate = L->ffn_gate_shexp.data ? &L->ffn_gate_shexp : NULL,
+        .sh_up = &L->ffn_up_shexp, .sh_down = &L->ffn_down_shexp,
+        .sh_gate_inp = L->ffn_gate_inp_shexp, .n_ff_sh = hp->n_ff_shexp,
+    };
+    int rc;
+    if ((rc = o->add_norm(c, LP_BUF_XN, LP_BUF_X, LP_BUF_PROJ, L->ffn_norm)) ||
+        (rc = o->moe(c, LP_BUF_PROJ, LP_BUF_XN, &moe)) ||
+        (L->post_ffn_norm &&
+         (rc = o->norm(c, LP_BUF_PROJ, LP_BUF_PROJ, L->post_ffn_norm, 1, hp->n_embd))))
         return rc;
     return o->add(c, LP_BUF_X, LP_BUF_PROJ);
 }

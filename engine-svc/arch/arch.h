@@ -44,8 +44,12 @@ enum lp_feat {
     LP_FEAT_SOFTCAP = 1u << 12,    /* logits = cap * tanh(logits / cap) */
     LP_FEAT_ATTN_SCALE = 1u << 13, /* attention scale other than 1/sqrt(head_dim) */
     LP_FEAT_LAYER_ROPE = 1u << 14, /* RoPE base, scale or dims that differ per layer */
-    /* bits 15-20: reserved for the mixture-of-experts and gpt-oss features
-     * (issue #31) */
+    LP_FEAT_MOE = 1u << 15,        /* mixture-of-experts feed-forward (router, 3-D experts) */
+    LP_FEAT_SHARED_EXPERT = 1u << 16, /* an expert every token runs, maybe sigmoid-gated */
+    LP_FEAT_ATTN_SINKS = 1u << 17, /* one learned logit per head in the softmax */
+    LP_FEAT_YARN = 1u << 18,       /* rope.scaling.type yarn */
+    LP_FEAT_OUT_BIAS = 1u << 19,   /* attn_output.bias */
+    LP_FEAT_SWIGLU_OAI = 1u << 20, /* gpt-oss's clamped SwiGLU with expert biases */
     LP_FEAT_DELTANET = 1u << 21,   /* Gated DeltaNet layers: per-sequence recurrent state */
     LP_FEAT_ATTN_GATE = 1u << 22,  /* attention output times sigmoid(a gate from attn_q) */
 };
@@ -56,8 +60,9 @@ enum lp_feat {
 /* "RoPE frequency factors", ... for bit i. */
 const char *lp_feat_name(uint32_t bit);
 
-/* The first feature of `feats` that `have` lacks, as a message fragment:
- * "'rope_freqs.weight' (RoPE frequency factors)"; NULL when none lacks. */
+/* The features of the model that `have` lacks, as a message fragment:
+ * "tensor 'rope_freqs.weight' (RoPE frequency factors), key ..." (each
+ * one, as far as len allows); NULL when none lacks. */
 const char *lp_model_missing_feature(const lp_model_t *m, uint32_t have, char *buf, size_t len);
 
 /* ---- the tensor table ------------------------------------------------- */
@@ -73,6 +78,10 @@ enum lp_dim {
     LP_D_HEAD,      /* head_dim of the layer */
     LP_D_ROT_PAIRS, /* n_rot / 2 of the first global layer's RoPE */
     LP_D_ONE,       /* 1 */
+    LP_D_HEADS,     /* n_head */
+    LP_D_EXPERTS,   /* n_expert */
+    LP_D_FF_EXP,    /* n_ff_exp: an expert's FFN width */
+    LP_D_FF_SHEXP,  /* n_ff_shexp: the shared expert's FFN width */
     LP_D_QG,        /* 2 * n_head * head_dim: q and its gate, per head (gated attention) */
     LP_D_SSM_CONV,  /* DeltaNet conv channels: q, k (n_group * d_state each), v (d_inner) */
     LP_D_SSM_INNER, /* d_inner = n_v_heads * d_state */
@@ -86,7 +95,9 @@ enum {
     LP_T_OPTIONAL = 1 << 1, /* may be absent (the field stays empty) */
     LP_T_MATRIX = 1 << 2,   /* an lp_weight_t read in place; else floats (a vector, or
                                ne0 x ne1 floats row after row) */
-    /* 1 << 3: reserved for expert tensors (issue #31) */
+    LP_T_EXPERTS = 1 << 3,  /* a third dimension of n_expert: a matrix per expert (an
+                               lp_weight_t of n_mat matrices), or a float array of
+                               n_expert rows (ne[1] is then LP_D_EXPERTS) */
     LP_T_ATTN = 1 << 4,     /* only on attention layers: refused on a recurrent one */
     LP_T_REC = 1 << 5,      /* only on recurrent (DeltaNet) layers: refused elsewhere */
 };
@@ -124,6 +135,8 @@ int lp_ld_layers(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *o
 int lp_ld_ints(lp_arch_ld_t *ld, const char *suffix, bool required, int32_t *out, int32_t n);
 /* True when the file has the key (not marked read: the caller reads it). */
 bool lp_ld_has(const lp_arch_ld_t *ld, const char *suffix);
+/* True when the suffix is in the arch's key table. */
+bool lp_ld_knows(const lp_arch_ld_t *ld, const char *suffix);
 /* True when the file has the tensor (a global name, or a layer's "blk.N.x"). */
 bool lp_ld_has_tensor(const lp_arch_ld_t *ld, const char *name);
 /* Record that the model uses features `feats`, brought by `cause`: a key
@@ -145,8 +158,12 @@ const char *lp_ld_arch(const lp_arch_ld_t *ld);
 int lp_arch_std_hparams(lp_arch_ld_t *ld, bool neox);
 /* final_logit_softcapping, `dflt` when absent (0: none). */
 int lp_arch_softcap(lp_arch_ld_t *ld, float dflt);
-/* expert_count / expert_used_count are 0 or absent: no MoE here yet. */
+/* expert_count / expert_used_count are 0 or absent: no MoE in this arch. */
 int lp_arch_no_experts(lp_arch_ld_t *ld);
+/* expert_count, expert_used_count (1 .. count), expert_feed_forward_length
+ * and, with `shared`, expert_shared_feed_forward_length (absent: 0) into
+ * hp; records LP_FEAT_MOE. */
+int lp_arch_moe_hparams(lp_arch_ld_t *ld, bool shared);
 
 /* ---- the forward ops a layer function calls ------------------------- */
 
@@ -172,10 +189,42 @@ enum lp_buf {
 };
 
 enum lp_act {
-    LP_ACT_SILU,      /* silu(gate) * up (SwiGLU) */
-    LP_ACT_GELU_TANH, /* gelu_tanh(gate) * up through llama.cpp's fp16 table */
-    LP_ACT_SIGMOID,   /* sigmoid(gate) * x (the gate op only) */
+    LP_ACT_SILU,       /* silu(gate) * up (SwiGLU) */
+    LP_ACT_GELU_TANH,  /* gelu_tanh(gate) * up through llama.cpp's fp16 table */
+    LP_ACT_SWIGLU_OAI, /* gpt-oss: g = min(gate, 7), u = clamp(up, -7, 7),
+                          g * sigmoid(1.702 g) * (u + 1) */
+    LP_ACT_SIGMOID,    /* sigmoid(gate) * x (the gate op only) */
 };
+
+/* How a router's logits become the weights of the chosen experts. */
+enum lp_moe_gating {
+    LP_MOE_SOFTMAX,      /* p = softmax over all experts; the k largest p (Qwen3-MoE) */
+    LP_MOE_TOPK_SOFTMAX, /* the k largest logits; p = softmax over those k (gpt-oss) */
+};
+
+/* One mixture-of-experts feed-forward, as a layer function describes it to
+ * the backend.  Every pointer is borrowed from the model.  A token's output
+ * is sum over its k chosen experts e (in the order of their weights,
+ * largest first) of p_e * (down_e(act(gate_e x + gate_b_e, up_e x +
+ * up_b_e)) + down_b_e), plus the shared expert's output, times
+ * sigmoid(x . sh_gate_inp) where the arch has that gate. */
+typedef struct lp_moe {
+    int32_t n_expert, n_used;     /* experts, and chosen per token */
+    int32_t n_ff;                 /* an expert's FFN width */
+    enum lp_moe_gating gating;
+    bool norm;                    /* the k weights divided by their sum */
+    enum lp_act act;
+    const lp_weight_t *router;    /* (n_embd -> n_expert) */
+    const float *router_b;        /* (n_expert), may be NULL */
+    const lp_weight_t *gate, *up; /* n_expert matrices (n_embd -> n_ff) */
+    const lp_weight_t *down;      /* n_expert matrices (n_ff -> n_embd) */
+    const float *gate_b, *up_b;   /* (n_expert, n_ff), may be NULL */
+    const float *down_b;          /* (n_expert, n_embd), may be NULL */
+    /* the shared expert: sh_gate NULL when there is none */
+    const lp_weight_t *sh_gate, *sh_up, *sh_down; /* (n_embd -> n_ff_sh), (n_ff_sh -> n_embd) */
+    const float *sh_gate_inp;     /* (n_embd): output times sigmoid(x . it); NULL: times 1 */
+    int32_t n_ff_sh;
+} lp_moe_t;
 
 /* A backend's forward ops.  Every op works on the step's n_tok rows and
  * returns 0 or a negative code with a message.  Widths are in floats. */
@@ -208,6 +257,10 @@ typedef struct lp_fwd_ops {
     int (*attention)(void *ctx, int32_t layer);
     /* GATE = act(GATE) * UP, width floats. */
     int (*glu)(void *ctx, enum lp_act act, int32_t width);
+    /* dst = the mixture of experts `moe` on src (n_embd wide): route each
+     * token, run each chosen expert once for all the tokens that chose it,
+     * add up.  dst may not be src. */
+    int (*moe)(void *ctx, enum lp_buf dst, enum lp_buf src, const lp_moe_t *moe);
     /* src rows of n_groups groups of 2 * width floats: the first width of
      * each group into dst_a, the second into dst_b (n_groups * width). */
     int (*split)(void *ctx, enum lp_buf dst_a, enum lp_buf dst_b, enum lp_buf src,
@@ -278,6 +331,12 @@ int lp_arch_delta_net(const lp_fwd_t *f, const lp_model_t *m, int32_t l);
  * post_ffn_norm when the layer has it); x += PROJ. */
 int lp_arch_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_act act);
 
+/* Feed-forward through a mixture of experts: x += PROJ; pre-norm (ffn_norm);
+ * the layer's experts (and shared expert) with this gating and activation;
+ * x += PROJ. */
+int lp_arch_moe_ffn(const lp_fwd_t *f, const lp_model_t *m, int32_t l, enum lp_moe_gating gating,
+                    bool norm, enum lp_act act);
+
 /* The llama block, which llama, qwen2 and qwen3 share. */
 int lp_arch_llama_layer(const lp_fwd_t *f, const lp_model_t *m, int32_t l);
 
@@ -307,6 +366,26 @@ int lp_arch_llama_layer(const lp_fwd_t *f, const lp_model_t *m, int32_t l);
 #define LP_ARCH_QK_NORM_TENSORS                                                               \
     LP_TENSOR_L("attn_q_norm.weight", q_norm, 0, LP_D_HEAD, LP_D_NONE, LP_FEAT_QK_NORM),      \
     LP_TENSOR_L("attn_k_norm.weight", k_norm, 0, LP_D_HEAD, LP_D_NONE, LP_FEAT_QK_NORM)
+#define LP_ARCH_MOE_KEYS "expert_count", "expert_used_count", "expert_feed_forward_length"
+#define LP_ARCH_MOE_TENSORS                                                                   \
+    LP_TENSOR_L("ffn_gate_inp.weight", ffn_gate_inp, LP_T_MATRIX, LP_D_EMBD, LP_D_EXPERTS,     \
+                LP_FEAT_MOE),                                                                 \
+    LP_TENSOR_L("ffn_gate_exps.weight", ffn_gate_exps, LP_T_MATRIX | LP_T_EXPERTS, LP_D_EMBD,  \
+                LP_D_FF_EXP, LP_FEAT_MOE),                                                    \
+    LP_TENSOR_L("ffn_up_exps.weight", ffn_up_exps, LP_T_MATRIX | LP_T_EXPERTS, LP_D_EMBD,      \
+                LP_D_FF_EXP, LP_FEAT_MOE),                                                    \
+    LP_TENSOR_L("ffn_down_exps.weight", ffn_down_exps, LP_T_MATRIX | LP_T_EXPERTS, LP_D_FF_EXP, \
+                LP_D_EMBD, LP_FEAT_MOE)
+/* A shared expert beside the routed ones (Qwen3.5-MoE's, gated). */
+#define LP_ARCH_SHARED_EXPERT_TENSORS                                                         \
+    LP_TENSOR_L("ffn_gate_shexp.weight", ffn_gate_shexp, LP_T_MATRIX, LP_D_EMBD, LP_D_FF_SHEXP, \
+                LP_FEAT_SHARED_EXPERT),                                                       \
+    LP_TENSOR_L("ffn_up_shexp.weight", ffn_up_shexp, LP_T_MATRIX, LP_D_EMBD, LP_D_FF_SHEXP,    \
+                LP_FEAT_SHARED_EXPERT),                                                       \
+    LP_TENSOR_L("ffn_down_shexp.weight", ffn_down_shexp, LP_T_MATRIX, LP_D_FF_SHEXP, LP_D_EMBD, \
+                LP_FEAT_SHARED_EXPERT),                                                       \
+    LP_TENSOR_L("ffn_gate_inp_shexp.weight", ffn_gate_inp_shexp, LP_T_OPTIONAL, LP_D_EMBD,     \
+                LP_D_NONE, LP_FEAT_SHARED_EXPERT)
 #define LP_ARCH_POST_NORM_TENSORS                                                             \
     LP_TENSOR_L("post_attention_norm.weight", post_attn_norm, 0, LP_D_EMBD, LP_D_NONE,        \
                 LP_FEAT_POST_NORM),                                                           \

@@ -64,7 +64,7 @@ static int hparams(lp_arch_ld_t *ld)
     if (!(base_swa > 0))
         return lp_error_set(LP_ERR(EINVAL), "key 'gemma3.rope.freq_base_swa': %g is not positive",
                             base_swa);
-    m->ropes[1] = (lp_rope_t){m->ropes[0].n_rot, base_swa, 1.0f, NULL, true};
+    m->ropes[1] = (lp_rope_t){.n_rot = m->ropes[0].n_rot, .base = base_swa, .freq_scale = 1.0f, .neox = true};
     m->n_ropes = 2;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         /* llama.cpp's set_swa_pattern: period 0 slides everywhere */

@@ -107,7 +107,8 @@ static int hparams(lp_arch_ld_t *ld)
         return rc;
     if (!(base_swa > 0))
         return lp_ld_refuse(ld, "rope.freq_base_swa", "%g is not positive", base_swa);
-    m->ropes[1] = (lp_rope_t){(int32_t)n_rot_swa, base_swa, m->ropes[0].freq_scale, NULL, true};
+    m->ropes[1] = (lp_rope_t){.n_rot = (int32_t)n_rot_swa, .base = base_swa,
+                              .freq_scale = m->ropes[0].freq_scale, .neox = true};
     m->n_ropes = 2;
 
     int32_t *swa = malloc(sizeof(int32_t) * (size_t)hp->n_layer);

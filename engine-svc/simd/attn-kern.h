@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 /* out[r] = softmax_{k_lo[r] <= j < n_keys[r]}(scale * q[r] . k_j) . v_j for
- * r < nr (k_lo NULL: from 0).
+ * r < nr (k_lo NULL: from 0); sink (NULL: none): one more logit sink[r]
+ * per row in the softmax's denominator, with no value (attention sinks).
  * q[r], out[r]: head_dim floats (borrowed); key j's k and v rows are
  * head_dim floats at k + off[j] and v + off[j] (off: one entry per key up
  * to max(n_keys), so a paged cache's rows may lie anywhere; keys below
@@ -25,7 +26,7 @@ typedef void (*lp__attn_tile_fn)(int32_t nr, const float *const *q, float *const
                                  const int32_t *k_lo, const int32_t *n_keys, const float *k,
                                  const float *v,
                                  const int64_t *off, int32_t head_dim, float scale,
-                                 float *scratch);
+                                 const float *sink, float *scratch);
 
 typedef struct lp__attn_kern {
     const char *name;

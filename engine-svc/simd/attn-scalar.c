@@ -21,7 +21,7 @@ static float dot(const float *a, const float *b, int32_t n)
 static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
                         const int32_t *k_lo, const int32_t *n_keys, const float *k,
                         const float *v, const int64_t *off,
-                        int32_t hd, float scale, float *scratch)
+                        int32_t hd, float scale, const float *sink, float *scratch)
 {
     float *o = scratch, *s = scratch + hd; /* (hd) output, (LP_ATTN_KB) scores */
     for (int32_t r = 0; r < nr; r++) {
@@ -46,6 +46,7 @@ static void tile_scalar(int32_t nr, const float *const *q, float *const *out,
                 for (int32_t i = 0; i < hd; i++) o[i] += p * vj[i];
             }
         }
+        if (sink && l > 0) l += expf(sink[r] - m); /* a logit with no value */
         const float inv = l > 0 ? 1.0f / l : 0.0f; /* no keys: zeros, not NaN */
         for (int32_t i = 0; i < hd; i++) out[r][i] = o[i] * inv;
     }

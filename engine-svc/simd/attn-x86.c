@@ -15,6 +15,7 @@
  * the cache (broadcasts), never transposed. */
 #include <immintrin.h>
 #include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "attn-kern.h"
@@ -152,7 +153,8 @@ INLINE void pv_micro(const int NV, const int ND, float *ot, int32_t R, int32_t d
 
 INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *const *out,
                     const int32_t *k_lo, const int32_t *n_keys, const float *k, const float *v,
-                    const int64_t *off, int32_t hd, float scale, float *scratch)
+                    const int64_t *off, int32_t hd, float scale, const float *sink,
+                    float *scratch)
 {
     const int32_t R = NV * W;
     float *qt = scratch, *ot = qt + (size_t)hd * R, *pb = ot + (size_t)hd * R;
@@ -248,16 +250,22 @@ INLINE void tile_nv(const int NV, int32_t nr, const float *const *q, float *cons
 
     /* normalise; a row that saw no key has l = 0 and gets zeros, not NaN */
     _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) v_store(lv + c * W, l[c]);
+    if (sink) { /* a logit with no value in each row's denominator */
+        _Alignas(64) float mv[RMAX];
+        _Pragma("GCC unroll 2") for (int c = 0; c < NV; c++) v_store(mv + c * W, m[c]);
+        for (int32_t r = 0; r < nr; r++)
+            if (lv[r] > 0) lv[r] += expf(sink[r] - mv[r]);
+    }
     for (int32_t r = 0; r < nr; r++) lv[r] = lv[r] > 0 ? 1.0f / lv[r] : 0.0f;
     store_out(out, nr, ot, R, lv, hd);
 }
 
 static void tile(int32_t nr, const float *const *q, float *const *out, const int32_t *k_lo,
                  const int32_t *n_keys, const float *k, const float *v, const int64_t *off,
-                 int32_t hd, float scale, float *scratch)
+                 int32_t hd, float scale, const float *sink, float *scratch)
 {
-    if (nr <= W) tile_nv(1, nr, q, out, k_lo, n_keys, k, v, off, hd, scale, scratch);
-    else tile_nv(2, nr, q, out, k_lo, n_keys, k, v, off, hd, scale, scratch);
+    if (nr <= W) tile_nv(1, nr, q, out, k_lo, n_keys, k, v, off, hd, scale, sink, scratch);
+    else tile_nv(2, nr, q, out, k_lo, n_keys, k, v, off, hd, scale, sink, scratch);
 }
 
 const lp__attn_kern_t ATTN_SYM = {

@@ -11,7 +11,7 @@ enum lp__act lp__act_of(uint32_t type)
 {
     switch (type) {
     case LP_TYPE_Q4_0: case LP_TYPE_Q4_1: case LP_TYPE_Q5_0: case LP_TYPE_Q5_1:
-    case LP_TYPE_Q8_0:
+    case LP_TYPE_Q8_0: case LP_TYPE_MXFP4:
         return LP_ACT_Q8A;
     case LP_TYPE_Q4_K: case LP_TYPE_Q5_K: case LP_TYPE_Q6_K:
         return LP_ACT_Q8K;
@@ -191,6 +191,23 @@ static float dot_q8_0(int64_t n, const void *w, const void *x)
     return s;
 }
 
+/* MXFP4: as llama.cpp's ggml_vec_dot_mxfp4_q8_0, 2^(e-128) * d_x times
+ * the integer dot of the table values with the activations. */
+static float dot_mxfp4(int64_t n, const void *w, const void *x)
+{
+    const lp_block_mxfp4_t *b = w;
+    const lp__q8a_t *a = x;
+    float s = 0;
+    for (int64_t i = 0; i < n / LP_QK; i++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += lp_mxfp4_kvalues[b[i].qs[j] & 0xf] * a[i].qs[j] +
+                    lp_mxfp4_kvalues[b[i].qs[j] >> 4] * a[i].qs[j + 16];
+        s += lp_e8m0_half(b[i].e) * a[i].d * (float)sumi;
+    }
+    return s;
+}
+
 /* K-quants: per super-block d_x * (d * sum_j sc_j * sum(q * x) -
  * dmin * sum_j m_j * (sum of x over sub-block j)), the activation sums
  * coming from bsums.  Q4_K and Q5_K share the d, dmin, scales prefix;
@@ -293,6 +310,7 @@ SCALAR_GEMM(gemm_q8_0, dot_q8_0)
 SCALAR_GEMM(gemm_q4_k, dot_q4_k)
 SCALAR_GEMM(gemm_q5_k, dot_q5_k)
 SCALAR_GEMM(gemm_q6_k, dot_q6_k)
+SCALAR_GEMM(gemm_mxfp4, dot_mxfp4)
 
 /* ---- float vectors ------------------------------------------------------ */
 
@@ -322,7 +340,7 @@ const lp__kern_t lp__kern_scalar = {
         [LP_TYPE_F32] = gemm_f32, [LP_TYPE_F16] = gemm_f16, [LP_TYPE_BF16] = gemm_bf16,
         [LP_TYPE_Q4_0] = gemm_q4_0, [LP_TYPE_Q4_1] = gemm_q4_1, [LP_TYPE_Q5_0] = gemm_q5_0,
         [LP_TYPE_Q5_1] = gemm_q5_1, [LP_TYPE_Q8_0] = gemm_q8_0, [LP_TYPE_Q4_K] = gemm_q4_k,
-        [LP_TYPE_Q5_K] = gemm_q5_k, [LP_TYPE_Q6_K] = gemm_q6_k,
+        [LP_TYPE_Q5_K] = gemm_q5_k, [LP_TYPE_Q6_K] = gemm_q6_k, [LP_TYPE_MXFP4] = gemm_mxfp4,
     },
     .quant_q8a = lp__quant_q8a_scalar,
     .quant_q8k = lp__quant_q8k_scalar,

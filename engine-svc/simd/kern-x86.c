@@ -305,7 +305,7 @@ INLINE void prefetch_block_pair(const uint8_t *p, size_t bb, size_t wrb)
 
 /* ---- legacy types: 32-element blocks, Q8 activations -------------------- */
 
-enum { L_Q8_0, L_Q4_0, L_Q5_0, L_Q4_1, L_Q5_1 };
+enum { L_Q8_0, L_Q4_0, L_Q5_0, L_Q4_1, L_Q5_1, L_MXFP4 };
 
 /* Block i of a legacy row dotted with each token: Q8_0 through |q| and
  * the sign trick; Q4_0/Q5_0 as unsigned q with the offset times the
@@ -326,7 +326,7 @@ INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void
 {
     static const size_t bsize[] = {sizeof(lp_block_q8_0_t), sizeof(lp_block_q4_0_t),
                                    sizeof(lp_block_q5_0_t), sizeof(lp_block_q4_1_t),
-                                   sizeof(lp_block_q5_1_t)};
+                                   sizeof(lp_block_q5_1_t), sizeof(lp_block_mxfp4_t)};
     const uint8_t *blk = w + (size_t)i * bsize[kind];
     __m256i q, aq = _mm256_setzero_si256();
     float d, m = 0;
@@ -360,6 +360,15 @@ INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void
         m = f16(b->m);
         break;
     }
+    case L_MXFP4: { /* the nibbles through the value table, then as Q8_0 */
+        const lp_block_mxfp4_t *b = (const lp_block_mxfp4_t *)blk;
+        const __m256i kv = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128((const __m128i *)lp_mxfp4_kvalues));
+        q = _mm256_shuffle_epi8(kv, unpack_nibbles16(b->qs));
+        aq = _mm256_sign_epi8(q, q);
+        d = lp_e8m0_half(b->e);
+        break;
+    }
     default: {
         const lp_block_q5_1_t *b = (const lp_block_q5_1_t *)blk;
         q = add_bits_0x10(unpack_nibbles16(b->qs), b->qh);
@@ -372,7 +381,8 @@ INLINE void legacy_block(const int kind, const uint8_t *w, int64_t i, const void
         const lp__q8a_t *a = (const lp__q8a_t *)xv[t] + i;
         __m256i x = _mm256_loadu_si256((const __m256i *)a->qs);
         __m256i s;
-        if (kind == L_Q8_0) s = dot_us(_mm256_setzero_si256(), aq, _mm256_sign_epi8(x, q));
+        if (kind == L_Q8_0 || kind == L_MXFP4)
+            s = dot_us(_mm256_setzero_si256(), aq, _mm256_sign_epi8(x, q));
         else if (off) s = dot_us(lane0(-off * a->sum), q, x);
         else s = dot_us(_mm256_setzero_si256(), q, x);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * a->d), acc[t]);
@@ -389,7 +399,7 @@ INLINE void tile_legacy_pf(const int kind, int64_t n, const void *wv, const void
 {
     static const size_t bsize[] = {sizeof(lp_block_q8_0_t), sizeof(lp_block_q4_0_t),
                                    sizeof(lp_block_q5_0_t), sizeof(lp_block_q4_1_t),
-                                   sizeof(lp_block_q5_1_t)};
+                                   sizeof(lp_block_q5_1_t), sizeof(lp_block_mxfp4_t)};
     __m256 acc0[NT], acc1[NT];
     float mins[NT];
     _Pragma("GCC unroll 16") for (int t = 0; t < nt; t++) {
@@ -428,6 +438,7 @@ DEFINE_LEGACY_TILE(tile_q4_0, L_Q4_0)
 DEFINE_LEGACY_TILE(tile_q5_0, L_Q5_0)
 DEFINE_LEGACY_TILE(tile_q4_1, L_Q4_1)
 DEFINE_LEGACY_TILE(tile_q5_1, L_Q5_1)
+DEFINE_LEGACY_TILE(tile_mxfp4, L_MXFP4)
 
 /* One token: row by row, each prefetching the row PF_ROWS further on. */
 #define DEFINE_GEMV_LEGACY_ROWS(name, kind)                                               \
@@ -457,11 +468,13 @@ DEFINE_LEGACY_TILE(tile_q5_1, L_Q5_1)
 #define gemm_q5_0_tile tile_q5_0
 #define gemm_q4_1_tile tile_q4_1
 #define gemm_q5_1_tile tile_q5_1
+#define gemm_mxfp4_tile tile_mxfp4
 DEFINE_GEMV_LEGACY(gemm_q8_0, L_Q8_0)
 DEFINE_GEMV_LEGACY_ROWS(gemm_q4_0, L_Q4_0) /* their gemvs: after the block pairs below */
 DEFINE_GEMV_LEGACY_ROWS(gemm_q5_0, L_Q5_0)
 DEFINE_GEMV_LEGACY(gemm_q4_1, L_Q4_1)
 DEFINE_GEMV_LEGACY(gemm_q5_1, L_Q5_1)
+DEFINE_GEMV_LEGACY(gemm_mxfp4, L_MXFP4)
 
 #if defined(LP_KERN_AVX512)
 /* ---- Q4_0 / Q5_0 decode in block pairs (AVX-512) --------------------------
@@ -1776,12 +1789,13 @@ const lp__kern_t KERN_SYM = {
         [LP_TYPE_F32] = gemm_f32, [LP_TYPE_F16] = gemm_f16, [LP_TYPE_BF16] = gemm_bf16,
         [LP_TYPE_Q4_0] = gemm_q4_0, [LP_TYPE_Q4_1] = gemm_q4_1, [LP_TYPE_Q5_0] = gemm_q5_0,
         [LP_TYPE_Q5_1] = gemm_q5_1, [LP_TYPE_Q8_0] = gemm_q8_0, [LP_TYPE_Q4_K] = gemm_q4_k,
-        [LP_TYPE_Q5_K] = gemm_q5_k, [LP_TYPE_Q6_K] = gemm_q6_k,
+        [LP_TYPE_Q5_K] = gemm_q5_k, [LP_TYPE_Q6_K] = gemm_q6_k, [LP_TYPE_MXFP4] = gemm_mxfp4,
     },
     .gemv = {
         [LP_TYPE_Q4_0] = gemm_q4_0_v, [LP_TYPE_Q4_1] = gemm_q4_1_v, [LP_TYPE_Q5_0] = gemm_q5_0_v,
         [LP_TYPE_Q5_1] = gemm_q5_1_v, [LP_TYPE_Q8_0] = gemm_q8_0_v, [LP_TYPE_Q4_K] = gemm_q4_k_v,
         [LP_TYPE_Q5_K] = gemm_q5_k_v, [LP_TYPE_Q6_K] = gemm_q6_k_v,
+        [LP_TYPE_MXFP4] = gemm_mxfp4_v,
     },
 #if defined(LP_KERN_AVX512)
     .gemm_pp = {

@@ -16,7 +16,7 @@ static uint64_t rng = 0x853c49e6748fea9bull;
 
 static const uint32_t types[] = {
     LP_TYPE_F32, LP_TYPE_F16, LP_TYPE_BF16, LP_TYPE_Q8_0, LP_TYPE_Q4_0, LP_TYPE_Q4_1,
-    LP_TYPE_Q5_0, LP_TYPE_Q5_1, LP_TYPE_Q4_K, LP_TYPE_Q5_K, LP_TYPE_Q6_K,
+    LP_TYPE_Q5_0, LP_TYPE_Q5_1, LP_TYPE_Q4_K, LP_TYPE_Q5_K, LP_TYPE_Q6_K, LP_TYPE_MXFP4,
 };
 
 /* Randomize the quantized bits of a row, keeping its half-precision
@@ -32,6 +32,7 @@ static void scramble(uint32_t type, uint8_t *row, size_t bytes)
         case LP_TYPE_Q4_1: case LP_TYPE_Q5_1: lo = 4; hi = t->block_bytes; break;
         case LP_TYPE_Q4_K: case LP_TYPE_Q5_K: lo = 4; hi = t->block_bytes; break;
         case LP_TYPE_Q6_K: lo = 0; hi = t->block_bytes - 2; break;
+        case LP_TYPE_MXFP4: lo = 1; hi = t->block_bytes; break;
         default: break;
         }
         for (size_t i = lo; i < hi; i++) b[i] = (uint8_t)(lp_check_rand(&rng) >> 32);

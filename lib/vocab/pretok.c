@@ -202,6 +202,87 @@ static void split_llama3(const text_t *t, size_t a, size_t b, emit_t *e, size_t 
     }
 }
 
+/* o200k (tokenizer.ggml.pre gpt-4o: GPT-4o, gpt-oss), as llama.cpp runs it:
+ * its rewrite of the tokenizer.json regex, where an "upper" letter (U) is a
+ * letter other than a-z and a "lower" one (W) a letter other than A-Z (so
+ * every non-ASCII letter is both, and \p{M} is no letter):
+ *   [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?|\p{N}{1,3}
+ *   | ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * with C one of 's 't 're 've 'm 'll 'd in any case.  The first two
+ * alternatives are resolved as a backtracking engine does: U* takes the
+ * longest run, then gives back letters until W+ can start. */
+#define IS_U(c, f) (IS_L(f) && !((c) >= 'a' && (c) <= 'z'))
+#define IS_W(c, f) (IS_L(f) && !((c) >= 'A' && (c) <= 'Z'))
+
+/* Length of the contraction C at pos (0: none). */
+static size_t contraction_at(const text_t *t, size_t b, size_t pos)
+{
+    if (CP(pos) != '\'') return 0;
+    const uint32_t n1 = ascii_lower(CP(pos + 1)), n2 = ascii_lower(CP(pos + 2));
+    if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') return 2;
+    if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) return 3;
+    return 0;
+}
+
+/* End of the letter alternatives at pos, or pos when neither matches. */
+static size_t o200k_word(const text_t *t, size_t b, size_t pos)
+{
+    const uint32_t c = t->cp[pos];
+    const unsigned f = t->fl[pos];
+    /* the optional prefix; without it a word cannot start at a non-letter */
+    const size_t s = pos + !(c == '\r' || c == '\n' || IS_L(f) || IS_N(f));
+    size_t u = s, end = s;
+    while (u < b && IS_U(CP(u), F(u))) u++;
+    if (u < b && IS_W(CP(u), F(u))) { /* U* then W+ straight on */
+        end = u;
+    } else { /* W+ from the last W inside the U run */
+        for (size_t k = u; k > s && end == s; k--)
+            if (IS_W(CP(k - 1), F(k - 1))) end = k - 1;
+        if (end == s && !(s < u && IS_W(CP(s), F(s)))) /* no W: U+ W* (W* empty here) */
+            return u > s ? u + contraction_at(t, b, u) : pos;
+    }
+    while (end < b && IS_W(CP(end), F(end))) end++;
+    return end + contraction_at(t, b, end);
+}
+
+static void split_o200k(const text_t *t, size_t a, size_t b, emit_t *e)
+{
+    for (size_t pos = a; pos < b;) {
+        const uint32_t c = t->cp[pos];
+        const unsigned f = t->fl[pos];
+        size_t end = o200k_word(t, b, pos);
+        if (end > pos) {
+            pos += add(e, end);
+            continue;
+        }
+        if (IS_N(f)) {
+            end = pos;
+            while (end < pos + 3 && IS_N(F(end))) end++;
+            pos += add(e, end);
+            continue;
+        }
+        unsigned f2 = c == ' ' ? F(pos + 1) : f;
+        if (!(f2 & (LP_UCD_WS | LP_UCD_L | LP_UCD_N)) && f2) {
+            pos += c == ' ';
+            while (!(f2 & (LP_UCD_WS | LP_UCD_L | LP_UCD_N)) && f2) f2 = F(++pos);
+            uint32_t c2 = CP(pos);
+            while (c2 == '\r' || c2 == '\n' || c2 == '/') c2 = CP(++pos);
+            add(e, pos);
+            continue;
+        }
+        size_t nws = 0, last_rn = 0;
+        while (IS_WS(F(pos + nws))) {
+            const uint32_t c2 = t->cp[pos + nws];
+            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+            nws++;
+        }
+        if (last_rn > 0) pos = last_rn;
+        else if (nws > 1 && pos + nws < b) pos += nws - 1;
+        else pos += nws ? nws : 1;
+        add(e, pos);
+    }
+}
+
 /* ---- character classes of the std::regex-path regexes ----
  * For a non-ASCII code point llama.cpp's text is collapsed: whitespace
  * becomes \v (in no class below), and \p{X} matches by category. */
@@ -356,7 +437,8 @@ static void split_trailing_ws(const text_t *t, size_t a, size_t b, emit_t *e)
 }
 
 enum step {
-    S_GPT2, S_LLAMA3, S_QWEN2, S_QWEN35, S_RUN, S_SINGLE, S_WS_RUN, S_DIGIT3, S_TRAIL_WS, S_END,
+    S_GPT2, S_LLAMA3, S_QWEN2, S_QWEN35, S_O200K, S_RUN, S_SINGLE, S_WS_RUN, S_DIGIT3, S_TRAIL_WS,
+    S_END,
 };
 
 typedef struct stepdef {
@@ -369,6 +451,7 @@ static const stepdef_t *steps_for(enum lp__pre pre)
     static const stepdef_t dflt[] = {{S_RUN, CLS_P_DEFAULT}, {S_GPT2, 0}, {S_RUN, CLS_N}, {S_DIGIT3, 0}, {S_END, 0}};
     static const stepdef_t llama3[] = {{S_LLAMA3, 0}, {S_END, 0}};
     static const stepdef_t qwen2[] = {{S_QWEN2, 0}, {S_END, 0}};
+    static const stepdef_t o200k[] = {{S_O200K, 0}, {S_END, 0}};
     static const stepdef_t qwen35[] = {{S_QWEN35, 0}, {S_END, 0}};
     static const stepdef_t gpt2[] = {{S_GPT2, 0}, {S_END, 0}};
     static const stepdef_t starcoder[] = {{S_SINGLE, CLS_N}, {S_GPT2, 0}, {S_END, 0}};
@@ -392,6 +475,7 @@ static const stepdef_t *steps_for(enum lp__pre pre)
     case LP__PRE_DEEPSEEK_CODER: return ds_coder;
     case LP__PRE_DEFAULT: return dflt;
     case LP__PRE_GEMMA4: return gemma4;
+    case LP__PRE_GPT4O: return o200k;
     }
     return dflt;
 }
@@ -476,6 +560,7 @@ int lp__pretok_split(enum lp__pre pre, const char *text, size_t len, const char 
             case S_LLAMA3: split_llama3(&t, a, b, &e, 3, false); break;
             case S_QWEN2: split_llama3(&t, a, b, &e, 1, false); break;
             case S_QWEN35: split_llama3(&t, a, b, &e, 1, true); break;
+            case S_O200K: split_o200k(&t, a, b, &e); break;
             case S_RUN: split_run(&t, a, b, &e, st->cls); break;
             case S_SINGLE: split_single(&t, a, b, &e, st->cls); break;
             case S_WS_RUN: split_ws_run(&t, a, b, &e, st->cls); break;

