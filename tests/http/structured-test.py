@@ -387,15 +387,17 @@ try:
         return float(m.group(1)) if m else 0
 
     redriven0 = redriven()
+    # the sampler is stopped first, so that the generations are surely in
+    # flight when it dies: short outputs can end before any fixed wait does
+    killed = sampler_pids()
+    for pid in killed:
+        os.kill(pid, signal.SIGSTOP)
     with ThreadPoolExecutor(8) as ex:
         futs = [ex.submit(gen, 100 + s) for s in range(8)]
-        # kill once generations are running: a fixed wait can fall before
-        # the first is placed on a loaded machine
         t0 = time.time()
         while time.time() - t0 < 30 and running() < 1:
             time.sleep(0.05)
-        time.sleep(0.1)
-        killed = sampler_pids()
+        time.sleep(0.2)
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
         results = [f.result() for f in futs]
